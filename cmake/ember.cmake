@@ -1,0 +1,31 @@
+# Helpers shared by every target.
+
+# Flags for the ISA-specific kernel variants. The rest of the project is built for baseline
+# x86-64 so that one binary runs anywhere; the variants are chosen at startup from CPUID.
+set(EMBER_AVX2_FLAGS -mavx2 -mfma -mf16c)
+set(EMBER_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
+    -mavx512bf16 -mavx512vnni)
+
+# ember_library(NAME DEPS ...): a static library from every .cc under src/NAME/.
+# Files named *_avx2.cc and *_avx512.cc get that ISA's flags.
+function(ember_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
+  if(NOT sources)
+    # A folder with headers only so far: an interface target keeps the layering explicit.
+    add_library(ember_${name} INTERFACE)
+    target_include_directories(ember_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(ember_${name} INTERFACE ${ARG_DEPS})
+    return()
+  endif()
+  add_library(ember_${name} STATIC ${sources})
+  target_include_directories(ember_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ember_${name} PUBLIC ${ARG_DEPS})
+  foreach(src IN LISTS sources)
+    if(src MATCHES "_avx2\\.cc$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EMBER_AVX2_FLAGS}")
+    elseif(src MATCHES "_avx512\\.cc$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EMBER_AVX512_FLAGS}")
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,26 @@
+// CHECK for invariants: a failed check is a bug in ember, so it reports file, line and the
+// condition, then aborts. Never use it for bad input; return a Status instead.
+#pragma once
+
+#include <fmt/format.h>
+
+namespace ember::internal {
+[[noreturn]] void CheckFailed(const char* file, int line, const char* condition, const std::string& message);
+}  // namespace ember::internal
+
+// EMBER_CHECK(cond) or EMBER_CHECK(cond, "fmt {}", args...).
+#define EMBER_CHECK(cond, ...)                                                           \
+  do {                                                                                   \
+    if (__builtin_expect(!(cond), 0)) {                                                  \
+      ::ember::internal::CheckFailed(__FILE__, __LINE__, #cond,                          \
+                                     ::fmt::format("" __VA_OPT__(, ) __VA_ARGS__));      \
+    }                                                                                    \
+  } while (0)
+
+#ifdef NDEBUG
+#define EMBER_DCHECK(cond, ...) \
+  do {                          \
+  } while (0)
+#else
+#define EMBER_DCHECK(cond, ...) EMBER_CHECK(cond __VA_OPT__(, ) __VA_ARGS__)
+#endif

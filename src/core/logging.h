@@ -1,0 +1,28 @@
+// Minimal leveled logging to stderr: "[ember I 12:03:04.123] message".
+// The level comes from EMBER_LOG_LEVEL (debug, info, warn, error; default info).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+namespace ember {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+LogLevel CurrentLogLevel();
+void SetLogLevel(LogLevel level);
+void LogMessage(LogLevel level, std::string_view message);
+
+template <typename... Args>
+void Log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
+  if (level < CurrentLogLevel()) return;
+  LogMessage(level, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace ember
+
+#define EMBER_LOG_DEBUG(...) ::ember::Log(::ember::LogLevel::kDebug, __VA_ARGS__)
+#define EMBER_LOG_INFO(...) ::ember::Log(::ember::LogLevel::kInfo, __VA_ARGS__)
+#define EMBER_LOG_WARN(...) ::ember::Log(::ember::LogLevel::kWarn, __VA_ARGS__)
+#define EMBER_LOG_ERROR(...) ::ember::Log(::ember::LogLevel::kError, __VA_ARGS__)

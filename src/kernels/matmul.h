@@ -1,0 +1,42 @@
+// Matrix multiplication against weight matrices stored as in Hugging Face checkpoints.
+//
+// Every variant computes y[i, j] = sum_k x[i, k] * w[j, k] for an f32 activation matrix x [m, k]
+// and a weight matrix w [n, k] ("[out, in]"), accumulating in f32. Weights are bf16 or f32.
+// The threaded entry point MatMul splits the n output columns across the global thread pool;
+// each thread runs the selected ISA variant on its column range, so a weight row streams from
+// memory once per call whatever m is (decode m = 1 is a GEMV, prefill m > 1 reuses each row).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+// One ISA variant: computes output columns [n_begin, n_end) for all m rows.
+// x has row stride k; y has row stride ldy.
+using MatMulBF16Fn = void (*)(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n_begin,
+                              int64_t n_end, float* y, int64_t ldy);
+using MatMulF32Fn = void (*)(const float* x, int64_t m, int64_t k, const float* w, int64_t n_begin,
+                             int64_t n_end, float* y, int64_t ldy);
+
+struct KernelVariant {
+  std::string_view name;  // "ref", "generic", "avx2", "avx512"
+  MatMulBF16Fn matmul_bf16;
+  MatMulF32Fn matmul_f32;
+};
+
+// Variants this host can execute, slowest (the scalar reference) first.
+const std::vector<const KernelVariant*>& AvailableVariants();
+// The variant in use: the fastest available, or the one named by EMBER_ISA (ref, generic, avx2,
+// avx512) if the host supports it.
+const KernelVariant& ActiveVariant();
+// Forces a variant by name (tests, benchmarks). Returns false if unknown or unsupported here.
+bool SelectVariant(std::string_view name);
+
+// y [m, n] = x [m, k] · w^T, w a [n, k] view of dtype bf16 or f32; threaded over n.
+void MatMul(const float* x, int64_t m, const TensorView& w, float* y);
+
+}  // namespace ember::kernels
