@@ -9,8 +9,14 @@ int g_exit_code = 0;
 int ExitCode() { return g_exit_code; }
 void SetExitCode(int code) { g_exit_code = code; }
 
+void RegisterGenerateCommand(CLI::App& app);
+void RegisterInspectCommand(CLI::App& app);
+void RegisterBenchCommand(CLI::App& app);
+
 void RegisterCommands(CLI::App& app) {
-  (void)app;
+  RegisterGenerateCommand(app);
+  RegisterInspectCommand(app);
+  RegisterBenchCommand(app);
 }
 
 }  // namespace ember::tools

@@ -1,0 +1,198 @@
+// Muse Spark: weight loading and registration. The forward pass is in muse_spark_forward.cc.
+#include "model/arch/muse_spark.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/logging.h"
+#include "kernels/ops.h"
+#include "model/checkpoint.h"
+
+namespace ember {
+namespace {
+
+constexpr std::initializer_list<DType> kMatrixDTypes = {DType::kBF16, DType::kF32};
+constexpr std::initializer_list<DType> kVectorDTypes = {DType::kBF16, DType::kF32, DType::kF16};
+// The residual gate's floor on alpha^2 (transformers' MuseSparkResidualGate eps).
+constexpr float kResidualGateEps = 1e-3f;
+
+float ElementAsF32(const TensorView& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::kF32: return t.As<float>()[i];
+    case DType::kBF16: return BF16ToF32(t.As<uint16_t>()[i]);
+    case DType::kF16: return F16ToF32(t.As<uint16_t>()[i]);
+    default: EMBER_CHECK(false, "unexpected dtype"); return 0.0f;
+  }
+}
+
+Expected<std::vector<float>> LoadVector(WeightSource& source, const std::string& name, int64_t n, float add = 0.0f) {
+  EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kVectorDTypes, Shape{n}));
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = add + ElementAsF32(t, i);
+  return out;
+}
+
+}  // namespace
+
+MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights)
+    : config_(config), weights_(std::move(weights)) {
+  info_.architecture = "muse_spark";
+  info_.vocab_size = config.vocab_size;
+  info_.max_position_embeddings = config.max_position_embeddings;
+  info_.bos_token_id = config.bos_token_id;
+  info_.eos_token_ids = config.eos_token_ids;
+}
+
+Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSparkConfig& config,
+                                                                 std::shared_ptr<WeightSource> weights) {
+  EMBER_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<MuseSparkModel> model(new MuseSparkModel(config, std::move(weights)));
+  EMBER_RETURN_IF_ERROR(model->LoadWeights());
+  return model;
+}
+
+ModelSummary MuseSparkModel::Summary() const {
+  const MuseSparkConfig& c = config_;
+  ModelSummary s;
+  s.architecture = info_.architecture;
+  s.num_layers = c.num_hidden_layers;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) s.layer_pattern += c.IsSliding(l) ? 'S' : 'F';
+  s.hidden_size = c.hidden_size;
+  s.num_heads = c.num_attention_heads;
+  s.num_kv_heads = c.num_key_value_heads;
+  s.head_dim = c.head_dim;
+  s.vocab_size = c.vocab_size;
+  s.sliding_window = c.sliding_window;
+  s.max_position_embeddings = c.max_position_embeddings;
+  s.num_experts = c.num_local_experts;
+  s.experts_per_token = c.num_experts_per_tok;
+  const ParameterCounts counts = CountParameters(c);
+  s.parameters_total = counts.Total();
+  s.parameters_active = counts.ActivePerTokenExcludingEmbeddings();
+  s.parameters_embedding = counts.embedding + counts.lm_head;
+  s.bytes = weight_bytes_;
+  return s;
+}
+
+KvCache MuseSparkModel::NewCache() const {
+  return KvCache(config_.num_hidden_layers, config_.num_key_value_heads * config_.head_dim);
+}
+
+Status MuseSparkModel::LoadWeights() {
+  const MuseSparkConfig& c = config_;
+  WeightSource& w = *weights_;
+  const std::string& p = c.tensor_prefix;
+  EMBER_ASSIGN_OR_RETURN(embed_tokens_, w.Require(p + "embed_tokens.weight", kMatrixDTypes,
+                                                  Shape{c.vocab_size, c.hidden_size}));
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_tokens_;
+  } else {
+    EMBER_ASSIGN_OR_RETURN(lm_head_, w.Require("lm_head.weight", kMatrixDTypes, Shape{c.vocab_size, c.hidden_size}));
+  }
+  // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
+  EMBER_ASSIGN_OR_RETURN(final_gain_, LoadVector(w, p + "norm.weight", c.hidden_size));
+  layers_.resize(c.num_hidden_layers);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
+
+  // Byte accounting for memory plans and the decode roofline.
+  auto bytes = [](const TensorView& t) { return t.data ? t.NumBytes() : 0; };
+  int64_t total = bytes(embed_tokens_) + (c.tie_word_embeddings ? 0 : bytes(lm_head_));
+  int64_t per_token = bytes(lm_head_);
+  for (const MuseSparkLayer& layer : layers_) {
+    const int64_t dense = bytes(layer.q_proj) + bytes(layer.k_proj) + bytes(layer.v_proj) + bytes(layer.gate_proj) +
+                          bytes(layer.o_proj) + bytes(layer.router) + bytes(layer.pre_expert_proj) +
+                          bytes(layer.post_expert_proj) + bytes(layer.mlp_gate) + bytes(layer.mlp_up) +
+                          bytes(layer.mlp_down);
+    const int64_t experts = bytes(layer.experts_gate_up) + bytes(layer.experts_down);
+    total += dense + experts;
+    per_token += dense;
+    if (experts > 0) per_token += experts / c.num_local_experts * c.num_experts_per_tok;
+  }
+  weight_bytes_.total = total;
+  weight_bytes_.per_token_decode = per_token;
+  return Status::Ok();
+}
+
+Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
+  const MuseSparkConfig& c = config_;
+  WeightSource& w = *weights_;
+  const std::string p = fmt::format("{}layers.{}.", c.tensor_prefix, l);
+  const int64_t h = c.hidden_size;
+  const int64_t q_width = c.num_attention_heads * c.head_dim;
+  const int64_t kv_width = c.num_key_value_heads * c.head_dim;
+
+  EMBER_ASSIGN_OR_RETURN(layer.input_gain, LoadVector(w, p + "input_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, LoadVector(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, LoadVector(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.q_proj, w.Require(p + "self_attn.q_proj.weight", kMatrixDTypes, Shape{q_width, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.k_proj, w.Require(p + "self_attn.k_proj.weight", kMatrixDTypes, Shape{kv_width, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.v_proj, w.Require(p + "self_attn.v_proj.weight", kMatrixDTypes, Shape{kv_width, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.gate_proj,
+                         w.Require(p + "self_attn.gate_proj.weight", kMatrixDTypes, Shape{q_width, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.o_proj, w.Require(p + "self_attn.o_proj.weight", kMatrixDTypes, Shape{h, q_width}));
+
+  // Residual gates: alpha and beta are fixed per channel, so fold them once (f32, as the reference).
+  for (const char* which : {"post_attention_residual_gate", "post_feedforward_residual_gate"}) {
+    EMBER_ASSIGN_OR_RETURN(std::vector<float> gate, LoadVector(w, p + which + ".gate", h));
+    std::vector<float> alpha(h), beta(h);
+    const float temperature = static_cast<float>(c.residual_gate_temperature);
+    for (int64_t i = 0; i < h; ++i) {
+      const float u = gate[i] / temperature;
+      const float b = 1.0f / (1.0f + std::exp(-u));
+      const float s_neg = 1.0f / (1.0f + std::exp(u));
+      beta[i] = b;
+      alpha[i] = std::sqrt(std::max(s_neg * (1.0f + b), kResidualGateEps));
+    }
+    const bool attn = std::string(which) == "post_attention_residual_gate";
+    (attn ? layer.attn_alpha : layer.ffn_alpha) = std::move(alpha);
+    (attn ? layer.attn_beta : layer.ffn_beta) = std::move(beta);
+  }
+
+  if (c.layer_rope_theta[l] > 0) {
+    layer.inv_freq.resize(c.head_dim / 2);
+    kernels::RopeInverseFrequencies(c.layer_rope_theta[l], c.head_dim, layer.inv_freq.data());
+  }
+
+  if (c.mlp_layer_types[l] == MlpKind::kDense) {
+    const int64_t inter = c.intermediate_size;
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, w.Require(p + "mlp.gate_proj.weight", kMatrixDTypes, Shape{inter, h}));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, w.Require(p + "mlp.up_proj.weight", kMatrixDTypes, Shape{inter, h}));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, w.Require(p + "mlp.down_proj.weight", kMatrixDTypes, Shape{h, inter}));
+    return Status::Ok();
+  }
+  const int64_t e = c.num_local_experts;
+  const int64_t hm = c.moe_hidden_size;
+  const int64_t inter = c.moe_intermediate_size;
+  EMBER_ASSIGN_OR_RETURN(layer.router, w.Require(p + "mlp.gate.weight", kMatrixDTypes, Shape{e, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj,
+                         w.Require(p + "mlp.pre_expert_proj.weight", kMatrixDTypes, Shape{hm, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up,
+                         w.Require(p + "mlp.experts.gate_up_proj", kMatrixDTypes, Shape{e, 2 * inter, hm}));
+  EMBER_ASSIGN_OR_RETURN(layer.experts_down,
+                         w.Require(p + "mlp.experts.down_proj", kMatrixDTypes, Shape{e, hm, inter}));
+  EMBER_ASSIGN_OR_RETURN(layer.post_expert_gain,
+                         LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj,
+                         w.Require(p + "mlp.post_expert_proj.weight", kMatrixDTypes, Shape{h, hm}));
+  return Status::Ok();
+}
+
+namespace {
+
+Expected<std::unique_ptr<CausalLM>> LoadMuseSparkDirectory(const std::string& dir) {
+  EMBER_ASSIGN_OR_RETURN(MuseSparkConfig config, MuseSparkConfig::FromFile(dir + "/config.json"));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::OpenDirectory(dir));
+  std::shared_ptr<WeightSource> source =
+      MakeCheckpointWeightSource(std::move(checkpoint), fmt::format("checkpoint {}", dir));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkModel> model, MuseSparkModel::Create(config, source));
+  return std::unique_ptr<CausalLM>(std::move(model));
+}
+
+const bool kRegistered = RegisterArchitecture("muse_spark", LoadMuseSparkDirectory) &&
+                         RegisterArchitecture("muse_spark_text", LoadMuseSparkDirectory);
+
+}  // namespace
+}  // namespace ember

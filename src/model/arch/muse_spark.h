@@ -1,0 +1,74 @@
+// Muse Spark text decoder (reference/muse_spark.md §1.3; transformers' MuseSparkTextModel plus
+// the lm_head, output multiplier and tanh softcap of MuseSparkForConditionalGeneration).
+//
+// The f32 path: weights stay as stored (bf16 or f32, read through the matmul kernels) and every
+// activation, the residual stream, the softmax and the KV cache are f32. On bf16-representable
+// weights this is the reference implementation's float32 computation up to summation order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/causal_lm.h"
+#include "model/muse_spark_config.h"
+#include "model/weight_source.h"
+
+namespace ember {
+
+struct MuseSparkLayer {
+  // Gains are stored ready to multiply: 1 + gamma for zero-centred norms.
+  std::vector<float> input_gain, pre_ffn_gain, post_ffn_gain;
+  // Norm-preserving residual gates: s = alpha * s + beta * branch, per channel.
+  std::vector<float> attn_alpha, attn_beta, ffn_alpha, ffn_beta;
+  TensorView q_proj, k_proj, v_proj, gate_proj, o_proj;
+  std::vector<float> inv_freq;  // empty on NoPE layers
+  // Sparse (latent MoE) layers.
+  TensorView router;                     // [E, H]
+  std::vector<float> router_bias;        // [E], selection only
+  TensorView pre_expert_proj;            // [Hm, H]
+  std::vector<float> pre_expert_gain;    // [Hm]
+  TensorView experts_gate_up;            // [E, 2I, Hm]
+  TensorView experts_down;               // [E, Hm, I]
+  std::vector<float> post_expert_gain;   // [Hm]
+  TensorView post_expert_proj;           // [H, Hm]
+  // Dense layers.
+  TensorView mlp_gate, mlp_up, mlp_down;
+};
+
+class MuseSparkModel : public CausalLM {
+ public:
+  // Reads every tensor the config implies from `weights` (which must outlive the model),
+  // checking dtypes and shapes.
+  static Expected<std::unique_ptr<MuseSparkModel>> Create(const MuseSparkConfig& config,
+                                                          std::shared_ptr<WeightSource> weights);
+
+  const ModelInfo& info() const override { return info_; }
+  WeightBytes weight_bytes() const override { return weight_bytes_; }
+  ModelSummary Summary() const override;
+  KvCache NewCache() const override;
+  Status Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
+                 std::vector<float>* logits) override;
+  const MuseSparkConfig& config() const { return config_; }
+
+ private:
+  MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights);
+  Status LoadWeights();
+  Status LoadLayer(int64_t index, MuseSparkLayer& layer);
+  void AttentionBlock(const MuseSparkLayer& layer, int64_t index, int64_t count, KvCache& cache, float* residual);
+  void FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual);
+  // f [count, H] = latent MoE(x [count, H]).
+  void MoE(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);
+  void DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);
+
+  MuseSparkConfig config_;
+  std::shared_ptr<WeightSource> weights_;
+  ModelInfo info_;
+  WeightBytes weight_bytes_;
+  TensorView embed_tokens_;  // [V, H]
+  TensorView lm_head_;       // [V, H]
+  std::vector<float> final_gain_;
+  std::vector<MuseSparkLayer> layers_;
+};
+
+}  // namespace ember

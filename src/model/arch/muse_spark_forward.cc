@@ -1,0 +1,237 @@
+// Muse Spark forward pass (reference/muse_spark.md §1.3), f32 activations throughout.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/arch/muse_spark.h"
+
+namespace ember {
+namespace {
+
+// s = alpha * s + beta * branch, per channel.
+void ResidualGate(float* s, const float* branch, int64_t rows, int64_t n, const std::vector<float>& alpha,
+                  const std::vector<float>& beta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * n;
+    const float* br = branch + r * n;
+    for (int64_t i = 0; i < n; ++i) sr[i] = alpha[i] * sr[i] + beta[i] * br[i];
+  }
+}
+
+// Routing for one token: the top-k experts by sigmoid score + selection bias (ties: lower index),
+// weighted by their unbiased scores renormalised to sum to routed_scaling_factor.
+void RouteToken(const float* scores, const float* bias, int64_t num_experts, int64_t top_k, double scaling,
+                int32_t* chosen, float* weights) {
+  std::vector<int32_t> order(num_experts);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+    const float sa = scores[a] + bias[a];
+    const float sb = scores[b] + bias[b];
+    return sa > sb || (sa == sb && a < b);
+  });
+  float sum = 0.0f;
+  for (int64_t s = 0; s < top_k; ++s) sum += scores[order[s]];
+  for (int64_t s = 0; s < top_k; ++s) {
+    chosen[s] = order[s];
+    weights[s] = scores[order[s]] / (sum + 1e-15f) * static_cast<float>(scaling);
+  }
+}
+
+}  // namespace
+
+Status MuseSparkModel::Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
+                               std::vector<float>* logits) {
+  const MuseSparkConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  if (count <= 0) return InvalidArgument("Forward: no tokens");
+  if (cache.num_tokens() + count > c.max_position_embeddings) {
+    return OutOfRange(fmt::format("sequence of {} tokens exceeds max_position_embeddings {}",
+                                  cache.num_tokens() + count, c.max_position_embeddings));
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
+      return InvalidArgument(fmt::format("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i,
+                                         c.vocab_size));
+    }
+  }
+
+  // Embedding: a weightless RMSNorm over each row of the table.
+  std::vector<float> residual(count * h);
+  for (int64_t i = 0; i < count; ++i) {
+    const TensorView row = embed_tokens_.Slice0(tokens[i]);
+    float* out = residual.data() + i * h;
+    if (row.dtype == DType::kBF16) {
+      for (int64_t j = 0; j < h; ++j) out[j] = BF16ToF32(row.As<uint16_t>()[j]);
+    } else {
+      std::copy(row.As<float>(), row.As<float>() + h, out);
+    }
+  }
+  kernels::RmsNorm(residual.data(), count, h, static_cast<float>(c.rms_norm_eps), residual.data());
+
+  cache.Reserve(count);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    AttentionBlock(layers_[l], l, count, cache, residual.data());
+    FeedForwardBlock(layers_[l], count, residual.data());
+  }
+  cache.Advance(count);
+
+  // Final norm (absolute gain) and the softcapped, output-multiplied logits.
+  const int64_t rows = all_logits ? count : 1;
+  const float* last = residual.data() + (count - rows) * h;
+  std::vector<float> normed(rows * h);
+  kernels::RmsNormGain(last, rows, h, static_cast<float>(c.rms_norm_eps), final_gain_.data(), normed.data());
+  logits->resize(rows * c.vocab_size);
+  kernels::MatMul(normed.data(), rows, lm_head_, logits->data());
+  kernels::ScaleSoftcapInPlace(logits->data(), rows * c.vocab_size, static_cast<float>(c.output_multiplier),
+                               static_cast<float>(c.final_logit_softcapping));
+  return Status::Ok();
+}
+
+void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, int64_t count, KvCache& cache,
+                                    float* residual) {
+  const MuseSparkConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  const int64_t d = c.head_dim;
+  const int64_t q_width = c.num_attention_heads * d;
+  const int64_t kv_width = c.num_key_value_heads * d;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t first_position = cache.num_tokens();
+
+  std::vector<float> x(count * h);
+  kernels::RmsNormGain(residual, count, h, eps, layer.input_gain.data(), x.data());
+
+  std::vector<float> q(count * q_width), gate(count * q_width), k(count * kv_width), v(count * kv_width);
+  kernels::MatMul(x.data(), count, layer.q_proj, q.data());
+  kernels::MatMul(x.data(), count, layer.k_proj, k.data());
+  kernels::MatMul(x.data(), count, layer.v_proj, v.data());
+  kernels::MatMul(x.data(), count, layer.gate_proj, gate.data());
+
+  // Per-head weightless QK norm; the qk scale factor rides on q.
+  kernels::RmsNorm(q.data(), count * c.num_attention_heads, d, eps, q.data());
+  kernels::RmsNorm(k.data(), count * c.num_key_value_heads, d, eps, k.data());
+  const float qk_scale = static_cast<float>(c.qk_scale_factor);
+  for (float& value : q) value *= qk_scale;
+  if (!layer.inv_freq.empty()) {  // NoPE layers skip the rotation entirely
+    std::vector<int64_t> positions(count);
+    std::iota(positions.begin(), positions.end(), first_position);
+    kernels::RopeRotateHalf(q.data(), count, c.num_attention_heads, d, positions.data(), layer.inv_freq.data());
+    kernels::RopeRotateHalf(k.data(), count, c.num_key_value_heads, d, positions.data(), layer.inv_freq.data());
+  }
+  std::copy(k.begin(), k.end(), cache.Keys(l) + first_position * kv_width);
+  std::copy(v.begin(), v.end(), cache.Values(l) + first_position * kv_width);
+
+  kernels::AttentionShape shape;
+  shape.num_heads = c.num_attention_heads;
+  shape.num_kv_heads = c.num_key_value_heads;
+  shape.head_dim = d;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  shape.window = c.WindowOf(l);
+  std::vector<float> attended(count * q_width);
+  kernels::CausalAttention(q.data(), count, first_position, cache.Keys(l), cache.Values(l), kv_width, shape,
+                           attended.data());
+
+  // Weightless per-head output norm, then the per-channel sigmoid output gate.
+  kernels::RmsNorm(attended.data(), count * c.num_attention_heads, d, eps, attended.data());
+  kernels::SigmoidInPlace(gate.data(), count * q_width);
+  for (int64_t i = 0; i < count * q_width; ++i) attended[i] *= gate[i];
+
+  std::vector<float> out(count * h);
+  kernels::MatMul(attended.data(), count, layer.o_proj, out.data());
+  // Weightless post-attention norm (post_norm_eps), then the residual gate.
+  kernels::RmsNorm(out.data(), count, h, static_cast<float>(c.post_norm_eps), out.data());
+  ResidualGate(residual, out.data(), count, h, layer.attn_alpha, layer.attn_beta);
+}
+
+void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual) {
+  const MuseSparkConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  std::vector<float> x(count * h), f(count * h);
+  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x.data());
+  if (layer.experts_gate_up.data != nullptr) {
+    MoE(layer, x.data(), count, f.data());
+  } else {
+    DenseMlp(layer, x.data(), count, f.data());
+  }
+  // Input-scaled post-FFN norm: the gain multiplies before the weightless normalisation.
+  kernels::GainRmsNorm(f.data(), count, h, static_cast<float>(c.post_norm_eps), layer.post_ffn_gain.data(),
+                       f.data());
+  ResidualGate(residual, f.data(), count, h, layer.ffn_alpha, layer.ffn_beta);
+}
+
+void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t count, float* f) {
+  const MuseSparkConfig& c = config_;
+  const int64_t num_experts = c.num_local_experts;
+  const int64_t top_k = c.num_experts_per_tok;
+  const int64_t hm = c.moe_hidden_size;
+  const int64_t inter = c.moe_intermediate_size;
+
+  // Router: f32 logits scaled by the output multiplier, sigmoid scores.
+  std::vector<float> scores(count * num_experts);
+  kernels::MatMul(x, count, layer.router, scores.data());
+  for (float& z : scores) z *= static_cast<float>(c.output_multiplier);
+  kernels::SigmoidInPlace(scores.data(), count * num_experts);
+  std::vector<int32_t> chosen(count * top_k);
+  std::vector<float> weights(count * top_k);
+  for (int64_t t = 0; t < count; ++t) {
+    RouteToken(scores.data() + t * num_experts, layer.router_bias.data(), num_experts, top_k,
+               c.routed_scaling_factor, chosen.data() + t * top_k, weights.data() + t * top_k);
+  }
+
+  // Latent projection into the experts' width, with its zero-centred norm.
+  std::vector<float> latent(count * hm);
+  kernels::MatMul(x, count, layer.pre_expert_proj, latent.data());
+  kernels::RmsNormGain(latent.data(), count, hm, static_cast<float>(c.rms_norm_eps), layer.pre_expert_gain.data(),
+                       latent.data());
+
+  // Group the batch's tokens per expert so each expert's weights stream once per call; experts
+  // run in index order and each token accumulates its experts in that order, so a token's result
+  // does not depend on which other tokens share the batch.
+  std::vector<std::vector<std::pair<int64_t, float>>> assigned(num_experts);
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t s = 0; s < top_k; ++s) assigned[chosen[t * top_k + s]].push_back({t, weights[t * top_k + s]});
+  }
+  std::vector<float> mixed(count * hm, 0.0f);
+  std::vector<float> gathered, gate_up, activated, expert_out;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const auto& tokens = assigned[e];
+    if (tokens.empty()) continue;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    gathered.resize(n * hm);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy(latent.begin() + tokens[i].first * hm, latent.begin() + (tokens[i].first + 1) * hm,
+                gathered.begin() + i * hm);
+    }
+    gate_up.resize(n * 2 * inter);
+    kernels::MatMul(gathered.data(), n, layer.experts_gate_up.Slice0(e), gate_up.data());
+    activated.resize(n * inter);
+    kernels::SwiGluHalves(gate_up.data(), n, inter, activated.data());
+    expert_out.resize(n * hm);
+    kernels::MatMul(activated.data(), n, layer.experts_down.Slice0(e), expert_out.data());
+    // Each expert's output is normalised (gain before the weightless norm) before weighting.
+    kernels::GainRmsNorm(expert_out.data(), n, hm, static_cast<float>(c.post_norm_eps),
+                         layer.post_expert_gain.data(), expert_out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = mixed.data() + tokens[i].first * hm;
+      const float* src = expert_out.data() + i * hm;
+      const float w = tokens[i].second;
+      for (int64_t j = 0; j < hm; ++j) dst[j] += w * src[j];
+    }
+  }
+  kernels::MatMul(mixed.data(), count, layer.post_expert_proj, f);
+}
+
+void MuseSparkModel::DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f) {
+  const int64_t inter = config_.intermediate_size;
+  std::vector<float> gate(count * inter), up(count * inter), act(count * inter);
+  kernels::MatMul(x, count, layer.mlp_gate, gate.data());
+  kernels::MatMul(x, count, layer.mlp_up, up.data());
+  kernels::SwiGlu(gate.data(), up.data(), count, inter, act.data());
+  kernels::MatMul(act.data(), count, layer.mlp_down, f);
+}
+
+}  // namespace ember

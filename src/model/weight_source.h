@@ -1,0 +1,52 @@
+// Where a model's tensors come from: a checkpoint on disk, or deterministic random values for
+// benchmarks and tests of configurations nobody has weights for.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+class Checkpoint;
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // The tensor `name`, which must have one of `allowed` dtypes and exactly `shape`.
+  virtual Expected<TensorView> Require(std::string_view name, std::initializer_list<DType> allowed,
+                                       const Shape& shape) = 0;
+  virtual bool Has(std::string_view name) const = 0;
+  // A description for logs and errors ("checkpoint /path" or "random weights (seed 1)").
+  virtual std::string Describe() const = 0;
+};
+
+// Tensors from a safetensors checkpoint (mmapped; nothing is copied).
+std::unique_ptr<WeightSource> MakeCheckpointWeightSource(std::shared_ptr<const Checkpoint> checkpoint,
+                                                         std::string description);
+
+// Random tensors created on request: normal-ish values with the given standard deviation, stored
+// in the first allowed dtype, deterministic in (seed, name). Norm gains are drawn around zero, so
+// zero-centred gains stay near one.
+class RandomWeightSource : public WeightSource {
+ public:
+  explicit RandomWeightSource(uint64_t seed, float stddev = 0.02f) : seed_(seed), stddev_(stddev) {}
+  Expected<TensorView> Require(std::string_view name, std::initializer_list<DType> allowed,
+                               const Shape& shape) override;
+  bool Has(std::string_view name) const override { return true; }
+  std::string Describe() const override;
+  int64_t AllocatedBytes() const { return allocated_bytes_; }
+
+ private:
+  uint64_t seed_;
+  float stddev_;
+  int64_t allocated_bytes_ = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> buffers_;
+};
+
+}  // namespace ember

@@ -1,0 +1,55 @@
+#include "tools/ember/common.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+
+#include "core/cpu_features.h"
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace ember::tools {
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "ember: error: %s\n", status.message().c_str());
+  return 1;
+}
+
+Expected<std::vector<int32_t>> ParseTokenIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    const size_t first = item.find_first_not_of(" \t");
+    const size_t last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    int64_t value = -1;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || value < 0 || value > INT32_MAX) {
+      return InvalidArgument(fmt::format("token ids must be comma-separated non-negative integers; got '{}'", item));
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    pos = end + 1;
+  }
+  return ids;
+}
+
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir) {
+  const auto start = std::chrono::steady_clock::now();
+  auto model = LoadModel(model_dir);
+  if (!model.ok()) return model.status();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const WeightBytes bytes = (*model)->weight_bytes();
+  EMBER_LOG_INFO("loaded {} ({}) in {:.2f} s: weights {:.1f} MiB, {:.1f} MiB streamed per decode token", model_dir,
+                 (*model)->info().architecture, seconds, bytes.total / 1048576.0, bytes.per_token_decode / 1048576.0);
+  EMBER_LOG_INFO("cpu: {}; kernels: {}; threads: {}", HostCpuFeatures().ToString(),
+                 kernels::ActiveVariant().name, ThreadPool::Global().num_threads());
+  return model;
+}
+
+}  // namespace ember::tools

@@ -1,0 +1,94 @@
+// ember generate: greedy generation from token ids on a Hugging Face-style model directory.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "tools/ember/commands.h"
+#include "tools/ember/common.h"
+
+namespace ember::tools {
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  std::string prompt_ids;
+  int64_t max_tokens = 16;
+  int threads = 0;
+  bool json = false;
+  bool ignore_eos = false;
+};
+
+int32_t Argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+int RunGenerate(const GenerateOptions& options) {
+  if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
+  auto prompt = ParseTokenIds(options.prompt_ids);
+  if (!prompt.ok()) return Fail(prompt.status());
+  if (prompt->empty()) return Fail(InvalidArgument("--prompt-ids: give at least one token id"));
+  auto model = LoadModelWithLog(options.model);
+  if (!model.ok()) return Fail(model.status());
+  CausalLM& lm = **model;
+
+  KvCache cache = lm.NewCache();
+  std::vector<float> logits;
+  std::vector<int32_t> generated;
+  const auto start = std::chrono::steady_clock::now();
+  Status status = lm.Forward(prompt->data(), static_cast<int64_t>(prompt->size()), cache, false, &logits);
+  if (!status.ok()) return Fail(status);
+  const auto prefill_end = std::chrono::steady_clock::now();
+  const int64_t vocab = lm.info().vocab_size;
+  while (static_cast<int64_t>(generated.size()) < options.max_tokens) {
+    const int32_t next = Argmax(logits.data(), vocab);
+    generated.push_back(next);
+    const auto& eos = lm.info().eos_token_ids;
+    if (!options.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+    if (static_cast<int64_t>(generated.size()) == options.max_tokens) break;
+    status = lm.Forward(&next, 1, cache, false, &logits);
+    if (!status.ok()) return Fail(status);
+  }
+  const auto end = std::chrono::steady_clock::now();
+  const double prefill_s = std::chrono::duration<double>(prefill_end - start).count();
+  const double decode_s = std::chrono::duration<double>(end - prefill_end).count();
+  // Decode rate counts the tokens produced after the first (which comes from the prefill).
+  const double decode_tps = generated.size() > 1 ? (generated.size() - 1) / decode_s : 0.0;
+  if (options.json) {
+    nlohmann::json out;
+    out["token_ids"] = generated;
+    out["prompt_tokens"] = prompt->size();
+    out["tokens_per_second"] = decode_tps;
+    out["prefill_tokens_per_second"] = prompt->size() / prefill_s;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::string ids;
+    for (int32_t id : generated) ids += fmt::format("{}{}", ids.empty() ? "" : ",", id);
+    std::printf("%s\n", ids.c_str());
+    EMBER_LOG_INFO("prompt {} tokens in {:.3f} s ({:.1f} tok/s); generated {} tokens, decode {:.2f} tok/s",
+                   prompt->size(), prefill_s, prompt->size() / prefill_s, generated.size(), decode_tps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterGenerateCommand(CLI::App& app) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from prompt token ids");
+  cmd->add_option("--model", options->model, "Model directory (config.json + *.safetensors)")->required();
+  cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids, e.g. 1,2,3")->required();
+  cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--threads", options->threads, "Worker threads (default: all cores)");
+  cmd->add_flag("--json", options->json, "Print {token_ids, prompt_tokens, tokens_per_second} as JSON");
+  cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
+  cmd->callback([options] { SetExitCode(RunGenerate(*options)); });
+}
+
+}  // namespace ember::tools
