@@ -15,10 +15,13 @@ namespace ember {
 namespace {
 
 // Tolerance. The reference and ember both compute in f32 on identical weights and differ only in
-// summation order (blocked SIMD dot products, attention, MoE accumulation), which perturbs each
-// logit by a few f32 ulps of the values summed; through 6 layers of norms this stays ~1e-5 of the
-// logit scale. We allow 1e-4 relative to the largest logit magnitude of the position (at least 1).
-constexpr float kRelativeTolerance = 1e-4f;
+// summation order (blocked SIMD dot products, attention, MoE accumulation). The fixtures' residual
+// gates (std 1.0) amplify such rounding noise ~2.5x per layer: an independent f32 implementation
+// of the reference lands 1.5e-4 (tiny_a) and 2.1e-4 (tiny_b) from it, an f64 one 1.7e-4 and 3.5e-4
+// (scripts/make_muse_golden.py measures this). So the bound is 1e-3 of the position's largest
+// |logit|: ~5x that noise floor, and 100x below what a real bug does (a wrong RoPE theta moves
+// logits by ~17, an unrounded-vs-rounded gain by ~16). Greedy tokens must match exactly.
+constexpr float kRelativeTolerance = 1e-3f;
 
 struct Golden {
   std::string dir;

@@ -47,6 +47,13 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
 Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSparkConfig& config,
                                                                  std::shared_ptr<WeightSource> weights) {
   EMBER_RETURN_IF_ERROR(config.Validate());
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const double theta = config.layer_rope_theta[l];
+    if (theta > 0 && theta != config.rope_theta) {
+      EMBER_LOG_WARN("layer {}: layer_rope_theta {} differs from rope_theta {}; using {} as the reference "
+                     "implementation does", l, theta, config.rope_theta, config.rope_theta);
+    }
+  }
   std::unique_ptr<MuseSparkModel> model(new MuseSparkModel(config, std::move(weights)));
   EMBER_RETURN_IF_ERROR(model->LoadWeights());
   return model;
@@ -149,9 +156,11 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
     (attn ? layer.attn_beta : layer.ffn_beta) = std::move(beta);
   }
 
+  // As in the reference (transformers), layer_rope_theta only switches RoPE off (0); rotating
+  // layers all use the global rope_parameters.rope_theta. Create() warns if the two disagree.
   if (c.layer_rope_theta[l] > 0) {
     layer.inv_freq.resize(c.head_dim / 2);
-    kernels::RopeInverseFrequencies(c.layer_rope_theta[l], c.head_dim, layer.inv_freq.data());
+    kernels::RopeInverseFrequencies(c.rope_theta, c.head_dim, layer.inv_freq.data());
   }
 
   if (c.mlp_layer_types[l] == MlpKind::kDense) {
