@@ -1,0 +1,50 @@
+// GGML tensor types as GGUF files number them, with their block geometry.
+//
+// Every quantized GGUF type packs `BlockElements` consecutive elements of a row into a block of
+// `BlockBytes` bytes; rows are whole blocks. The numeric codes are part of the GGUF file format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ember {
+
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  std::string_view name;  // "q4_K", as llama.cpp prints it
+  int64_t block_elements;  // elements per block (1 for plain types)
+  int64_t block_bytes;     // bytes per block
+};
+
+// Traits for a type code read from a file, or nullopt if ember does not know the code (the
+// IQ*/TQ* families and removed types).
+std::optional<GgmlTypeTraits> GgmlTypeInfo(uint32_t code);
+
+// Bytes of a row of `elements` elements; nullopt if `elements` is not a whole number of blocks.
+std::optional<int64_t> GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
+
+}  // namespace ember
