@@ -1,7 +1,7 @@
 // Element types ember stores and computes with, and exact scalar conversions between them.
 //
 // Conversions to narrow types round to nearest, ties to even (RNE). Saturation and NaN rules follow
-// each format's specification; see dtypes.cc and README.md for the details per type.
+// each format's specification; the comment at the top of dtype_convert.cc has the details per type.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,7 @@ std::string_view DTypeName(DType dtype);
 // Parses safetensors' dtype strings ("F32", "BF16", "F8_E4M3", "U8", ...).
 std::optional<DType> DTypeFromSafetensors(std::string_view name);
 
-// ---- bfloat16 (inline: these sit in every inner loop) ----------------------------------------
+// ---- bfloat16 (inline: these sit in every inner loop) -------------------------------------------
 inline float BF16ToF32(uint16_t bits) {
   const uint32_t word = static_cast<uint32_t>(bits) << 16;
   float value;
@@ -58,28 +58,54 @@ inline uint16_t F32ToBF16(float value) {
 // Rounds an f32 to the nearest bf16 and back.
 inline float RoundToBF16(float value) { return BF16ToF32(F32ToBF16(value)); }
 
-// ---- the other formats (dtypes.cc) -----------------------------------------------------------
+// ---- the other formats (dtype_convert.cc: portable bit manipulation, no intrinsics) -------------
+// Decoding is exact. Encoding rounds to nearest, ties to even, carrying into the next binade where
+// rounding does so; f32 subnormal inputs are rounded, not flushed. Overflow means the *rounded*
+// magnitude exceeds the largest finite value (so e4m3 overflows above 464, e5m2 from 61440, f16
+// from 65520). Decoded NaNs are quiet f32 NaNs with the code's sign.
 float F16ToF32(uint16_t bits);
-uint16_t F32ToF16(float value);  // RNE; overflow -> inf; NaN -> quiet NaN
+// RNE; overflow and +-inf -> +-inf; NaN -> quiet NaN (sign and top payload bits kept, like F16C).
+uint16_t F32ToF16(float value);
 
+// 0x7f and 0xff are NaN; no infinities.
 float F8E4M3ToF32(uint8_t bits);
-// saturate=true clamps finite values beyond ±448 to ±448 (ModelOpt / "satfinite" behaviour);
-// saturate=false maps them to NaN as torch's float8_e4m3fn cast does. NaN -> NaN, ±inf -> ±448 or NaN.
+// NaN -> NaN with the input's sign. saturate=true clamps overflow and +-inf to +-448 (PTX
+// "satfinite" / ModelOpt behaviour); saturate=false maps them to NaN (the OCP non-saturating mode,
+// as ml_dtypes' float8_e4m3fn cast does).
 uint8_t F32ToF8E4M3(float value, bool saturate = true);
 
 float F8E5M2ToF32(uint8_t bits);
-// saturate=true clamps finite overflow to ±57344; saturate=false gives ±inf. NaN stays NaN.
+// NaN -> quiet NaN with the input's sign. saturate=true clamps overflow and +-inf to +-57344
+// ("satfinite"); saturate=false gives +-inf (IEEE).
 uint8_t F32ToF8E5M2(float value, bool saturate = true);
 
-// E2M1 code in the low 4 bits: sign << 3 | magnitude code. Conversion saturates to ±6 (no NaN).
+// E2M1 code in the low 4 bits: sign << 3 | magnitude code (the high 4 bits are ignored).
+// Conversion saturates: overflow and +-inf -> +-6. NaN -> +0 (the format has no NaN).
 float F4E2M1ToF32(uint8_t code);
 uint8_t F32ToF4E2M1(float value);
 
-// E8M0: 2^(code - 127); 0xff is NaN.
+// E8M0: 2^(code - 127) (code 0 is 2^-127, an f32 subnormal); 0xff is NaN.
 float E8M0ToF32(uint8_t code);
 
+// How F32ToE8M0 picks a power of two for a positive value x in [2^k, 2^(k+1)).
+enum class E8M0Rounding : uint8_t {
+  kFloor,    // 2^k = 2^floor(log2 x). The OCP MX scale rule is
+             // X = 2^(floor(log2(amax)) - emax_elem): F32ToE8M0(amax, kFloor) minus emax_elem
+             // (2 for e2m1, 8 for e4m3, 15 for e5m2), clamped at 0, is that scale's code.
+  kCeil,     // 2^ceil(log2 x): the smallest power of two >= x (x / scale never exceeds 1).
+  kNearest,  // the nearer of 2^k and 2^(k+1); the tie x = 1.5 * 2^k goes up to 2^(k+1). A format
+             // without mantissa bits has no "even" neighbour; up is what ml_dtypes and torch do.
+};
+// Positive values round as chosen and clamp to [2^-127, 2^127] (codes 0x00..0xfe), as does +inf
+// (-> 0xfe); +-0 -> 0x00 (the smallest scale, for an all-zero block); NaN, negative values and -inf
+// -> 0xff (NaN).
+uint8_t F32ToE8M0(float value, E8M0Rounding rounding = E8M0Rounding::kNearest);
+
+// Unsigned e4m3 (NVFP4 block scale): 0x00..0x7e decode as e4m3; 0x7f is NaN; codes with the sign
+// bit set are not ue4m3 codes and decode to NaN.
 float UE4M3ToF32(uint8_t bits);
-// Negative inputs clamp to 0; saturates to 448.
+// RNE like F32ToF8E4M3. Negative inputs (including -0 and -inf) -> 0; overflow and +inf saturate to
+// 448 (0x7e); NaN -> 0x7f.
 uint8_t F32ToUE4M3(float value);
 
 }  // namespace ember
