@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "core/thread_pool.h"
 #include "model/checkpoint.h"
@@ -17,12 +19,21 @@ class CheckpointWeightSource : public WeightSource {
 
   Expected<TensorView> Require(std::string_view name, std::initializer_list<DType> allowed,
                                const Shape& shape) override {
+    used_.insert(std::string(name));
     return checkpoint_->Require(name, allowed, shape);
   }
   bool Has(std::string_view name) const override { return checkpoint_->Has(name); }
   std::string Describe() const override { return description_; }
+  std::vector<std::string> UnusedTensorNames() const override {
+    std::vector<std::string> unused;
+    for (const std::string& name : checkpoint_->Names()) {
+      if (used_.count(name) == 0) unused.push_back(name);
+    }
+    return unused;
+  }
 
  private:
+  std::set<std::string> used_;
   std::shared_ptr<const Checkpoint> checkpoint_;
   std::string description_;
 };
@@ -79,6 +90,18 @@ Expected<TensorView> RandomWeightSource::Require(std::string_view name, std::ini
   allocated_bytes_ += bytes;
   buffers_.push_back(std::move(buffer));
   return view;
+}
+
+std::string SummarizeTensorNames(const std::vector<std::string>& names) {
+  std::map<std::string, int> groups;
+  for (const std::string& name : names) {
+    const size_t first = name.find('.');
+    const size_t second = first == std::string::npos ? std::string::npos : name.find('.', first + 1);
+    groups[second == std::string::npos ? name : name.substr(0, second) + ".*"]++;
+  }
+  std::string out;
+  for (const auto& [group, count] : groups) out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", group, count);
+  return out;
 }
 
 std::string RandomWeightSource::Describe() const { return fmt::format("random weights (seed {})", seed_); }

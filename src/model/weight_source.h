@@ -24,7 +24,14 @@ class WeightSource {
   virtual bool Has(std::string_view name) const = 0;
   // A description for logs and errors ("checkpoint /path" or "random weights (seed 1)").
   virtual std::string Describe() const = 0;
+  // Tensors the source holds that nobody has required (e.g. vision towers of a multimodal
+  // checkpoint when only the text decoder runs), sorted.
+  virtual std::vector<std::string> UnusedTensorNames() const { return {}; }
 };
+
+// "model.vision_tower.* (80), model.audio_tower.* (43)": unused tensors grouped by the first two
+// components of their names, for one log line.
+std::string SummarizeTensorNames(const std::vector<std::string>& names);
 
 // Tensors from a safetensors checkpoint (mmapped; nothing is copied).
 std::unique_ptr<WeightSource> MakeCheckpointWeightSource(std::shared_ptr<const Checkpoint> checkpoint,

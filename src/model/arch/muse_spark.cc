@@ -197,6 +197,12 @@ Expected<std::unique_ptr<CausalLM>> LoadMuseSparkDirectory(const std::string& di
   std::shared_ptr<WeightSource> source =
       MakeCheckpointWeightSource(std::move(checkpoint), fmt::format("checkpoint {}", dir));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkModel> model, MuseSparkModel::Create(config, source));
+  const std::vector<std::string> unused = source->UnusedTensorNames();
+  if (!unused.empty()) {
+    // Multimodal checkpoints carry vision/audio towers the text decoder does not run.
+    EMBER_LOG_INFO("{}: {} tensors not used by the text decoder: {}", dir, unused.size(),
+                   SummarizeTensorNames(unused));
+  }
   return std::unique_ptr<CausalLM>(std::move(model));
 }
 

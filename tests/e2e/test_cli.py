@@ -1,0 +1,74 @@
+"""The ember command line, run as a user would: real process, real files, real exit codes."""
+import json
+import subprocess
+
+
+def run(ember_bin, *args, check=True):
+    result = subprocess.run([str(ember_bin), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"ember {' '.join(map(str, args))} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
+def test_generate_reproduces_reference_greedy_continuation(ember_bin, golden_dir):
+    for name in ("tiny_a", "tiny_b"):
+        golden = json.loads((golden_dir / name / "golden.json").read_text())
+        ids = ",".join(map(str, golden["prompt_ids"]))
+        out = run(ember_bin, "generate", "--model", golden_dir / name, "--prompt-ids", ids,
+                  "--max-tokens", len(golden["greedy_ids"]), "--json")
+        result = json.loads(out.stdout)
+        assert result["token_ids"] == golden["greedy_ids"], name
+        assert result["prompt_tokens"] == len(golden["prompt_ids"])
+        assert result["tokens_per_second"] > 0
+
+
+def test_generate_plain_output_is_comma_separated_ids(ember_bin, golden_dir):
+    out = run(ember_bin, "generate", "--model", golden_dir / "tiny_a", "--prompt-ids", "1,2,3", "--max-tokens", 5)
+    ids = out.stdout.strip().split(",")
+    assert len(ids) == 5 and all(i.isdigit() for i in ids)
+
+
+def test_inspect_reports_pattern_and_census(ember_bin, golden_dir):
+    out = run(ember_bin, "inspect", "--model", golden_dir / "tiny_a", "--json")
+    info = json.loads(out.stdout)
+    config = json.loads((golden_dir / "tiny_a" / "config.json").read_text())["text_config"]
+    assert info["architecture"] == "muse_spark"
+    assert info["layer_pattern"] == "".join("S" if t == "sliding_attention" else "F" for t in config["layer_types"])
+    assert info["num_experts"] == config["num_local_experts"]
+    assert info["parameters_active_per_token"] < info["parameters_total"]
+    text = run(ember_bin, "inspect", "--model", golden_dir / "tiny_a").stdout
+    assert "pattern SFSSSF" in text
+
+
+def test_bad_input_gets_a_clear_error_and_exit_code(ember_bin, golden_dir, tmp_path):
+    cases = [
+        (["generate", "--model", tmp_path, "--prompt-ids", "1"], "config.json"),
+        (["generate", "--model", golden_dir / "tiny_a", "--prompt-ids", "1,abc"], "non-negative integers"),
+        (["generate", "--model", golden_dir / "tiny_a", "--prompt-ids", "5,100000"], "outside the vocabulary"),
+        (["inspect", "--model", tmp_path / "missing"], "config.json"),
+    ]
+    for args, expected in cases:
+        result = run(ember_bin, *args, check=False)
+        assert result.returncode != 0, args
+        assert expected in result.stderr, (args, result.stderr)
+        assert "ember: error:" in result.stderr
+
+
+def test_truncated_checkpoint_is_reported_not_crashed(ember_bin, golden_dir, tmp_path):
+    source = golden_dir / "tiny_a"
+    (tmp_path / "config.json").write_text((source / "config.json").read_text())
+    data = (source / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    result = run(ember_bin, "generate", "--model", tmp_path, "--prompt-ids", "1", check=False)
+    assert result.returncode == 1
+    assert "model.safetensors" in result.stderr and "truncated" in result.stderr.lower()
+
+
+def test_unknown_config_field_is_rejected(ember_bin, golden_dir, tmp_path):
+    source = golden_dir / "tiny_a"
+    config = json.loads((source / "config.json").read_text())
+    config["text_config"]["mystery_knob"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").symlink_to(source / "model.safetensors")
+    result = run(ember_bin, "inspect", "--model", tmp_path, check=False)
+    assert result.returncode == 1 and "mystery_knob" in result.stderr
