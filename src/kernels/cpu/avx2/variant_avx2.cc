@@ -1,5 +1,193 @@
+// AVX2 + FMA matmul variant: 8-lane f32 FMAs; k tails through masked loads.
+//
+// bf16 weights are widened exactly (zero-extend each 16-bit word to 32 bits, shift left by 16);
+// activations stay f32 and accumulation is f32.
+//
+// Tiles (see kernels/cpu/tiled_matmul.h):
+//   decode (m = 1)      8 weight rows x 1: 8 independent FMA chains cover the FMA latency and 8
+//                       row streams keep misses in flight; a software prefetch runs ahead.
+//   prefill (m >= 2)    4 weight rows x 3 activation rows = 12 ymm accumulators + 3 activation
+//                       vectors + 1 weight vector = all 16 ymm registers; from m >= 6 the weights
+//                       are widened once per panel into an L1 block instead of per tile.
 #include "kernels/variants.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/tiled_matmul.h"
+
+namespace ember::kernels {
+namespace {
+
+constexpr int kVectorLanes = 8;
+
+inline __m256 WidenBF16(__m128i bits) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+inline __m256 LoadW(const uint16_t* p) {
+  return WidenBF16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 LoadW(const float* p) { return _mm256_loadu_ps(p); }
+
+// Tail loads of `count` < 8 elements; the rest of the lanes are 0. AVX2 has no 16-bit masked
+// load, so bf16 tails go through a zero-padded copy (once per tile, not in the hot loop).
+inline __m256i TailMask(int64_t count) {
+  static constexpr int32_t kMaskTable[2 * kVectorLanes] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                           0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + kVectorLanes - count));
+}
+inline __m256 LoadWTail(const uint16_t* p, int64_t count, __m256i /*mask*/) {
+  uint16_t padded[kVectorLanes] = {};
+  std::memcpy(padded, p, static_cast<size_t>(count) * sizeof(uint16_t));
+  return LoadW(padded);
+}
+inline __m256 LoadWTail(const float* p, int64_t /*count*/, __m256i mask) {
+  return _mm256_maskload_ps(p, mask);
+}
+
+// Fixed reduction tree: halves, then quarters, ... (part of the determinism contract).
+inline float HorizontalSum(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+}
+
+struct Avx2Kernel {
+  static constexpr int kLanes = kVectorLanes;
+  static constexpr int kTileW = 4;
+  static constexpr int kTileR = 3;
+  static constexpr int kGemvW = 8;
+  // AVX2-only hosts have 256 KB - 1 MB of L2: keep the activation panel modest.
+  static constexpr int64_t kPanelBytes = int64_t{512} << 10;
+  // Software prefetch distance for decode tiles (bytes ahead along each weight row).
+  static constexpr int64_t kPrefetchBytes = 512;
+  // Packed prefill (m >= 6): same 4 x 3 register tile, weights widened once per panel into
+  // a 4 x 1024 f32 (16 KB) block that stays in a 32 KB L1.
+  static constexpr bool kPackWeights = true;
+  static constexpr int kPackW = 4;
+  static constexpr int kPackR = 3;
+  static constexpr int64_t kBlockK = 1024;
+  static constexpr int64_t kMaxPanelRows = 120;
+
+  template <int W, int R, typename WeightT>
+  [[gnu::noinline]] static void Tile(const float* x, int64_t k, const WeightT* w, float* y, int64_t ldy) {
+    __m256 acc[W][R];
+#pragma GCC unroll 8
+    for (int c = 0; c < W; ++c) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[c][r] = _mm256_setzero_ps();
+    }
+    constexpr int64_t kPrefetchElems = kPrefetchBytes / static_cast<int64_t>(sizeof(WeightT));
+    int64_t p = 0;
+    for (; p + kLanes <= k; p += kLanes) {
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * k + p);
+#pragma GCC unroll 8
+      for (int c = 0; c < W; ++c) {
+        if constexpr (R == 1) {
+          _mm_prefetch(reinterpret_cast<const char*>(w + c * k + p + kPrefetchElems), _MM_HINT_T0);
+        }
+        const __m256 wv = LoadW(w + c * k + p);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[c][r] = _mm256_fmadd_ps(wv, xv[r], acc[c][r]);
+      }
+    }
+    if (p < k) {
+      const int64_t count = k - p;
+      const __m256i mask = TailMask(count);
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_maskload_ps(x + r * k + p, mask);
+#pragma GCC unroll 8
+      for (int c = 0; c < W; ++c) {
+        const __m256 wv = LoadWTail(w + c * k + p, count, mask);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[c][r] = _mm256_fmadd_ps(wv, xv[r], acc[c][r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < W; ++c) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) y[r * ldy + c] = HorizontalSum(acc[c][r]);
+    }
+  }
+
+  template <int W, int R>
+  [[gnu::noinline]] static void PackedTile(const float* x, int64_t ldx, int64_t count, const float* wpack,
+                                           int64_t ldw, float* acc_buf, bool resume, float* y, int64_t ldy) {
+    __m256 acc[W][R];
+#pragma GCC unroll 8
+    for (int c = 0; c < W; ++c) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        acc[c][r] = resume ? _mm256_load_ps(acc_buf + (c * R + r) * kLanes) : _mm256_setzero_ps();
+      }
+    }
+    int64_t p = 0;
+    for (; p + kLanes <= count; p += kLanes) {
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + p);
+#pragma GCC unroll 8
+      for (int c = 0; c < W; ++c) {
+        const __m256 wv = _mm256_load_ps(wpack + c * ldw + p);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[c][r] = _mm256_fmadd_ps(wv, xv[r], acc[c][r]);
+      }
+    }
+    if (p < count) {  // only in the last block; the packed weights are zero past `count`
+      const __m256i mask = TailMask(count - p);
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_maskload_ps(x + r * ldx + p, mask);
+#pragma GCC unroll 8
+      for (int c = 0; c < W; ++c) {
+        const __m256 wv = _mm256_load_ps(wpack + c * ldw + p);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[c][r] = _mm256_fmadd_ps(wv, xv[r], acc[c][r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < W; ++c) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        if (y != nullptr) {
+          y[r * ldy + c] = HorizontalSum(acc[c][r]);
+        } else {
+          _mm256_store_ps(acc_buf + (c * R + r) * kLanes, acc[c][r]);
+        }
+      }
+    }
+  }
+};
+
+void MatMulBF16Avx2(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n_begin, int64_t n_end,
+                    float* y, int64_t ldy) {
+  cpu::TiledMatMul<Avx2Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
+}
+
+void MatMulF32Avx2(const float* x, int64_t m, int64_t k, const float* w, int64_t n_begin, int64_t n_end,
+                   float* y, int64_t ldy) {
+  cpu::TiledMatMul<Avx2Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
+}
+
+}  // namespace
+
+const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2};
+
+}  // namespace ember::kernels
+
+#else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
 const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr};
 }  // namespace ember::kernels
+
+#endif

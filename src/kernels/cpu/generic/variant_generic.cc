@@ -1,7 +1,89 @@
-#include "kernels/ref/ref.h"
+// Portable matmul variant: plain C++ shaped so the compiler vectorises it for whatever the
+// baseline target is (SSE2 on x86-64, NEON on arm64).
+//
+// Each output element owns kLanes partial sums, one per k residue mod kLanes; the innermost
+// loops run over those lanes with no cross-lane dependence, which the SLP/loop vectoriser turns
+// into vector multiplies and adds without needing -ffast-math (nothing is reassociated). The
+// lanes are combined by a fixed tree at the end, so the result depends on k only, not on the
+// tile (kernels/cpu/tiled_matmul.h). Tiles are sized for 16 SSE registers: 8 lanes = 2 xmm per
+// accumulator, 2 weight rows x 2 activation rows for prefill, 4 weight rows for decode.
+#include <bit>
+#include <cstdint>
+
+#include "kernels/cpu/tiled_matmul.h"
 #include "kernels/variants.h"
 
 namespace ember::kernels {
-// TODO(kernels helper): portable blocked implementation.
-const KernelVariant kGenericVariant = {"generic", &ref::MatMulBF16, &ref::MatMulF32};
+namespace {
+
+constexpr int kLanes = 8;
+
+inline float ToF32(uint16_t bf16) { return std::bit_cast<float>(static_cast<uint32_t>(bf16) << 16); }
+inline float ToF32(float value) { return value; }
+
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)): the tree a halving vector reduction uses.
+inline float HorizontalSum(const float (&v)[kLanes]) {
+  float half[4];
+  for (int l = 0; l < 4; ++l) half[l] = v[l] + v[l + 4];
+  return (half[0] + half[2]) + (half[1] + half[3]);
+}
+
+struct GenericKernel {
+  static constexpr int kTileW = 2;
+  static constexpr int kTileR = 2;
+  static constexpr int kGemvW = 4;
+  static constexpr int64_t kPanelBytes = int64_t{256} << 10;
+
+  template <int W, int R, typename WeightT>
+  [[gnu::noinline]] static void Tile(const float* x, int64_t k, const WeightT* w, float* y, int64_t ldy) {
+    // Row pointers plus a separate widening pass: written this way GCC's SLP vectoriser
+    // turns the bf16 widening into punpck{l,h}wd + pslld; indexing w[c * k + p + l] directly,
+    // or copying x into a local array, makes it fall back to per-element inserts.
+    const float* xrow[R];
+    const WeightT* wrow[W];
+    for (int r = 0; r < R; ++r) xrow[r] = x + r * k;
+    for (int c = 0; c < W; ++c) wrow[c] = w + c * k;
+    float acc[W][R][kLanes] = {};
+    int64_t p = 0;
+    for (; p + kLanes <= k; p += kLanes) {
+      float wv[W][kLanes];
+      for (int c = 0; c < W; ++c) {
+        const WeightT* src = wrow[c] + p;
+        for (int l = 0; l < kLanes; ++l) wv[c][l] = ToF32(src[l]);
+      }
+      for (int c = 0; c < W; ++c) {
+        for (int r = 0; r < R; ++r) {
+          const float* xs = xrow[r] + p;
+          for (int l = 0; l < kLanes; ++l) acc[c][r][l] += wv[c][l] * xs[l];
+        }
+      }
+    }
+    // Tail: lane l < count gets the same update a full step would give it; the other lanes
+    // are left alone (adding 0 * 0 would not change them either).
+    const int count = static_cast<int>(k - p);
+    for (int c = 0; c < W; ++c) {
+      for (int r = 0; r < R; ++r) {
+        for (int l = 0; l < count; ++l) acc[c][r][l] += ToF32(wrow[c][p + l]) * xrow[r][p + l];
+      }
+    }
+    for (int c = 0; c < W; ++c) {
+      for (int r = 0; r < R; ++r) y[r * ldy + c] = HorizontalSum(acc[c][r]);
+    }
+  }
+};
+
+void MatMulBF16Generic(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n_begin,
+                       int64_t n_end, float* y, int64_t ldy) {
+  cpu::TiledMatMul<GenericKernel>(x, m, k, w, n_begin, n_end, y, ldy);
+}
+
+void MatMulF32Generic(const float* x, int64_t m, int64_t k, const float* w, int64_t n_begin, int64_t n_end,
+                      float* y, int64_t ldy) {
+  cpu::TiledMatMul<GenericKernel>(x, m, k, w, n_begin, n_end, y, ldy);
+}
+
+}  // namespace
+
+const KernelVariant kGenericVariant = {"generic", &MatMulBF16Generic, &MatMulF32Generic};
+
 }  // namespace ember::kernels
