@@ -86,6 +86,30 @@ void RopeRotateHalf(float* x, int64_t rows, int64_t heads, int64_t head_dim, con
   }
 }
 
+void RopeInterleaved(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                     const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  EMBER_CHECK(half <= 512, "head_dim {} too large for RoPE tables", head_dim);
+  float cos_table[512];
+  float sin_table[512];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = static_cast<float>(positions[r]) * inv_freq[j];
+      cos_table[j] = std::cos(angle);
+      sin_table[j] = std::sin(angle);
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (r * heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const float a = v[2 * j];
+        const float b = v[2 * j + 1];
+        v[2 * j] = a * cos_table[j] - b * sin_table[j];
+        v[2 * j + 1] = b * cos_table[j] + a * sin_table[j];
+      }
+    }
+  }
+}
+
 void SwiGluHalves(const float* x, int64_t rows, int64_t n, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = x + r * 2 * n;
@@ -97,6 +121,15 @@ void SwiGluHalves(const float* x, int64_t rows, int64_t n, float* out) {
 
 void SwiGlu(const float* gate, const float* up, int64_t rows, int64_t n, float* out) {
   for (int64_t i = 0; i < rows * n; ++i) out[i] = Silu(gate[i]) * up[i];
+}
+
+void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < rows * n; ++i) {
+    const float g = gate[i];
+    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    out[i] = gelu * up[i];
+  }
 }
 
 void SigmoidInPlace(float* x, int64_t count) {

@@ -21,6 +21,10 @@ void GainRmsNorm(const float* x, int64_t rows, int64_t n, float eps, const float
 // positions[r]. inv_freq has head_dim/2 entries.
 void RopeRotateHalf(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
                     const float* inv_freq);
+// The same rotation on adjacent pairs (2j, 2j + 1): the layout GGUF llama-family checkpoints
+// use after the converter permutes Q/K rows (llama.cpp's "normal" RoPE).
+void RopeInterleaved(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                     const float* inv_freq);
 // inv_freq[j] = theta^(-2j/head_dim), computed as transformers does (f32).
 void RopeInverseFrequencies(double theta, int64_t head_dim, float* inv_freq);
 
@@ -28,6 +32,10 @@ void RopeInverseFrequencies(double theta, int64_t head_dim, float* inv_freq);
 void SwiGluHalves(const float* x, int64_t rows, int64_t n, float* out);
 // out[r, j] = silu(gate[r, j]) * up[r, j]   (separate [rows, n] inputs).
 void SwiGlu(const float* gate, const float* up, int64_t rows, int64_t n, float* out);
+
+// out[r, j] = gelu_tanh(gate[r, j]) * up[r, j], with the tanh approximation of GELU
+// (PyTorch's gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh).
+void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, float* out);
 
 // x = 1 / (1 + exp(-x)), in place.
 void SigmoidInPlace(float* x, int64_t count);

@@ -67,6 +67,42 @@ TEST(OpsTest, RopeRotatesHalvesByPositionAngle) {
   }
 }
 
+TEST(OpsTest, InterleavedRopeEqualsRotateHalfOnPermutedRows) {
+  // GGUF llama converters permute each head's rows from [x0..x(d/2-1), y0..] to [x0, y0, x1, y1, ..]:
+  // interleaved RoPE on the permuted layout must equal rotate-half RoPE on the original.
+  const int64_t heads = 3, d = 16;
+  std::vector<float> inv_freq(d / 2);
+  RopeInverseFrequencies(500000.0, d, inv_freq.data());
+  const auto x = Random(heads * d, 11);
+  std::vector<float> permuted(x.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < d / 2; ++j) {
+      permuted[h * d + 2 * j] = x[h * d + j];
+      permuted[h * d + 2 * j + 1] = x[h * d + j + d / 2];
+    }
+  auto half = x;
+  const int64_t position = 37;
+  RopeRotateHalf(half.data(), 1, heads, d, &position, inv_freq.data());
+  RopeInterleaved(permuted.data(), 1, heads, d, &position, inv_freq.data());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < d / 2; ++j) {
+      EXPECT_FLOAT_EQ(permuted[h * d + 2 * j], half[h * d + j]);
+      EXPECT_FLOAT_EQ(permuted[h * d + 2 * j + 1], half[h * d + j + d / 2]);
+    }
+}
+
+TEST(OpsTest, GeGluTanhMatchesFormula) {
+  const float gate[3] = {-3.0f, 0.5f, 2.0f};
+  const float up[3] = {1.0f, 2.0f, -1.5f};
+  float out[3];
+  GeGluTanh(gate, up, 1, 3, out);
+  for (int i = 0; i < 3; ++i) {
+    const double g = gate[i];
+    const double gelu = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+    EXPECT_NEAR(out[i], gelu * up[i], 1e-6);
+  }
+}
+
 TEST(OpsTest, SwiGluAndSoftcap) {
   const float gate_up[4] = {1.0f, -2.0f, 3.0f, 0.5f};  // one row: gate {1,-2}, up {3,0.5}
   float out[2];
