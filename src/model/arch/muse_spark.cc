@@ -26,6 +26,11 @@ float ElementAsF32(const TensorView& t, int64_t i) {
   }
 }
 
+Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64_t rows, int64_t cols) {
+  EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kMatrixDTypes, Shape{rows, cols}));
+  return Linear::Dense(t);
+}
+
 Expected<std::vector<float>> LoadVector(WeightSource& source, const std::string& name, int64_t n, float add = 0.0f) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kVectorDTypes, Shape{n}));
   std::vector<float> out(n);
@@ -90,12 +95,11 @@ Status MuseSparkModel::LoadWeights() {
   const MuseSparkConfig& c = config_;
   WeightSource& w = *weights_;
   const std::string& p = c.tensor_prefix;
-  EMBER_ASSIGN_OR_RETURN(embed_tokens_, w.Require(p + "embed_tokens.weight", kMatrixDTypes,
-                                                  Shape{c.vocab_size, c.hidden_size}));
+  EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size));
   if (c.tie_word_embeddings) {
     lm_head_ = embed_tokens_;
   } else {
-    EMBER_ASSIGN_OR_RETURN(lm_head_, w.Require("lm_head.weight", kMatrixDTypes, Shape{c.vocab_size, c.hidden_size}));
+    EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size));
   }
   // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
   EMBER_ASSIGN_OR_RETURN(final_gain_, LoadVector(w, p + "norm.weight", c.hidden_size));
@@ -104,13 +108,13 @@ Status MuseSparkModel::LoadWeights() {
 
   // Byte accounting for memory plans and the decode roofline.
   auto bytes = [](const TensorView& t) { return t.data ? t.NumBytes() : 0; };
-  int64_t total = bytes(embed_tokens_) + (c.tie_word_embeddings ? 0 : bytes(lm_head_));
-  int64_t per_token = bytes(lm_head_);
+  int64_t total = embed_tokens_.bytes() + (c.tie_word_embeddings ? 0 : lm_head_.bytes());
+  int64_t per_token = lm_head_.bytes();
   for (const MuseSparkLayer& layer : layers_) {
-    const int64_t dense = bytes(layer.q_proj) + bytes(layer.k_proj) + bytes(layer.v_proj) + bytes(layer.gate_proj) +
-                          bytes(layer.o_proj) + bytes(layer.router) + bytes(layer.pre_expert_proj) +
-                          bytes(layer.post_expert_proj) + bytes(layer.mlp_gate) + bytes(layer.mlp_up) +
-                          bytes(layer.mlp_down);
+    const AttentionWeights& a = layer.attention;
+    const int64_t dense = a.q.bytes() + a.k.bytes() + a.v.bytes() + a.gate.bytes() + a.o.bytes() +
+                          layer.router.bytes() + layer.pre_expert_proj.bytes() + layer.post_expert_proj.bytes() +
+                          layer.mlp_gate.bytes() + layer.mlp_up.bytes() + layer.mlp_down.bytes();
     const int64_t experts = bytes(layer.experts_gate_up) + bytes(layer.experts_down);
     total += dense + experts;
     per_token += dense;
@@ -132,12 +136,25 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   EMBER_ASSIGN_OR_RETURN(layer.input_gain, LoadVector(w, p + "input_layernorm.weight", h, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, LoadVector(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, LoadVector(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.q_proj, w.Require(p + "self_attn.q_proj.weight", kMatrixDTypes, Shape{q_width, h}));
-  EMBER_ASSIGN_OR_RETURN(layer.k_proj, w.Require(p + "self_attn.k_proj.weight", kMatrixDTypes, Shape{kv_width, h}));
-  EMBER_ASSIGN_OR_RETURN(layer.v_proj, w.Require(p + "self_attn.v_proj.weight", kMatrixDTypes, Shape{kv_width, h}));
-  EMBER_ASSIGN_OR_RETURN(layer.gate_proj,
-                         w.Require(p + "self_attn.gate_proj.weight", kMatrixDTypes, Shape{q_width, h}));
-  EMBER_ASSIGN_OR_RETURN(layer.o_proj, w.Require(p + "self_attn.o_proj.weight", kMatrixDTypes, Shape{h, q_width}));
+  AttentionWeights& a = layer.attention;
+  EMBER_ASSIGN_OR_RETURN(a.q, LoadMatrix(w, p + "self_attn.q_proj.weight", q_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.k, LoadMatrix(w, p + "self_attn.k_proj.weight", kv_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.v, LoadMatrix(w, p + "self_attn.v_proj.weight", kv_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.gate, LoadMatrix(w, p + "self_attn.gate_proj.weight", q_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.o, LoadMatrix(w, p + "self_attn.o_proj.weight", h, q_width));
+  // Weightless per-head QK norms with the qk scale factor on q; weightless per-head output norm
+  // and the sigmoid gate; RoPE (rotate-half, HF layout) only where layer_rope_theta is nonzero.
+  AttentionOptions& o = layer.attention_options;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.num_key_value_heads;
+  o.head_dim = c.head_dim;
+  o.qk_norm = QkNorm::kWeightless;
+  o.qk_norm_eps = static_cast<float>(c.rms_norm_eps);
+  o.q_multiplier = static_cast<float>(c.qk_scale_factor);
+  o.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  o.window = c.WindowOf(l);
+  o.output_norm = true;
+  o.output_norm_eps = static_cast<float>(c.rms_norm_eps);
 
   // Residual gates: alpha and beta are fixed per channel, so fold them once (f32, as the reference).
   for (const char* which : {"post_attention_residual_gate", "post_feedforward_residual_gate"}) {
@@ -159,24 +176,24 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   // As in the reference (transformers), layer_rope_theta only switches RoPE off (0); rotating
   // layers all use the global rope_parameters.rope_theta. Create() warns if the two disagree.
   if (c.layer_rope_theta[l] > 0) {
-    layer.inv_freq.resize(c.head_dim / 2);
-    kernels::RopeInverseFrequencies(c.rope_theta, c.head_dim, layer.inv_freq.data());
+    o.rope = RopeLayout::kRotateHalf;
+    o.inv_freq.resize(c.head_dim / 2);
+    kernels::RopeInverseFrequencies(c.rope_theta, c.head_dim, o.inv_freq.data());
   }
 
   if (c.mlp_layer_types[l] == MlpKind::kDense) {
     const int64_t inter = c.intermediate_size;
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, w.Require(p + "mlp.gate_proj.weight", kMatrixDTypes, Shape{inter, h}));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, w.Require(p + "mlp.up_proj.weight", kMatrixDTypes, Shape{inter, h}));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, w.Require(p + "mlp.down_proj.weight", kMatrixDTypes, Shape{h, inter}));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, LoadMatrix(w, p + "mlp.gate_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, LoadMatrix(w, p + "mlp.up_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, LoadMatrix(w, p + "mlp.down_proj.weight", h, inter));
     return Status::Ok();
   }
   const int64_t e = c.num_local_experts;
   const int64_t hm = c.moe_hidden_size;
   const int64_t inter = c.moe_intermediate_size;
-  EMBER_ASSIGN_OR_RETURN(layer.router, w.Require(p + "mlp.gate.weight", kMatrixDTypes, Shape{e, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
   EMBER_ASSIGN_OR_RETURN(layer.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
-  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj,
-                         w.Require(p + "mlp.pre_expert_proj.weight", kMatrixDTypes, Shape{hm, h}));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj, LoadMatrix(w, p + "mlp.pre_expert_proj.weight", hm, h));
   EMBER_ASSIGN_OR_RETURN(layer.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up,
                          w.Require(p + "mlp.experts.gate_up_proj", kMatrixDTypes, Shape{e, 2 * inter, hm}));
@@ -184,8 +201,7 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
                          w.Require(p + "mlp.experts.down_proj", kMatrixDTypes, Shape{e, hm, inter}));
   EMBER_ASSIGN_OR_RETURN(layer.post_expert_gain,
                          LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj,
-                         w.Require(p + "mlp.post_expert_proj.weight", kMatrixDTypes, Shape{h, hm}));
+  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj, LoadMatrix(w, p + "mlp.post_expert_proj.weight", h, hm));
   return Status::Ok();
 }
 

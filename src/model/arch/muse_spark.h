@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/blocks/attention_block.h"
 #include "model/causal_lm.h"
+#include "model/linear.h"
 #include "model/muse_spark_config.h"
 #include "model/weight_source.h"
 
@@ -21,19 +23,19 @@ struct MuseSparkLayer {
   std::vector<float> input_gain, pre_ffn_gain, post_ffn_gain;
   // Norm-preserving residual gates: s = alpha * s + beta * branch, per channel.
   std::vector<float> attn_alpha, attn_beta, ffn_alpha, ffn_beta;
-  TensorView q_proj, k_proj, v_proj, gate_proj, o_proj;
-  std::vector<float> inv_freq;  // empty on NoPE layers
+  AttentionWeights attention;  // q, k, v, o and the sigmoid output gate
+  AttentionOptions attention_options;  // window and RoPE of this layer
   // Sparse (latent MoE) layers.
-  TensorView router;                     // [E, H]
+  Linear router;                         // [E, H]
   std::vector<float> router_bias;        // [E], selection only
-  TensorView pre_expert_proj;            // [Hm, H]
+  Linear pre_expert_proj;                // [Hm, H]
   std::vector<float> pre_expert_gain;    // [Hm]
   TensorView experts_gate_up;            // [E, 2I, Hm]
   TensorView experts_down;               // [E, Hm, I]
   std::vector<float> post_expert_gain;   // [Hm]
-  TensorView post_expert_proj;           // [H, Hm]
+  Linear post_expert_proj;               // [H, Hm]
   // Dense layers.
-  TensorView mlp_gate, mlp_up, mlp_down;
+  Linear mlp_gate, mlp_up, mlp_down;
 };
 
 class MuseSparkModel : public CausalLM {
@@ -65,8 +67,8 @@ class MuseSparkModel : public CausalLM {
   std::shared_ptr<WeightSource> weights_;
   ModelInfo info_;
   WeightBytes weight_bytes_;
-  TensorView embed_tokens_;  // [V, H]
-  TensorView lm_head_;       // [V, H]
+  Linear embed_tokens_;  // [V, H]
+  Linear lm_head_;       // [V, H]
   std::vector<float> final_gain_;
   std::vector<MuseSparkLayer> layers_;
 };

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/attention.h"
-#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch/muse_spark.h"
 
@@ -62,15 +60,7 @@ Status MuseSparkModel::Forward(const int32_t* tokens, int64_t count, KvCache& ca
 
   // Embedding: a weightless RMSNorm over each row of the table.
   std::vector<float> residual(count * h);
-  for (int64_t i = 0; i < count; ++i) {
-    const TensorView row = embed_tokens_.Slice0(tokens[i]);
-    float* out = residual.data() + i * h;
-    if (row.dtype == DType::kBF16) {
-      for (int64_t j = 0; j < h; ++j) out[j] = BF16ToF32(row.As<uint16_t>()[j]);
-    } else {
-      std::copy(row.As<float>(), row.As<float>() + h, out);
-    }
-  }
+  for (int64_t i = 0; i < count; ++i) EMBER_RETURN_IF_ERROR(embed_tokens_.ReadRow(tokens[i], residual.data() + i * h));
   kernels::RmsNorm(residual.data(), count, h, static_cast<float>(c.rms_norm_eps), residual.data());
 
   cache.Reserve(count);
@@ -86,7 +76,7 @@ Status MuseSparkModel::Forward(const int32_t* tokens, int64_t count, KvCache& ca
   std::vector<float> normed(rows * h);
   kernels::RmsNormGain(last, rows, h, static_cast<float>(c.rms_norm_eps), final_gain_.data(), normed.data());
   logits->resize(rows * c.vocab_size);
-  kernels::MatMul(normed.data(), rows, lm_head_, logits->data());
+  lm_head_.Apply(normed.data(), rows, logits->data());
   kernels::ScaleSoftcapInPlace(logits->data(), rows * c.vocab_size, static_cast<float>(c.output_multiplier),
                                static_cast<float>(c.final_logit_softcapping));
   return Status::Ok();
@@ -96,52 +86,9 @@ void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, int6
                                     float* residual) {
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
-  const int64_t d = c.head_dim;
-  const int64_t q_width = c.num_attention_heads * d;
-  const int64_t kv_width = c.num_key_value_heads * d;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t first_position = cache.num_tokens();
-
-  std::vector<float> x(count * h);
-  kernels::RmsNormGain(residual, count, h, eps, layer.input_gain.data(), x.data());
-
-  std::vector<float> q(count * q_width), gate(count * q_width), k(count * kv_width), v(count * kv_width);
-  kernels::MatMul(x.data(), count, layer.q_proj, q.data());
-  kernels::MatMul(x.data(), count, layer.k_proj, k.data());
-  kernels::MatMul(x.data(), count, layer.v_proj, v.data());
-  kernels::MatMul(x.data(), count, layer.gate_proj, gate.data());
-
-  // Per-head weightless QK norm; the qk scale factor rides on q.
-  kernels::RmsNorm(q.data(), count * c.num_attention_heads, d, eps, q.data());
-  kernels::RmsNorm(k.data(), count * c.num_key_value_heads, d, eps, k.data());
-  const float qk_scale = static_cast<float>(c.qk_scale_factor);
-  for (float& value : q) value *= qk_scale;
-  if (!layer.inv_freq.empty()) {  // NoPE layers skip the rotation entirely
-    std::vector<int64_t> positions(count);
-    std::iota(positions.begin(), positions.end(), first_position);
-    kernels::RopeRotateHalf(q.data(), count, c.num_attention_heads, d, positions.data(), layer.inv_freq.data());
-    kernels::RopeRotateHalf(k.data(), count, c.num_key_value_heads, d, positions.data(), layer.inv_freq.data());
-  }
-  std::copy(k.begin(), k.end(), cache.Keys(l) + first_position * kv_width);
-  std::copy(v.begin(), v.end(), cache.Values(l) + first_position * kv_width);
-
-  kernels::AttentionShape shape;
-  shape.num_heads = c.num_attention_heads;
-  shape.num_kv_heads = c.num_key_value_heads;
-  shape.head_dim = d;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  shape.window = c.WindowOf(l);
-  std::vector<float> attended(count * q_width);
-  kernels::CausalAttention(q.data(), count, first_position, cache.Keys(l), cache.Values(l), kv_width, shape,
-                           attended.data());
-
-  // Weightless per-head output norm, then the per-channel sigmoid output gate.
-  kernels::RmsNorm(attended.data(), count * c.num_attention_heads, d, eps, attended.data());
-  kernels::SigmoidInPlace(gate.data(), count * q_width);
-  for (int64_t i = 0; i < count * q_width; ++i) attended[i] *= gate[i];
-
-  std::vector<float> out(count * h);
-  kernels::MatMul(attended.data(), count, layer.o_proj, out.data());
+  std::vector<float> x(count * h), out(count * h);
+  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.input_gain.data(), x.data());
+  RunAttention(layer.attention, layer.attention_options, l, x.data(), count, cache, out.data());
   // Weightless post-attention norm (post_norm_eps), then the residual gate.
   kernels::RmsNorm(out.data(), count, h, static_cast<float>(c.post_norm_eps), out.data());
   ResidualGate(residual, out.data(), count, h, layer.attn_alpha, layer.attn_beta);
@@ -152,7 +99,7 @@ void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, int64_t count
   const int64_t h = c.hidden_size;
   std::vector<float> x(count * h), f(count * h);
   kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x.data());
-  if (layer.experts_gate_up.data != nullptr) {
+  if (layer.experts_gate_up.data != nullptr) {  // sparse layer
     MoE(layer, x.data(), count, f.data());
   } else {
     DenseMlp(layer, x.data(), count, f.data());
@@ -172,7 +119,7 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
 
   // Router: f32 logits scaled by the output multiplier, sigmoid scores.
   std::vector<float> scores(count * num_experts);
-  kernels::MatMul(x, count, layer.router, scores.data());
+  layer.router.Apply(x, count, scores.data());
   for (float& z : scores) z *= static_cast<float>(c.output_multiplier);
   kernels::SigmoidInPlace(scores.data(), count * num_experts);
   std::vector<int32_t> chosen(count * top_k);
@@ -184,7 +131,7 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
 
   // Latent projection into the experts' width, with its zero-centred norm.
   std::vector<float> latent(count * hm);
-  kernels::MatMul(x, count, layer.pre_expert_proj, latent.data());
+  layer.pre_expert_proj.Apply(x, count, latent.data());
   kernels::RmsNormGain(latent.data(), count, hm, static_cast<float>(c.rms_norm_eps), layer.pre_expert_gain.data(),
                        latent.data());
 
@@ -222,16 +169,16 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
       for (int64_t j = 0; j < hm; ++j) dst[j] += w * src[j];
     }
   }
-  kernels::MatMul(mixed.data(), count, layer.post_expert_proj, f);
+  layer.post_expert_proj.Apply(mixed.data(), count, f);
 }
 
 void MuseSparkModel::DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f) {
   const int64_t inter = config_.intermediate_size;
   std::vector<float> gate(count * inter), up(count * inter), act(count * inter);
-  kernels::MatMul(x, count, layer.mlp_gate, gate.data());
-  kernels::MatMul(x, count, layer.mlp_up, up.data());
+  layer.mlp_gate.Apply(x, count, gate.data());
+  layer.mlp_up.Apply(x, count, up.data());
   kernels::SwiGlu(gate.data(), up.data(), count, inter, act.data());
-  kernels::MatMul(act.data(), count, layer.mlp_down, f);
+  layer.mlp_down.Apply(act.data(), count, f);
 }
 
 }  // namespace ember

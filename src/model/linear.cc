@@ -1,0 +1,64 @@
+#include "model/linear.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "quant/gguf_dequant.h"
+
+namespace ember {
+
+Linear Linear::Dense(const TensorView& weight) {
+  EMBER_CHECK(weight.shape.rank() == 2, "Linear::Dense needs a 2-D weight, got {}", weight.shape.ToString());
+  EMBER_CHECK(weight.dtype == DType::kBF16 || weight.dtype == DType::kF32, "Linear::Dense: dtype {}",
+              DTypeName(weight.dtype));
+  Linear linear;
+  linear.dense_ = weight;
+  linear.out_features_ = weight.shape[0];
+  linear.in_features_ = weight.shape[1];
+  linear.bytes_ = weight.NumBytes();
+  return linear;
+}
+
+Linear Linear::Quantized(const quant::QuantMatrix& weight) {
+  EMBER_CHECK(quant::GgufMatMulSupports(weight.type), "Linear::Quantized: unsupported GGML type {}",
+              static_cast<int>(weight.type));
+  Linear linear;
+  linear.quantized_ = true;
+  linear.quant_ = weight;
+  linear.out_features_ = weight.rows;
+  linear.in_features_ = weight.cols;
+  linear.bytes_ = weight.rows * weight.row_bytes;
+  return linear;
+}
+
+std::string Linear::format() const {
+  if (!quantized_) return std::string(DTypeName(dense_.dtype));
+  const auto traits = GgmlTypeInfo(static_cast<uint32_t>(quant_.type));
+  return traits ? std::string(traits->name) : "?";
+}
+
+void Linear::Apply(const float* x, int64_t m, float* y) const {
+  if (quantized_) {
+    quant::GgufMatMul(x, m, quant_, y);
+  } else {
+    kernels::MatMul(x, m, dense_, y);
+  }
+}
+
+Status Linear::ReadRow(int64_t row, float* out) const {
+  EMBER_CHECK(row >= 0 && row < out_features_, "row {} of {}", row, out_features_);
+  if (quantized_) {
+    const auto* data = static_cast<const uint8_t*>(quant_.data) + row * quant_.row_bytes;
+    return quant::DequantizeRow(quant_.type, data, in_features_, out);
+  }
+  const TensorView r = dense_.Slice0(row);
+  if (r.dtype == DType::kBF16) {
+    for (int64_t i = 0; i < in_features_; ++i) out[i] = BF16ToF32(r.As<uint16_t>()[i]);
+  } else {
+    std::copy(r.As<float>(), r.As<float>() + in_features_, out);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ember
