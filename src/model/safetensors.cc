@@ -1,13 +1,8 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -174,47 +169,20 @@ Expected<ParsedEntry> ParseEntry(const std::string& path, const std::string& nam
 }  // namespace
 
 Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return NotFound(fmt::format("{}: no such file", Where(path)));
-    return IoError(fmt::format("{}: cannot open: {}", Where(path), std::strerror(err)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return IoError(fmt::format("{}: cannot stat: {}", Where(path), std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return IoError(fmt::format("{}: not a regular file", Where(path)));
-  }
-  const int64_t file_size = static_cast<int64_t>(st.st_size);
+  EMBER_ASSIGN_OR_RETURN(MappedFile mapping, MappedFile::Open(path, Where(path)));
+  const int64_t file_size = mapping.size();
   if (file_size < 8) {
-    ::close(fd);
     return DataLoss(
         fmt::format("{}: file is {} bytes, too short for the 8-byte header length "
                     "that starts every safetensors file; {}",
                     Where(path), file_size, kRedownload));
   }
-  void* mapping = ::mmap(nullptr, static_cast<size_t>(file_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int mmap_errno = errno;
-  // The mapping keeps the file alive; the descriptor is no longer needed either way.
-  ::close(fd);
-  if (mapping == MAP_FAILED) {
-    return IoError(fmt::format("{}: mmap of {} bytes failed: {}", Where(path), file_size,
-                               std::strerror(mmap_errno)));
-  }
 
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
-  file->base_ = static_cast<const uint8_t*>(mapping);
+  file->mapping_ = std::move(mapping);
+  file->base_ = file->mapping_.data();
   file->file_size_ = file_size;
-#ifdef MADV_DONTDUMP
-  // Weights can be hundreds of GB; a crash dump should not try to write them out again.
-  ::madvise(mapping, static_cast<size_t>(file_size), MADV_DONTDUMP);
-#endif
 
   const uint64_t header_len = ReadLittleEndian64(file->base_);
   const uint64_t available = static_cast<uint64_t>(file_size) - 8;
@@ -233,7 +201,7 @@ Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
   }
   file->data_offset_ = static_cast<int64_t>(8 + header_len);
   // The header is read once, now: tell the kernel so it reads it in one go.
-  ::madvise(mapping, static_cast<size_t>(file->data_offset_), MADV_WILLNEED);
+  file->mapping_.WillNeed(0, file->data_offset_);
 
   const std::string_view header(reinterpret_cast<const char*>(file->base_) + 8, header_len);
   EMBER_RETURN_IF_ERROR(file->ParseHeader(header));
@@ -347,9 +315,7 @@ Status SafetensorsFile::ParseHeader(std::string_view header) {
   return Status::Ok();
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(file_size_));
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const SafetensorTensor* SafetensorsFile::Find(std::string_view name) const {
   auto it = index_.find(name);
@@ -362,10 +328,6 @@ int64_t SafetensorsFile::TotalTensorBytes() const {
   return total;
 }
 
-void SafetensorsFile::Prefetch() const {
-  if (base_ != nullptr) {
-    ::madvise(const_cast<uint8_t*>(base_), static_cast<size_t>(file_size_), MADV_WILLNEED);
-  }
-}
+void SafetensorsFile::Prefetch() const { mapping_.WillNeed(0, file_size_); }
 
 }  // namespace ember

@@ -22,6 +22,7 @@
 #include "core/dtypes.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/mapped_file.h"
 
 namespace ember {
 
@@ -85,7 +86,8 @@ class SafetensorsFile {
   Status ParseHeader(std::string_view header);
 
   std::string path_;
-  const uint8_t* base_ = nullptr;  // the mapping; nullptr only before Open() maps it
+  MappedFile mapping_;
+  const uint8_t* base_ = nullptr;  // mapping_.data(); nullptr only before Open() maps it
   int64_t file_size_ = 0;
   int64_t data_offset_ = 0;
   std::vector<std::string> names_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch/muse_spark.h"
 

@@ -53,7 +53,6 @@ float WeightValue(const float* w, int64_t i) { return w[i]; }
 // Weights of either dtype with the matching variant entry points.
 struct BF16Weights {
   static constexpr const char* kName = "bf16";
-  using Element = uint16_t;
   static std::vector<uint16_t> Random(int64_t count, uint32_t seed) { return RandomBF16(count, seed); }
   static MatMulBF16Fn Fn(const KernelVariant& v) { return v.matmul_bf16; }
   static constexpr MatMulBF16Fn kRef = &ref::MatMulBF16;
@@ -61,7 +60,6 @@ struct BF16Weights {
 };
 struct F32Weights {
   static constexpr const char* kName = "f32";
-  using Element = float;
   static std::vector<float> Random(int64_t count, uint32_t seed) { return RandomF32(count, seed); }
   static MatMulF32Fn Fn(const KernelVariant& v) { return v.matmul_f32; }
   static constexpr MatMulF32Fn kRef = &ref::MatMulF32;
@@ -149,6 +147,19 @@ class MatMulVariantTest : public ::testing::TestWithParam<std::string> {
         std::vector<float> again(whole.size());
         fn(x.data(), m, k, w.data(), 0, n, again.data(), n);
         EXPECT_TRUE(BitwiseEqual(whole, again)) << "not deterministic";
+        // One range alone writes exactly its own columns.
+        std::vector<float> range(whole.size(), NAN);
+        fn(x.data(), m, k, w.data(), 5, 23, range.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float v = range[i * n + j];
+            if (j >= 5 && j < 23) {
+              ASSERT_EQ(std::memcmp(&v, &whole[i * n + j], sizeof(float)), 0) << i << "," << j;
+            } else {
+              ASSERT_TRUE(std::isnan(v)) << "wrote outside [5, 23) at " << i << "," << j;
+            }
+          }
+        }
         for (int trial = 0; trial < 20; ++trial) {
           std::vector<float> pieces(whole.size(), NAN);
           for (int64_t begin = 0; begin < n;) {
