@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "model/gguf.h"
 
 namespace ember {
 namespace {
@@ -29,7 +32,30 @@ std::vector<std::string> RegisteredArchitectures() {
   return names;
 }
 
+namespace {
+
+// A GGUF file names its architecture in general.architecture; the factory is "gguf:<arch>".
+Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path) {
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  const auto arch = file->GetString("general.architecture");
+  if (!arch) return InvalidArgument(fmt::format("{}: GGUF file without general.architecture", path));
+  auto it = Registry().find("gguf:" + std::string(*arch));
+  if (it == Registry().end()) {
+    std::string known;
+    for (const auto& name : RegisteredArchitectures()) {
+      if (name.rfind("gguf:", 0) == 0) known += (known.empty() ? "" : ", ") + name.substr(5);
+    }
+    return Unimplemented(fmt::format("{}: GGUF architecture '{}' is not supported; ember runs: {}", path, *arch,
+                                     known));
+  }
+  return it->second(path);
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(model_dir, error)) return LoadGguf(model_dir);
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (!in) {

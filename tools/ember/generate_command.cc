@@ -82,7 +82,7 @@ int RunGenerate(const GenerateOptions& options) {
 void RegisterGenerateCommand(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from prompt token ids");
-  cmd->add_option("--model", options->model, "Model directory (config.json + *.safetensors)")->required();
+  cmd->add_option("--model", options->model, "Model directory (config.json + *.safetensors) or a .gguf file")->required();
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids, e.g. 1,2,3")->required();
   cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", options->threads, "Worker threads (default: all cores)");

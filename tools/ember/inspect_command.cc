@@ -46,13 +46,20 @@ int RunInspect(const std::string& model_dir, bool json) {
   }
   std::printf("model          %s\n", model_dir.c_str());
   std::printf("architecture   %s\n", s.architecture.c_str());
-  std::printf("layers         %lld  pattern %s  (S = sliding window of %lld keys, F = full attention)\n",
-              static_cast<long long>(s.num_layers), s.layer_pattern.c_str(), static_cast<long long>(s.sliding_window));
+  if (s.sliding_window > 0) {
+    std::printf("layers         %lld  pattern %s  (S = sliding window of %lld keys, F = full attention)\n",
+                static_cast<long long>(s.num_layers), s.layer_pattern.c_str(),
+                static_cast<long long>(s.sliding_window));
+  } else {
+    std::printf("layers         %lld, all full attention\n", static_cast<long long>(s.num_layers));
+  }
   std::printf("attention      hidden %lld, %lld query heads, %lld KV heads, head_dim %lld\n",
               static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_heads),
               static_cast<long long>(s.num_kv_heads), static_cast<long long>(s.head_dim));
-  std::printf("experts        %lld routed, top-%lld per token\n", static_cast<long long>(s.num_experts),
-              static_cast<long long>(s.experts_per_token));
+  if (s.num_experts > 0) {
+    std::printf("experts        %lld routed, top-%lld per token\n", static_cast<long long>(s.num_experts),
+                static_cast<long long>(s.experts_per_token));
+  }
   std::printf("vocabulary     %lld   max positions %lld\n", static_cast<long long>(s.vocab_size),
               static_cast<long long>(s.max_position_embeddings));
   std::printf("parameters     %s total, %s active per token (excluding %s in embedding + lm_head)\n",
@@ -69,7 +76,7 @@ void RegisterInspectCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: architecture, layers, parameters, bytes");
-  cmd->add_option("--model", *model, "Model directory (config.json + *.safetensors)")->required();
+  cmd->add_option("--model", *model, "Model directory (config.json + *.safetensors) or a .gguf file")->required();
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([model, json] { SetExitCode(RunInspect(*model, *json)); });
 }

@@ -1,0 +1,126 @@
+#include "model/blocks/dense_decoder.h"
+
+#include <fmt/format.h>
+
+#include "kernels/ops.h"
+
+namespace ember {
+
+DenseDecoder::DenseDecoder(DenseDecoderSpec spec) : spec_(std::move(spec)) {}
+
+WeightBytes DenseDecoder::weight_bytes() const {
+  WeightBytes bytes;
+  bytes.total = spec_.embed_tokens.bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.bytes());
+  int64_t layers = 0;
+  for (const DenseDecoderLayer& l : spec_.layers) {
+    const AttentionWeights& a = l.attention;
+    layers += a.q.bytes() + a.k.bytes() + a.v.bytes() + a.o.bytes() + l.ffn_gate.bytes() + l.ffn_up.bytes() +
+              l.ffn_down.bytes();
+  }
+  bytes.total += layers;
+  bytes.per_token_decode = layers + spec_.lm_head.bytes();
+  return bytes;
+}
+
+ModelSummary DenseDecoder::Summary() const {
+  ModelSummary s;
+  s.architecture = spec_.info.architecture;
+  s.num_layers = static_cast<int64_t>(spec_.layers.size());
+  for (const DenseDecoderLayer& l : spec_.layers) {
+    s.layer_pattern += l.attention_options.window > 0 ? 'S' : 'F';
+    if (l.attention_options.window > 0) s.sliding_window = l.attention_options.window;
+  }
+  const AttentionOptions& first = spec_.layers.front().attention_options;
+  s.hidden_size = spec_.hidden_size;
+  s.num_heads = first.num_heads;
+  s.num_kv_heads = first.num_kv_heads;
+  s.head_dim = first.head_dim;
+  s.vocab_size = spec_.info.vocab_size;
+  s.max_position_embeddings = spec_.info.max_position_embeddings;
+  int64_t params = 0;
+  for (const DenseDecoderLayer& l : spec_.layers) {
+    const AttentionWeights& a = l.attention;
+    for (const Linear* m : {&a.q, &a.k, &a.v, &a.o, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      params += m->out_features() * m->in_features();
+    params += l.attn_norm.size() + l.post_attn_norm.size() + l.ffn_norm.size() + l.post_ffn_norm.size() +
+              a.q_norm_gain.size() + a.k_norm_gain.size();
+  }
+  params += spec_.final_norm.size();
+  s.parameters_active = params;
+  s.parameters_embedding = spec_.embed_tokens.out_features() * spec_.embed_tokens.in_features() *
+                           (spec_.tied_embeddings ? 1 : 2);
+  s.parameters_total = params + s.parameters_embedding;
+  s.bytes = weight_bytes();
+  return s;
+}
+
+KvCache DenseDecoder::NewCache() const {
+  const AttentionOptions& o = spec_.layers.front().attention_options;
+  return KvCache(static_cast<int64_t>(spec_.layers.size()), o.num_kv_heads * o.head_dim);
+}
+
+Status DenseDecoder::Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
+                             std::vector<float>* logits) {
+  const int64_t h = spec_.hidden_size;
+  const int64_t vocab = spec_.info.vocab_size;
+  if (count <= 0) return InvalidArgument("Forward: no tokens");
+  if (cache.num_tokens() + count > spec_.info.max_position_embeddings) {
+    return OutOfRange(fmt::format("sequence of {} tokens exceeds the model's context length {}",
+                                  cache.num_tokens() + count, spec_.info.max_position_embeddings));
+  }
+  std::vector<float> residual(count * h);
+  for (int64_t i = 0; i < count; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return InvalidArgument(fmt::format("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i,
+                                         vocab));
+    }
+    EMBER_RETURN_IF_ERROR(spec_.embed_tokens.ReadRow(tokens[i], residual.data() + i * h));
+  }
+  if (spec_.embed_scale != 1.0f) {
+    for (float& v : residual) v *= spec_.embed_scale;
+  }
+  cache.Reserve(count);
+  for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), count, cache,
+                                                        residual.data());
+  cache.Advance(count);
+
+  const int64_t rows = all_logits ? count : 1;
+  std::vector<float> normed(rows * h);
+  kernels::RmsNormGain(residual.data() + (count - rows) * h, rows, h, spec_.norm_eps, spec_.final_norm.data(),
+                       normed.data());
+  logits->resize(rows * vocab);
+  spec_.lm_head.Apply(normed.data(), rows, logits->data());
+  if (spec_.final_logit_softcap > 0) {
+    kernels::ScaleSoftcapInPlace(logits->data(), rows * vocab, 1.0f, spec_.final_logit_softcap);
+  }
+  return Status::Ok();
+}
+
+void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, int64_t count, KvCache& cache,
+                         float* residual) {
+  const int64_t h = spec_.hidden_size;
+  const float eps = spec_.norm_eps;
+  std::vector<float> x(count * h), out(count * h);
+  kernels::RmsNormGain(residual, count, h, eps, layer.attn_norm.data(), x.data());
+  RunAttention(layer.attention, layer.attention_options, index, x.data(), count, cache, out.data());
+  if (!layer.post_attn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_attn_norm.data(),
+                                                         out.data());
+  for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
+
+  kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x.data());
+  const int64_t inter = layer.ffn_gate.out_features();
+  std::vector<float> gate(count * inter), up(count * inter);
+  layer.ffn_gate.Apply(x.data(), count, gate.data());
+  layer.ffn_up.Apply(x.data(), count, up.data());
+  if (spec_.activation == GatedActivation::kSilu) {
+    kernels::SwiGlu(gate.data(), up.data(), count, inter, gate.data());
+  } else {
+    kernels::GeGluTanh(gate.data(), up.data(), count, inter, gate.data());
+  }
+  layer.ffn_down.Apply(gate.data(), count, out.data());
+  if (!layer.post_ffn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_ffn_norm.data(),
+                                                        out.data());
+  for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
+}
+
+}  // namespace ember

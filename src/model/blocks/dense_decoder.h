@@ -1,0 +1,59 @@
+// A dense (non-MoE) decoder-only transformer assembled from shared blocks: the Llama family and
+// Gemma 3 are both instances, differing only in the options an architecture file fills in
+// (norm placement, QK norms, RoPE layout and bases, sliding windows, activation, embedding scale).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/blocks/attention_block.h"
+#include "model/causal_lm.h"
+#include "model/linear.h"
+
+namespace ember {
+
+enum class GatedActivation { kSilu, kGeluTanh };
+
+struct DenseDecoderLayer {
+  std::vector<float> attn_norm;       // pre-attention RMSNorm gain
+  std::vector<float> post_attn_norm;  // optional (Gemma): RMSNorm of the attention output
+  std::vector<float> ffn_norm;        // pre-MLP RMSNorm gain
+  std::vector<float> post_ffn_norm;   // optional (Gemma): RMSNorm of the MLP output
+  AttentionWeights attention;
+  AttentionOptions attention_options;
+  Linear ffn_gate, ffn_up, ffn_down;
+};
+
+struct DenseDecoderSpec {
+  ModelInfo info;
+  int64_t hidden_size = 0;
+  float norm_eps = 1e-5f;
+  float embed_scale = 1.0f;          // Gemma multiplies embeddings by sqrt(hidden)
+  float final_logit_softcap = 0.0f;  // 0 = none
+  GatedActivation activation = GatedActivation::kSilu;
+  Linear embed_tokens;               // [vocab, hidden]
+  Linear lm_head;                    // [vocab, hidden]; may alias embed_tokens (tied)
+  bool tied_embeddings = false;
+  std::vector<float> final_norm;
+  std::vector<DenseDecoderLayer> layers;
+  std::shared_ptr<const void> keep_alive;  // the mapped file the weights point into
+};
+
+class DenseDecoder : public CausalLM {
+ public:
+  explicit DenseDecoder(DenseDecoderSpec spec);
+
+  const ModelInfo& info() const override { return spec_.info; }
+  WeightBytes weight_bytes() const override;
+  ModelSummary Summary() const override;
+  KvCache NewCache() const override;
+  Status Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
+                 std::vector<float>* logits) override;
+
+ private:
+  void Layer(const DenseDecoderLayer& layer, int64_t index, int64_t count, KvCache& cache, float* residual);
+
+  DenseDecoderSpec spec_;
+};
+
+}  // namespace ember
