@@ -12,11 +12,13 @@ void SetExitCode(int code) { g_exit_code = code; }
 void RegisterGenerateCommand(CLI::App& app);
 void RegisterInspectCommand(CLI::App& app);
 void RegisterBenchCommand(CLI::App& app);
+void RegisterPerplexityCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
   RegisterInspectCommand(app);
   RegisterBenchCommand(app);
+  RegisterPerplexityCommand(app);
 }
 
 }  // namespace ember::tools

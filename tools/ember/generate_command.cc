@@ -1,7 +1,10 @@
 // ember generate: greedy generation from token ids on a Hugging Face-style model directory.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <numeric>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +24,32 @@ struct GenerateOptions {
   int threads = 0;
   bool json = false;
   bool ignore_eos = false;
+  int top_logprobs = 0;
 };
+
+// log-softmax of one row, in double for accuracy over large vocabularies.
+std::vector<double> LogSoftmax(const float* logits, int64_t n) {
+  double max_logit = logits[0];
+  for (int64_t i = 1; i < n; ++i) max_logit = std::max<double>(max_logit, logits[i]);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::exp(logits[i] - max_logit);
+  const double log_total = std::log(total) + max_logit;
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = logits[i] - log_total;
+  return out;
+}
+
+// {"token": id, "logprob": lp, "top": [[id, lp], ...]} for the chosen token of one step.
+nlohmann::json StepLogprobs(const float* logits, int64_t vocab, int32_t chosen, int k) {
+  const std::vector<double> lp = LogSoftmax(logits, vocab);
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+  nlohmann::json top = nlohmann::json::array();
+  for (int i = 0; i < k; ++i) top.push_back({order[i], lp[order[i]]});
+  return {{"token", chosen}, {"logprob", lp[chosen]}, {"top", top}};
+}
 
 int32_t Argmax(const float* logits, int64_t n) {
   int64_t best = 0;
@@ -41,6 +69,7 @@ int RunGenerate(const GenerateOptions& options) {
   KvCache cache = lm.NewCache();
   std::vector<float> logits;
   std::vector<int32_t> generated;
+  nlohmann::json logprobs = nlohmann::json::array();
   const auto start = std::chrono::steady_clock::now();
   Status status = lm.Forward(prompt->data(), static_cast<int64_t>(prompt->size()), cache, false, &logits);
   if (!status.ok()) return Fail(status);
@@ -49,6 +78,9 @@ int RunGenerate(const GenerateOptions& options) {
   while (static_cast<int64_t>(generated.size()) < options.max_tokens) {
     const int32_t next = Argmax(logits.data(), vocab);
     generated.push_back(next);
+    if (options.top_logprobs > 0) {
+      logprobs.push_back(StepLogprobs(logits.data(), vocab, next, std::min<int>(options.top_logprobs, vocab)));
+    }
     const auto& eos = lm.info().eos_token_ids;
     if (!options.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     if (static_cast<int64_t>(generated.size()) == options.max_tokens) break;
@@ -66,6 +98,7 @@ int RunGenerate(const GenerateOptions& options) {
     out["prompt_tokens"] = prompt->size();
     out["tokens_per_second"] = decode_tps;
     out["prefill_tokens_per_second"] = prompt->size() / prefill_s;
+    if (options.top_logprobs > 0) out["logprobs"] = logprobs;
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::string ids;
@@ -88,6 +121,8 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_option("--threads", options->threads, "Worker threads (default: all cores)");
   cmd->add_flag("--json", options->json, "Print {token_ids, prompt_tokens, tokens_per_second} as JSON");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
+  cmd->add_option("--top-logprobs", options->top_logprobs, "With --json: the top K log-probabilities per step")
+      ->check(CLI::Range(0, 100));
   cmd->callback([options] { SetExitCode(RunGenerate(*options)); });
 }
 

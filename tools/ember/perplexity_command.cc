@@ -1,0 +1,110 @@
+// ember perplexity: perplexity of a model over a token-id file, computed the way llama.cpp's
+// llama-perplexity does so the two are comparable: the ids are cut into chunks of --ctx tokens,
+// each chunk is evaluated from an empty cache (its first token replaced by BOS when the model
+// adds one), and only the second half of each chunk is scored, so every scored token has at
+// least ctx/2 tokens of context.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "tools/ember/commands.h"
+#include "tools/ember/common.h"
+
+namespace ember::tools {
+namespace {
+
+struct PerplexityOptions {
+  std::string model;
+  std::string ids_file;
+  int64_t ctx = 512;
+  int64_t max_chunks = 0;
+  bool bos_first = false;
+  int threads = 0;
+  bool json = false;
+};
+
+Expected<std::vector<int32_t>> ReadIds(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("cannot open --ids-file {}", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string content = text.str();
+  for (char& c : content) if (c == '\n' || c == ' ' || c == '\t' || c == '\r') c = ',';
+  std::string compact;
+  for (char c : content) if (!(c == ',' && (compact.empty() || compact.back() == ','))) compact += c;
+  if (!compact.empty() && compact.back() == ',') compact.pop_back();
+  return ParseTokenIds(compact);
+}
+
+int RunPerplexity(const PerplexityOptions& o) {
+  if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
+  auto ids = ReadIds(o.ids_file);
+  if (!ids.ok()) return Fail(ids.status());
+  if (o.ctx < 4) return Fail(InvalidArgument("--ctx must be at least 4"));
+  auto model = LoadModelWithLog(o.model);
+  if (!model.ok()) return Fail(model.status());
+  CausalLM& lm = **model;
+  const int64_t vocab = lm.info().vocab_size;
+  int64_t chunks = static_cast<int64_t>(ids->size()) / o.ctx;
+  if (o.max_chunks > 0) chunks = std::min(chunks, o.max_chunks);
+  if (chunks == 0) return Fail(InvalidArgument(fmt::format("need at least --ctx = {} ids, got {}", o.ctx, ids->size())));
+
+  double nll = 0;
+  int64_t scored = 0;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> logits;
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<int32_t> chunk(ids->begin() + c * o.ctx, ids->begin() + (c + 1) * o.ctx);
+    if (o.bos_first && lm.info().bos_token_id >= 0) chunk[0] = static_cast<int32_t>(lm.info().bos_token_id);
+    KvCache cache = lm.NewCache();
+    Status status = lm.Forward(chunk.data(), o.ctx, cache, true, &logits);
+    if (!status.ok()) return Fail(status);
+    for (int64_t i = o.ctx / 2; i < o.ctx - 1; ++i) {
+      const float* row = logits.data() + i * vocab;
+      double max_logit = row[0];
+      for (int64_t v = 1; v < vocab; ++v) max_logit = std::max<double>(max_logit, row[v]);
+      double total = 0;
+      for (int64_t v = 0; v < vocab; ++v) total += std::exp(row[v] - max_logit);
+      nll += std::log(total) + max_logit - row[chunk[i + 1]];
+      ++scored;
+    }
+    if (!o.json) std::fprintf(stderr, "[%lld/%lld] ppl so far %.4f\n", static_cast<long long>(c + 1),
+                              static_cast<long long>(chunks), std::exp(nll / scored));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double ppl = std::exp(nll / scored);
+  if (o.json) {
+    nlohmann::json out = {{"perplexity", ppl}, {"scored_tokens", scored}, {"chunks", chunks}, {"ctx", o.ctx},
+                          {"seconds", seconds}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("perplexity %.4f over %lld scored tokens (%lld chunks of %lld), %.1f s\n", ppl,
+                static_cast<long long>(scored), static_cast<long long>(chunks), static_cast<long long>(o.ctx), seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterPerplexityCommand(CLI::App& app) {
+  auto o = std::make_shared<PerplexityOptions>();
+  CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity over a file of token ids (llama.cpp's method)");
+  cmd->add_option("--model", o->model, "Model directory or .gguf file")->required();
+  cmd->add_option("--ids-file", o->ids_file, "Token ids separated by commas, spaces or newlines")->required();
+  cmd->add_option("--ctx", o->ctx, "Chunk length; the second half of each chunk is scored");
+  cmd->add_option("--chunks", o->max_chunks, "Evaluate at most this many chunks (0 = all)");
+  cmd->add_flag("--bos-first", o->bos_first, "Replace each chunk's first token with BOS (as llama.cpp does for "
+                                             "models that add BOS)");
+  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] { SetExitCode(RunPerplexity(*o)); });
+}
+
+}  // namespace ember::tools
