@@ -1,0 +1,183 @@
+// GGUF quantized GEMV (decode, m = 1) weight-streaming rate per format, dot variant and thread
+// count, next to the STREAM triad on the same machine.
+//
+// Read the counters, not the times:
+//   GgufStreamTriad/threads:T                 triad_B/s   best-of-10 triad over 3 x 512 MB arrays
+//   GgufGemv/<type>/<isa>/k:4096/threads:T   weight_B/s  bytes of quantized weights per second
+//                                             of_triad    weight_B/s / triad_B/s at T threads
+// Each weight matrix is k = 4096 by n rows with n chosen for >= 576 MB of weights, more than
+// twice the 260 MB L3, so every call streams the weights from DRAM. One matrix is resident at a
+// time (the benchmarks are registered grouped by format). Quant bytes are random and the f16
+// scales ordinary normal numbers, so no path takes a subnormal or NaN slow case.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtypes.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/stream.h"
+#include "quant/ggml_type.h"
+#include "quant/gguf_blocks.h"
+#include "quant/gguf_dot.h"
+#include "quant/gguf_matmul.h"
+
+namespace ember::quant {
+namespace {
+
+constexpr int64_t kStreamBytesPerArray = int64_t{512} << 20;
+constexpr int kStreamRepetitions = 10;
+constexpr int64_t kK = 4096;
+constexpr int64_t kMinWeightBytes = int64_t{576} << 20;
+constexpr const char* kVariants[] = {"ref", "avx2", "avx512"};
+constexpr int kThreadCounts[] = {1, 2};
+constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                               GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+
+// Triad rate per thread count, filled by the triad benchmarks (registered, so run, first).
+std::map<int, double>& TriadRates() {
+  static std::map<int, double> rates;
+  return rates;
+}
+
+uint64_t NextBits(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
+}
+
+// Sets every f16 scale field of the blocks to a value near 0.01 (the quant bytes stay random).
+template <typename Block>
+void SetScales(uint8_t* data, int64_t nb, uint64_t& state) {
+  auto* blocks = reinterpret_cast<Block*>(data);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint16_t scale = static_cast<uint16_t>(0x2000 + (NextBits(state) >> 54));  // ~0.008-0.016
+    if constexpr (requires { blocks[i].dmin; }) blocks[i].dmin = scale;
+    if constexpr (requires { blocks[i].m; }) blocks[i].m = scale;
+    blocks[i].d = scale;
+  }
+}
+
+struct Matrix {
+  GgmlType type;
+  std::unique_ptr<uint8_t[]> data;
+  QuantMatrix view;
+};
+
+// The matrix for `type`, built on first use; building another type frees the previous one.
+const QuantMatrix& CachedMatrix(GgmlType type) {
+  static std::unique_ptr<Matrix> current;
+  if (current && current->type == type) return current->view;
+  current.reset();
+  const GgmlTypeTraits traits = *GgmlTypeInfo(static_cast<uint32_t>(type));
+  const int64_t row_bytes = *GgmlRowBytes(traits, kK);
+  const int64_t n = (kMinWeightBytes / row_bytes + 63) / 64 * 64;
+  auto m = std::make_unique<Matrix>();
+  m->type = type;
+  m->data = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(n * row_bytes));
+  // First touch on the pool threads, in the chunks GgufMatMul will read, for NUMA locality.
+  uint8_t* data = m->data.get();
+  ThreadPool::Global().ParallelFor(n, [&](int64_t begin, int64_t end) {
+    uint64_t state = static_cast<uint64_t>(begin) * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t b = begin * row_bytes; b < end * row_bytes; b += 8) {
+      const uint64_t bits = NextBits(state);
+      std::memcpy(data + b, &bits, static_cast<size_t>(std::min<int64_t>(8, end * row_bytes - b)));
+    }
+    const int64_t nb = (end - begin) * row_bytes / traits.block_bytes;
+    uint8_t* first = data + begin * row_bytes;
+    switch (type) {
+      case GgmlType::kQ4_0:
+        SetScales<BlockQ4_0>(first, nb, state);
+        break;
+      case GgmlType::kQ4_1:
+        SetScales<BlockQ4_1>(first, nb, state);
+        break;
+      case GgmlType::kQ5_0:
+        SetScales<BlockQ5_0>(first, nb, state);
+        break;
+      case GgmlType::kQ8_0:
+        SetScales<BlockQ8_0>(first, nb, state);
+        break;
+      case GgmlType::kQ4_K:
+        SetScales<BlockQ4_K>(first, nb, state);
+        break;
+      case GgmlType::kQ6_K:
+        SetScales<BlockQ6_K>(first, nb, state);
+        break;
+      default:
+        break;
+    }
+  });
+  m->view = QuantMatrix{type, data, n, kK, row_bytes};
+  current = std::move(m);
+  return current->view;
+}
+
+void BM_GgufGemv(benchmark::State& state, GgmlType type, std::string variant, int threads) {
+  if (!SelectDotVariant(variant)) {
+    state.SkipWithError("variant not available on this host");
+    return;
+  }
+  ThreadPool::SetGlobalThreads(threads);
+  const QuantMatrix& w = CachedMatrix(type);
+  std::vector<float> x(static_cast<size_t>(kK));
+  uint64_t seed = 5;
+  for (float& v : x)
+    v = static_cast<float>(static_cast<int64_t>(NextBits(seed) >> 40) - (1 << 23)) / (1 << 23);
+  std::vector<float> y(static_cast<size_t>(w.rows));
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    GgufMatMul(x.data(), 1, w, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  const double bytes = static_cast<double>(w.rows * w.row_bytes) * static_cast<double>(state.iterations());
+  state.counters["weight_B/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
+  const auto triad = TriadRates().find(threads);
+  if (triad != TriadRates().end() && elapsed.count() > 0.0) {
+    state.counters["of_triad"] = benchmark::Counter(bytes / elapsed.count() / triad->second);
+  }
+}
+
+// One iteration runs the whole best-of-N measurement; the result is the counter.
+void BM_StreamTriad(benchmark::State& state, int threads) {
+  double gbps = 0.0;
+  for (auto _ : state)
+    gbps = kernels::MeasureStreamTriadGBps(kStreamBytesPerArray, kStreamRepetitions, threads);
+  TriadRates()[threads] = gbps * 1e9;
+  state.counters["triad_B/s"] = benchmark::Counter(gbps * 1e9);
+}
+
+bool RegisterAll() {
+  for (int threads : kThreadCounts) {
+    benchmark::RegisterBenchmark(("GgufStreamTriad/threads:" + std::to_string(threads)).c_str(),
+                                 BM_StreamTriad, threads)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (GgmlType type : kTypes) {
+    const std::string type_name(GgmlTypeInfo(static_cast<uint32_t>(type))->name);
+    for (const char* variant : kVariants) {
+      for (int threads : kThreadCounts) {
+        const std::string name = "GgufGemv/" + type_name + "/" + variant + "/k:" + std::to_string(kK) +
+                                 "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), BM_GgufGemv, type, std::string(variant), threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+  return true;
+}
+
+const bool kRegistered = RegisterAll();
+
+}  // namespace
+}  // namespace ember::quant

@@ -1,0 +1,38 @@
+// Matrix multiplication against GGUF-quantized weight matrices.
+//
+// y[i, j] = sum_k x[i, k] * w[j, k] for an f32 activation matrix x [m, k] and a weight matrix
+// w [n, k] ("[out, in]", as GGUF stores matmul weights: each output row is k consecutive
+// elements, a whole number of blocks). Each activation row is quantized once per call
+// (ActivationFormatFor), then the n output rows are split across the global thread pool and
+// every (weight row, activation row) pair is one VecDotFn call of the active dot variant. Like
+// kernels::MatMul, a weight row is read from memory once per call whatever m is.
+//
+// This lives in src/quant rather than src/kernels because it needs only core (the thread pool)
+// and the block code here; kernels and model can call it directly.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/ggml_type.h"
+
+namespace ember::quant {
+
+struct QuantMatrix {
+  GgmlType type;
+  const void* data;   // rows * row_bytes bytes
+  int64_t rows;       // n: output features
+  int64_t cols;       // k: input features, a multiple of the type's block size
+  int64_t row_bytes;  // bytes from one row to the next (GgmlRowBytes for a dense tensor)
+};
+
+// Whether GgufMatMul handles weights of `type` (the types with an ActivationFormatFor).
+bool GgufMatMulSupports(GgmlType type);
+
+// y [m, w.rows] = x [m, w.cols] · w^T with the active dot variant (gguf_dot.h), threaded over
+// the output rows. The result for a given (i, j) does not depend on m, on the thread count or on
+// how rows are split: each is one dot-product call over the same quantized activation row.
+// Unsupported types and inconsistent shapes are bugs in the caller (checked, not returned):
+// loaders validate tensors with GgufMatMulSupports and GgmlRowBytes.
+void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y);
+
+}  // namespace ember::quant
