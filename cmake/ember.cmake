@@ -29,3 +29,11 @@ function(ember_library name)
     endif()
   endforeach()
 endfunction()
+
+# Links ember_model so that every object in it is kept: architectures register themselves from
+# static initialisers that nothing references by name.
+function(ember_link_model target)
+  target_link_libraries(${target} PRIVATE ember_model)
+  target_link_options(${target} PRIVATE "LINKER:--whole-archive" "$<TARGET_FILE:ember_model>"
+                      "LINKER:--no-whole-archive")
+endfunction()

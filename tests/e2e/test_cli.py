@@ -72,3 +72,21 @@ def test_unknown_config_field_is_rejected(ember_bin, golden_dir, tmp_path):
     (tmp_path / "model.safetensors").symlink_to(source / "model.safetensors")
     result = run(ember_bin, "inspect", "--model", tmp_path, check=False)
     assert result.returncode == 1 and "mystery_knob" in result.stderr
+
+
+def test_text_prompt_on_real_gguf_models(ember_bin):
+    """Both real models tokenize a text prompt with their own tokenizer and continue it."""
+    import os
+    import pathlib
+    import pytest
+    cache = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
+    models = [cache / "SmolLM2-135M-Instruct.Q4_1.gguf", cache / "gemma-3-270m-q4_k_m.gguf"]
+    present = [m for m in models if m.exists()]
+    if not present:
+        pytest.skip("real models not fetched (scripts/fetch_models.py)")
+    for model in present:
+        out = run(ember_bin, "generate", "--model", model, "--prompt", "The capital of France is", "--max-tokens", 8,
+                  "--json")
+        result = json.loads(out.stdout)
+        assert len(result["token_ids"]) == 8
+        assert isinstance(result["text"], str) and result["text"].strip()

@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "tokenizer/model_tokenizer.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -20,6 +21,7 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string prompt_ids;
+  std::string prompt;
   int64_t max_tokens = 16;
   int threads = 0;
   bool json = false;
@@ -59,9 +61,19 @@ int32_t Argmax(const float* logits, int64_t n) {
 
 int RunGenerate(const GenerateOptions& options) {
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
-  auto prompt = ParseTokenIds(options.prompt_ids);
+  // Text prompts go through the model's own tokenizer; ids are passed through as given.
+  std::unique_ptr<Tokenizer> tokenizer;
+  Expected<std::vector<int32_t>> prompt = std::vector<int32_t>{};
+  if (!options.prompt.empty()) {
+    auto loaded = LoadModelTokenizer(options.model);
+    if (!loaded.ok()) return Fail(loaded.status());
+    tokenizer = std::move(*loaded);
+    prompt = tokenizer->Encode(options.prompt, /*add_special=*/true, /*parse_special=*/true);
+  } else {
+    prompt = ParseTokenIds(options.prompt_ids);
+  }
   if (!prompt.ok()) return Fail(prompt.status());
-  if (prompt->empty()) return Fail(InvalidArgument("--prompt-ids: give at least one token id"));
+  if (prompt->empty()) return Fail(InvalidArgument("the prompt is empty: give --prompt TEXT or --prompt-ids 1,2,3"));
   auto model = LoadModelWithLog(options.model);
   if (!model.ok()) return Fail(model.status());
   CausalLM& lm = **model;
@@ -92,14 +104,19 @@ int RunGenerate(const GenerateOptions& options) {
   const double decode_s = std::chrono::duration<double>(end - prefill_end).count();
   // Decode rate counts the tokens produced after the first (which comes from the prefill).
   const double decode_tps = generated.size() > 1 ? (generated.size() - 1) / decode_s : 0.0;
+  std::string text;
+  if (tokenizer) text = tokenizer->Decode(generated, /*skip_special=*/true);
   if (options.json) {
     nlohmann::json out;
     out["token_ids"] = generated;
+    if (tokenizer) out["text"] = text;
     out["prompt_tokens"] = prompt->size();
     out["tokens_per_second"] = decode_tps;
     out["prefill_tokens_per_second"] = prompt->size() / prefill_s;
     if (options.top_logprobs > 0) out["logprobs"] = logprobs;
     std::printf("%s\n", out.dump().c_str());
+  } else if (tokenizer) {
+    std::printf("%s%s\n", options.prompt.c_str(), text.c_str());
   } else {
     std::string ids;
     for (int32_t id : generated) ids += fmt::format("{}{}", ids.empty() ? "" : ",", id);
@@ -116,7 +133,10 @@ void RegisterGenerateCommand(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Greedy generation from prompt token ids");
   cmd->add_option("--model", options->model, "Model directory (config.json + *.safetensors) or a .gguf file")->required();
-  cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids, e.g. 1,2,3")->required();
+  CLI::Option* ids = cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids, e.g. 1,2,3");
+  CLI::Option* text = cmd->add_option("--prompt", options->prompt, "Prompt text (tokenized with the model's tokenizer)");
+  ids->excludes(text);
+  text->excludes(ids);
   cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", options->threads, "Worker threads (default: all cores)");
   cmd->add_flag("--json", options->json, "Print {token_ids, prompt_tokens, tokens_per_second} as JSON");

@@ -1,0 +1,49 @@
+#include "tokenizer/model_tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "tokenizer/hf_tokenizer_json.h"
+
+namespace ember {
+
+Expected<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
+  TokenizerSpec spec;
+  const auto model = file.GetString("tokenizer.ggml.model");
+  if (!model) return InvalidArgument(fmt::format("{}: no tokenizer.ggml.model; the file carries no tokenizer", file.path()));
+  EMBER_ASSIGN_OR_RETURN(spec.model, TokenizerSpec::ModelFromGgufName(*model));
+  spec.pre_tokenizer = std::string(file.GetString("tokenizer.ggml.pre").value_or("default"));
+  const auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  if (!tokens) return InvalidArgument(fmt::format("{}: tokenizer.ggml.tokens is missing", file.path()));
+  spec.tokens.assign(tokens->begin(), tokens->end());
+  if (auto scores = file.GetFloatArray("tokenizer.ggml.scores")) spec.scores = std::move(*scores);
+  if (auto types = file.GetIntArray("tokenizer.ggml.token_type")) spec.token_types.assign(types->begin(), types->end());
+  if (auto merges = file.GetStringArray("tokenizer.ggml.merges")) spec.merges.assign(merges->begin(), merges->end());
+  auto id = [&](const char* key) { return static_cast<int32_t>(file.GetInt(key).value_or(-1)); };
+  spec.bos_id = id("tokenizer.ggml.bos_token_id");
+  spec.eos_id = id("tokenizer.ggml.eos_token_id");
+  spec.unk_id = id("tokenizer.ggml.unknown_token_id");
+  spec.pad_id = id("tokenizer.ggml.padding_token_id");
+  spec.add_bos = file.GetBool("tokenizer.ggml.add_bos_token").value_or(false);
+  spec.add_eos = file.GetBool("tokenizer.ggml.add_eos_token").value_or(false);
+  spec.add_space_prefix = file.GetBool("tokenizer.ggml.add_space_prefix").value_or(false);
+  return spec;
+}
+
+Expected<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(model_path, error)) {
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(model_path));
+    EMBER_ASSIGN_OR_RETURN(TokenizerSpec spec, TokenizerSpecFromGguf(*file));
+    return Tokenizer::Create(spec);
+  }
+  const std::filesystem::path json = std::filesystem::path(model_path) / "tokenizer.json";
+  if (!std::filesystem::exists(json, error)) {
+    return NotFound(fmt::format("{} has no tokenizer.json; pass token ids with --prompt-ids instead", model_path));
+  }
+  EMBER_ASSIGN_OR_RETURN(TokenizerSpec spec, LoadHfTokenizerJson(json));
+  return Tokenizer::Create(spec);
+}
+
+}  // namespace ember
