@@ -61,14 +61,17 @@ void RopeInverseFrequencies(double theta, int64_t head_dim, float* inv_freq) {
   }
 }
 
-void RopeRotateHalf(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
-                    const float* inv_freq) {
+namespace {
+
+// Rotates pairs (j * stride, j * stride + offset), j < head_dim / 2, of every head by the angle
+// position * inv_freq[j]. The angle is formed in f32 as transformers does, then cos/sin.
+void RotatePairs(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                 const float* inv_freq, int64_t stride, int64_t offset) {
   const int64_t half = head_dim / 2;
   EMBER_CHECK(half <= 512, "head_dim {} too large for RoPE tables", head_dim);
   float cos_table[512];
   float sin_table[512];
   for (int64_t r = 0; r < rows; ++r) {
-    // The angle is formed in f32 as transformers does (position * inv_freq), then cos/sin.
     for (int64_t j = 0; j < half; ++j) {
       const float angle = static_cast<float>(positions[r]) * inv_freq[j];
       cos_table[j] = std::cos(angle);
@@ -77,37 +80,25 @@ void RopeRotateHalf(float* x, int64_t rows, int64_t heads, int64_t head_dim, con
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + (r * heads + h) * head_dim;
       for (int64_t j = 0; j < half; ++j) {
-        const float a = v[j];
-        const float b = v[j + half];
-        v[j] = a * cos_table[j] - b * sin_table[j];
-        v[j + half] = b * cos_table[j] + a * sin_table[j];
+        const float a = v[j * stride];
+        const float b = v[j * stride + offset];
+        v[j * stride] = a * cos_table[j] - b * sin_table[j];
+        v[j * stride + offset] = b * cos_table[j] + a * sin_table[j];
       }
     }
   }
 }
 
+}  // namespace
+
+void RopeRotateHalf(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                    const float* inv_freq) {
+  RotatePairs(x, rows, heads, head_dim, positions, inv_freq, /*stride=*/1, /*offset=*/head_dim / 2);
+}
+
 void RopeInterleaved(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
                      const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  EMBER_CHECK(half <= 512, "head_dim {} too large for RoPE tables", head_dim);
-  float cos_table[512];
-  float sin_table[512];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < half; ++j) {
-      const float angle = static_cast<float>(positions[r]) * inv_freq[j];
-      cos_table[j] = std::cos(angle);
-      sin_table[j] = std::sin(angle);
-    }
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + (r * heads + h) * head_dim;
-      for (int64_t j = 0; j < half; ++j) {
-        const float a = v[2 * j];
-        const float b = v[2 * j + 1];
-        v[2 * j] = a * cos_table[j] - b * sin_table[j];
-        v[2 * j + 1] = b * cos_table[j] + a * sin_table[j];
-      }
-    }
-  }
+  RotatePairs(x, rows, heads, head_dim, positions, inv_freq, /*stride=*/2, /*offset=*/1);
 }
 
 void SwiGluHalves(const float* x, int64_t rows, int64_t n, float* out) {

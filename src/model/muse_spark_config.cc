@@ -244,13 +244,20 @@ MuseSparkConfig MuseSparkConfig::MuseSparkOpen() {
   c.bos_token_id = 200000;
   c.eos_token_ids = {200001, 200008};
   c.pad_token_id = 200018;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const bool full = (c.num_hidden_layers - 1 - i) % 4 == 0;
-    c.layer_types.push_back(full ? AttentionKind::kFull : AttentionKind::kSliding);
-    c.layer_rope_theta.push_back(full ? 0.0 : c.rope_theta);
-    c.mlp_layer_types.push_back(MlpKind::kSparse);
-  }
+  c.SetDefaultLayerPattern();
   return c;
+}
+
+void MuseSparkConfig::SetDefaultLayerPattern() {
+  layer_types.clear();
+  layer_rope_theta.clear();
+  mlp_layer_types.clear();
+  for (int64_t i = 0; i < num_hidden_layers; ++i) {
+    const bool full = (num_hidden_layers - 1 - i) % 4 == 0;
+    layer_types.push_back(full ? AttentionKind::kFull : AttentionKind::kSliding);
+    layer_rope_theta.push_back(full ? 0.0 : rope_theta);
+    mlp_layer_types.push_back(MlpKind::kSparse);
+  }
 }
 
 ParameterCounts CountParameters(const MuseSparkConfig& c) {

@@ -63,6 +63,9 @@ struct MuseSparkConfig {
   static Expected<MuseSparkConfig> FromFile(const std::string& path);
   // The 816B released model (reference/muse_spark.md §1.1); for planning and tests.
   static MuseSparkConfig MuseSparkOpen();
+  // The released model's per-layer pattern for num_hidden_layers layers: full attention and NoPE
+  // on every 4th layer counted back from the last, sliding window + RoPE elsewhere, all sparse.
+  void SetDefaultLayerPattern();
   Status Validate() const;
 };
 

@@ -50,15 +50,7 @@ MuseSparkConfig MakeConfig(const DecodeBenchOptions& o) {
   c.num_experts_per_tok = o.top_k;
   c.moe_hidden_size = o.moe_hidden;
   c.moe_intermediate_size = o.moe_intermediate;
-  c.layer_types.clear();
-  c.layer_rope_theta.clear();
-  c.mlp_layer_types.clear();
-  for (int64_t i = 0; i < o.layers; ++i) {
-    const bool full = (o.layers - 1 - i) % 4 == 0;
-    c.layer_types.push_back(full ? AttentionKind::kFull : AttentionKind::kSliding);
-    c.layer_rope_theta.push_back(full ? 0.0 : c.rope_theta);
-    c.mlp_layer_types.push_back(MlpKind::kSparse);
-  }
+  c.SetDefaultLayerPattern();
   return c;
 }
 
