@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tokenizer/hf_tokenizer_json.h"
 
@@ -44,6 +47,39 @@ Expected<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model
   }
   EMBER_ASSIGN_OR_RETURN(TokenizerSpec spec, LoadHfTokenizerJson(json));
   return Tokenizer::Create(spec);
+}
+
+namespace {
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Expected<std::string> LoadModelChatTemplateSource(const std::string& model_path) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(model_path, error)) {
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(model_path));
+    const auto source = file->GetString("tokenizer.chat_template");
+    if (!source) {
+      return NotFound(fmt::format("{} carries no chat template (tokenizer.chat_template); use a plain --prompt",
+                                  model_path));
+    }
+    return std::string(*source);
+  }
+  const std::filesystem::path dir(model_path);
+  if (std::filesystem::exists(dir / "chat_template.jinja", error)) return ReadFile(dir / "chat_template.jinja");
+  if (std::filesystem::exists(dir / "tokenizer_config.json", error)) {
+    const auto json = nlohmann::json::parse(ReadFile(dir / "tokenizer_config.json"), nullptr, false);
+    if (json.is_object() && json.contains("chat_template") && json["chat_template"].is_string()) {
+      return json["chat_template"].get<std::string>();
+    }
+  }
+  return NotFound(fmt::format("{} carries no chat template; use a plain --prompt", model_path));
 }
 
 }  // namespace ember

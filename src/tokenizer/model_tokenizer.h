@@ -18,4 +18,8 @@ Expected<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file);
 // `model_path` is a .gguf file or a directory with tokenizer.json.
 Expected<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path);
 
+// The model's chat template source: tokenizer.chat_template in a GGUF, or chat_template.jinja /
+// tokenizer_config.json's "chat_template" in a model directory. NotFound if it carries none.
+Expected<std::string> LoadModelChatTemplateSource(const std::string& model_path);
+
 }  // namespace ember

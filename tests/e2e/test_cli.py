@@ -90,3 +90,22 @@ def test_text_prompt_on_real_gguf_models(ember_bin):
         result = json.loads(out.stdout)
         assert len(result["token_ids"]) == 8
         assert isinstance(result["text"], str) and result["text"].strip()
+
+
+def test_chat_uses_the_models_template_and_stops_at_end_of_turn(ember_bin):
+    import os
+    import pathlib
+    import pytest
+    cache = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
+    smollm = cache / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not smollm.exists():
+        pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
+    result = subprocess.run([str(ember_bin), "chat", "--model", str(smollm), "--max-tokens", "64"],
+                            input="What is 2+2?\n/exit\n", capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "4" in result.stdout
+    assert "<|im_end|>" not in result.stdout  # the end-of-turn token ends the reply, it is not printed
+    gemma = cache / "gemma-3-270m-q4_k_m.gguf"
+    if gemma.exists():  # the base Gemma GGUF carries no template: a clear error, not a crash
+        bad = run(ember_bin, "generate", "--model", gemma, "--chat", "--prompt", "Hi", check=False)
+        assert bad.returncode == 1 and "no chat template" in bad.stderr

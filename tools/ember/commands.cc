@@ -13,12 +13,14 @@ void RegisterGenerateCommand(CLI::App& app);
 void RegisterInspectCommand(CLI::App& app);
 void RegisterBenchCommand(CLI::App& app);
 void RegisterPerplexityCommand(CLI::App& app);
+void RegisterChatCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
   RegisterInspectCommand(app);
   RegisterBenchCommand(app);
   RegisterPerplexityCommand(app);
+  RegisterChatCommand(app);
 }
 
 }  // namespace ember::tools

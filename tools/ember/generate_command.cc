@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "tokenizer/model_tokenizer.h"
+#include "tools/ember/chat_session.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -22,6 +23,7 @@ struct GenerateOptions {
   std::string model;
   std::string prompt_ids;
   std::string prompt;
+  bool chat = false;
   int64_t max_tokens = 16;
   int threads = 0;
   bool json = false;
@@ -64,6 +66,20 @@ int RunGenerate(const GenerateOptions& options) {
   // Text prompts go through the model's own tokenizer; ids are passed through as given.
   std::unique_ptr<Tokenizer> tokenizer;
   Expected<std::vector<int32_t>> prompt = std::vector<int32_t>{};
+  if (options.chat) {
+    if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
+    auto model = LoadModelWithLog(options.model);
+    if (!model.ok()) return Fail(model.status());
+    auto session = ChatSession::Create(options.model, model->get());
+    if (!session.ok()) return Fail(session.status());
+    auto reply = (*session)->Reply(options.prompt, options.max_tokens, [](const std::string& piece) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    });
+    if (!reply.ok()) return Fail(reply.status());
+    std::fputs("\n", stdout);
+    return 0;
+  }
   if (!options.prompt.empty()) {
     auto loaded = LoadModelTokenizer(options.model);
     if (!loaded.ok()) return Fail(loaded.status());
@@ -136,6 +152,8 @@ void RegisterGenerateCommand(CLI::App& app) {
   CLI::Option* ids = cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids, e.g. 1,2,3");
   CLI::Option* text = cmd->add_option("--prompt", options->prompt, "Prompt text (tokenized with the model's tokenizer)");
   ids->excludes(text);
+  cmd->add_flag("--chat", options->chat, "Wrap --prompt as a user turn in the model's chat template and stop at the "
+                                         "end of the assistant's turn");
   text->excludes(ids);
   cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", options->threads, "Worker threads (default: all cores)");

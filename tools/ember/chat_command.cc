@@ -1,0 +1,62 @@
+// ember chat: an interactive conversation on stdin/stdout (line-oriented, so it works under
+// tmux send-keys or a pipe). Each line is a user turn; "/reset" clears the history, "/exit" or
+// end of input quits.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "tools/ember/chat_session.h"
+#include "tools/ember/commands.h"
+#include "tools/ember/common.h"
+
+namespace ember::tools {
+namespace {
+
+struct ChatOptions {
+  std::string model;
+  int64_t max_tokens = 256;
+  int threads = 0;
+};
+
+int RunChat(const ChatOptions& o) {
+  if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
+  auto model = LoadModelWithLog(o.model);
+  if (!model.ok()) return Fail(model.status());
+  auto session = ChatSession::Create(o.model, model->get());
+  if (!session.ok()) return Fail(session.status());
+  std::fprintf(stderr, "ember chat: type a message and press Enter; /reset clears the history, /exit quits.\n");
+  std::string line;
+  while (true) {
+    std::fputs("> ", stdout);
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.empty()) continue;
+    if (line == "/reset") {
+      session = ChatSession::Create(o.model, model->get());
+      if (!session.ok()) return Fail(session.status());
+      continue;
+    }
+    auto reply = (*session)->Reply(line, o.max_tokens, [](const std::string& piece) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    });
+    std::fputs("\n", stdout);
+    if (!reply.ok()) std::fprintf(stderr, "ember: error: %s\n", reply.status().message().c_str());
+  }
+  std::fputs("\n", stdout);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterChatCommand(CLI::App& app) {
+  auto o = std::make_shared<ChatOptions>();
+  CLI::App* cmd = app.add_subcommand("chat", "Interactive chat with a model that carries a chat template");
+  cmd->add_option("--model", o->model, "Model directory or .gguf file")->required();
+  cmd->add_option("--max-tokens", o->max_tokens, "Longest reply in tokens")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->callback([o] { SetExitCode(RunChat(*o)); });
+}
+
+}  // namespace ember::tools
