@@ -74,7 +74,7 @@ void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void
       EMBER_CHECK(n % kQK == 0, "Q8_0 activations need a multiple of 32 elements, got {}", n);
       auto* blocks = static_cast<BlockQ8_0*>(out);
       QuantizeRowQ8_0(x, n, blocks);
-      // memcpy: callers promise no alignment, and the sums sit at an 8-byte offset of `out`.
+      // Written bytewise: the kernels read them with memcpy too, at any alignment of `out`.
       auto* sums = static_cast<uint8_t*>(out) + Q8_0BlockSumsOffset(n / kQK);
       for (int64_t i = 0; i < n / kQK; ++i) {
         int32_t total = 0;

@@ -55,11 +55,12 @@ constexpr int64_t Q8_0BlockSumsOffset(int64_t blocks) { return (blocks * 34 + 7)
 std::optional<GgmlType> ActivationFormatFor(GgmlType weight_type);
 
 // Bytes of an activation row of `n` elements converted for `weight_type` (which must have a
-// format, and n a multiple of the weight's block size).
+// format, and n a multiple of the weight's block size), Q8_0BlockSums included; a multiple of 4
+// (of 8 for Q8_0), so rows packed back to back stay aligned.
 int64_t ActivationRowBytes(GgmlType weight_type, int64_t n);
 
-// Converts x[0, n) to ActivationFormatFor(weight_type) in `out` (ActivationRowBytes bytes; no
-// alignment needed). Every variant uses this same scalar code, so all of them see identical
+// Converts x[0, n) to ActivationFormatFor(weight_type) in `out` (ActivationRowBytes bytes,
+// 4-byte aligned). Every variant uses this same scalar code, so all of them see identical
 // activation bits and differ only in the order of their f32 additions.
 void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void* out);
 

@@ -11,6 +11,7 @@
 // template function shared with baseline translation units (see gguf_blocks.h).
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -126,8 +127,9 @@ void OffsetStep(__m256i isum, uint16_t d_bits, const uint8_t* sums, Sums& s) {
 // Q4_1/Q5_1: d and m are adjacent f16s, converted together from one 32-bit broadcast.
 template <typename Block>
 void MinStep(const Block& wb, __m256i isum, const uint8_t* sums, Sums& s) {
+  static_assert(offsetof(Block, d) == 0 && offsetof(Block, m) == 2);
   uint32_t dm_bits;
-  std::memcpy(&dm_bits, &wb.d, sizeof(dm_bits));
+  std::memcpy(&dm_bits, &wb, sizeof(dm_bits));
   const __m256 dm = _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int32_t>(dm_bits)));  // d, m, d, m, ...
   s.scaled = Accumulate(isum, _mm256_mul_ps(_mm256_moveldup_ps(dm), BroadcastF32(sums)), s.scaled);
   s.shift = _mm_fmadd_ss(_mm_movehdup_ps(_mm256_castps256_ps128(dm)), LoadF32(sums + 4), s.shift);

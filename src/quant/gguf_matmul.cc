@@ -19,6 +19,18 @@ constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
 // tile, so prefill reads weights from memory once, like decode.
 constexpr int64_t kRowTile = 16;
 
+// How far ahead of the dot product the weight rows are prefetched (whole rows, at least the
+// next one). Each thread reads one sequential stream, which the hardware prefetchers alone left
+// at ~60% of the STREAM triad here (they stop at 4 KiB page boundaries); prefetching the next
+// row gained 15-35% single-threaded. Farther ahead (16-32 KiB) measured worse: the lines start
+// to be evicted before use.
+constexpr int64_t kPrefetchBytes = 4096;
+
+// Requests every cache line of a weight row.
+void PrefetchRow(const uint8_t* row, int64_t bytes) {
+  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(row + offset);
+}
+
 }  // namespace
 
 bool GgufMatMulSupports(GgmlType type) { return ActivationFormatFor(type).has_value(); }
@@ -52,6 +64,9 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
       std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, k * 4)));
 
   const auto* weights = static_cast<const uint8_t*>(w.data);
+  // Rows to prefetch ahead: the one kPrefetchBytes downstream (at least the next).
+  const int64_t ahead = (kPrefetchBytes + w.row_bytes - 1) / std::max<int64_t>(1, w.row_bytes);
+  const int64_t prefetch_bytes = *dense_row_bytes;  // not the padding of a strided view
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, w.row_bytes * m));
   pool.ParallelFor(
       n,
@@ -61,7 +76,10 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
           for (int64_t i = 0; i < m; ++i) {
             const uint8_t* a = act + i * act_bytes;
             float* yi = y + i * n;
-            for (int64_t j = j0; j < j1; ++j) yi[j] = dot(k, weights + j * w.row_bytes, a);
+            for (int64_t j = j0; j < j1; ++j) {
+              if (i == 0 && j + ahead < end) PrefetchRow(weights + (j + ahead) * w.row_bytes, prefetch_bytes);
+              yi[j] = dot(k, weights + j * w.row_bytes, a);
+            }
           }
         }
       },
