@@ -18,6 +18,8 @@ test: build
 serve: build
 	@echo "ember serve is not built yet (issue: the OpenAI-compatible server)."
 	@echo "What runs today:"
+	@echo "  scripts/fetch_models.py --model smollm2"
+	@echo "  $(BUILD_DIR)/tools/ember/ember chat --model ~/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 	@echo "  $(BUILD_DIR)/tools/ember/ember generate --model tests/golden/muse_spark/tiny_a --prompt-ids 1,2,3 --max-tokens 8"
 	@echo "  $(BUILD_DIR)/tools/ember/ember inspect --model tests/golden/muse_spark/tiny_a"
 
