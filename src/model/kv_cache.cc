@@ -14,10 +14,4 @@ void KvCache::Reserve(int64_t count) {
   }
 }
 
-int64_t KvCache::BytesUsed() const {
-  int64_t bytes = 0;
-  for (size_t l = 0; l < keys_.size(); ++l) bytes += (keys_[l].capacity() + values_[l].capacity()) * sizeof(float);
-  return bytes;
-}
-
 }  // namespace ember

@@ -22,7 +22,6 @@ class KvCache {
   void Advance(int64_t count) { num_tokens_ += count; }
   float* Keys(int64_t layer) { return keys_[layer].data(); }
   float* Values(int64_t layer) { return values_[layer].data(); }
-  int64_t BytesUsed() const;
 
  private:
   int64_t kv_width_;

@@ -32,12 +32,6 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   return linear;
 }
 
-std::string Linear::format() const {
-  if (!quantized_) return std::string(DTypeName(dense_.dtype));
-  const auto traits = GgmlTypeInfo(static_cast<uint32_t>(quant_.type));
-  return traits ? std::string(traits->name) : "?";
-}
-
 void Linear::Apply(const float* x, int64_t m, float* y) const {
   if (quantized_) {
     quant::GgufMatMul(x, m, quant_, y);

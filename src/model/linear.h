@@ -24,7 +24,6 @@ class Linear {
   int64_t out_features() const { return out_features_; }
   int64_t in_features() const { return in_features_; }
   int64_t bytes() const { return bytes_; }
-  std::string format() const;  // "bf16", "q4_K", ...
 
   // y [m, out] = x [m, in] · W^T.
   void Apply(const float* x, int64_t m, float* y) const;

@@ -52,7 +52,6 @@ struct MuseSparkConfig {
   // for MuseSparkForConditionalGeneration checkpoints, "model." for text-only exports.
   std::string tensor_prefix = "model.language_model.";
 
-  int64_t num_query_groups() const { return num_attention_heads / num_key_value_heads; }
   bool IsSliding(int64_t layer) const { return layer_types[layer] == AttentionKind::kSliding; }
   // The number of keys layer `layer` attends to at most (sliding window, or unbounded = -1).
   int64_t WindowOf(int64_t layer) const { return IsSliding(layer) ? sliding_window : -1; }

@@ -87,7 +87,6 @@ Expected<TensorView> RandomWeightSource::Require(std::string_view name, std::ini
     }
   }, 1 << 16);
   TensorView view{dtype, shape, data};
-  allocated_bytes_ += bytes;
   buffers_.push_back(std::move(buffer));
   return view;
 }

@@ -47,12 +47,10 @@ class RandomWeightSource : public WeightSource {
                                const Shape& shape) override;
   bool Has(std::string_view name) const override { return true; }
   std::string Describe() const override;
-  int64_t AllocatedBytes() const { return allocated_bytes_; }
 
  private:
   uint64_t seed_;
   float stddev_;
-  int64_t allocated_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> buffers_;
 };
 

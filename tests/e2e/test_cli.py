@@ -109,3 +109,21 @@ def test_chat_uses_the_models_template_and_stops_at_end_of_turn(ember_bin):
     if gemma.exists():  # the base Gemma GGUF carries no template: a clear error, not a crash
         bad = run(ember_bin, "generate", "--model", gemma, "--chat", "--prompt", "Hi", check=False)
         assert bad.returncode == 1 and "no chat template" in bad.stderr
+
+
+def test_perplexity_scores_and_rejects_bad_input(ember_bin, golden_dir, tmp_path):
+    ids = tmp_path / "ids.txt"
+    ids.write_text(" ".join(str(i % 500) for i in range(64)))
+    out = run(ember_bin, "perplexity", "--model", golden_dir / "tiny_a", "--ids-file", ids, "--ctx", 32, "--json")
+    result = json.loads(out.stdout)
+    assert result["chunks"] == 2 and result["scored_tokens"] == 2 * 15 and result["perplexity"] > 1
+    cases = [
+        (["--ids-file", tmp_path / "missing.txt"], "cannot open --ids-file"),
+        (["--ids-file", ids, "--ctx", 1000], "need at least --ctx"),
+    ]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2 x")
+    cases.append((["--ids-file", bad], "non-negative integers"))
+    for extra, expected in cases:
+        result = run(ember_bin, "perplexity", "--model", golden_dir / "tiny_a", *extra, check=False)
+        assert result.returncode == 1 and expected in result.stderr, (extra, result.stderr)

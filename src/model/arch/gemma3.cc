@@ -66,7 +66,7 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path) {
     EMBER_ASSIGN_OR_RETURN(layer.post_ffn_norm, w.Vector(p + "post_ffw_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.attention.q_norm_gain, w.Vector(p + "attn_q_norm.weight", head_dim));
     EMBER_ASSIGN_OR_RETURN(layer.attention.k_norm_gain, w.Vector(p + "attn_k_norm.weight", head_dim));
-    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, o, layer.attention));
+    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, spec.hidden_size, o, layer.attention));
     EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, spec.hidden_size, intermediate, layer));
   }
   return std::unique_ptr<CausalLM>(new DenseDecoder(std::move(spec)));

@@ -42,9 +42,8 @@ Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, DenseDecoderSpec& spec) {
   return Status::Ok();
 }
 
-Status LoadGgufAttention(const GgufWeights& w, int64_t l, const AttentionOptions& o, AttentionWeights& a) {
+Status LoadGgufAttention(const GgufWeights& w, int64_t l, int64_t h, const AttentionOptions& o, AttentionWeights& a) {
   const std::string p = fmt::format("blk.{}.", l);
-  const int64_t h = w.file().FindTensor(p + "attn_q.weight") ? w.file().FindTensor(p + "attn_q.weight")->dims[0] : 0;
   EMBER_ASSIGN_OR_RETURN(a.q, w.Matrix(p + "attn_q.weight", o.num_heads * o.head_dim, h));
   EMBER_ASSIGN_OR_RETURN(a.k, w.Matrix(p + "attn_k.weight", o.num_kv_heads * o.head_dim, h));
   EMBER_ASSIGN_OR_RETURN(a.v, w.Matrix(p + "attn_v.weight", o.num_kv_heads * o.head_dim, h));

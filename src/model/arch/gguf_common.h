@@ -18,7 +18,7 @@ Expected<GgufWeights> OpenGgufModel(const std::string& path, const std::string& 
 Status LoadGgufEmbeddingsAndHead(const GgufWeights& weights, DenseDecoderSpec& spec);
 
 // The attention projections of layer `l` (attn_q, attn_k, attn_v, attn_output).
-Status LoadGgufAttention(const GgufWeights& weights, int64_t l, const AttentionOptions& options,
+Status LoadGgufAttention(const GgufWeights& weights, int64_t l, int64_t hidden, const AttentionOptions& options,
                          AttentionWeights& attention);
 
 // The gated MLP of layer `l` (ffn_gate, ffn_up, ffn_down).

@@ -51,7 +51,7 @@ Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path) {
     layer.attention_options = options;
     EMBER_ASSIGN_OR_RETURN(layer.attn_norm, w.Vector(p + "attn_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.ffn_norm, w.Vector(p + "ffn_norm.weight", spec.hidden_size));
-    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, options, layer.attention));
+    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, spec.hidden_size, options, layer.attention));
     EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, spec.hidden_size, intermediate, layer));
   }
   return std::unique_ptr<CausalLM>(new DenseDecoder(std::move(spec)));
