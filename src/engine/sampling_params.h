@@ -1,0 +1,37 @@
+// How one request samples and when it stops: OpenAI's fields plus vLLM's extras. A plain value
+// type; Validate() is called at admission and its message goes back to the client verbatim.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ember {
+
+struct SamplingParams {
+  int32_t n = 1;                    // completions per prompt; they share the prompt's KV blocks
+  float temperature = 1.0f;         // 0 = greedy
+  float top_p = 1.0f;               // (0, 1]
+  int32_t top_k = 0;                // 0 or -1 = off
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2], OpenAI semantics
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // > 0, vLLM/HF semantics (prompt and output tokens)
+  std::optional<uint64_t> seed;     // same seed => same tokens, whatever else is in the batch
+  int32_t max_tokens = 16;          // generated tokens at most (the server fills the default)
+  int32_t min_tokens = 0;           // EOS and stop tokens are masked until this many
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;    // stop strings, matched on the detokenized output
+  bool include_stop_str_in_output = false;
+  std::optional<int32_t> logprobs;  // top-k logprobs per generated token (0 = only the chosen one)
+
+  // Checks ranges and combinations against the model's vocabulary size; the message names the field.
+  Status Validate(int64_t vocab_size) const;
+  bool greedy() const { return temperature == 0.0f; }
+};
+
+}  // namespace ember

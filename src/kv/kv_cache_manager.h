@@ -1,0 +1,70 @@
+// The scheduler-facing KV cache API: which blocks each request holds in each KV group, prefix
+// caching, and the pool's usage. Pure host logic (no KV memory); one instance per engine, used
+// from the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kv/spec.h"
+
+namespace ember::kv {
+
+// One block list per KV group. Sliding-window groups hold kNullBlock where they released a block.
+struct KvBlocks {
+  std::vector<std::vector<BlockId>> per_group;
+};
+
+struct KvCacheManagerOptions {
+  bool enable_prefix_caching = true;
+};
+
+struct PrefixCacheStats {
+  int64_t queries = 0;  // prompt tokens looked up
+  int64_t hits = 0;     // of which found cached
+};
+
+// The longest cached prefix of a request's tokens.
+struct CacheHit {
+  int64_t num_tokens = 0;  // multiple of block_size, always < the request's token count
+  KvBlocks blocks;         // the cached blocks per group (kNullBlock where a sliding group skips)
+};
+
+class KvCacheManager {
+ public:
+  KvCacheManager(KvCacheConfig config, KvCacheManagerOptions options);
+
+  const KvCacheConfig& config() const;
+  int num_groups() const;
+
+  // Prefix-cache lookup for a request that holds no blocks yet. `extra_key` (e.g. a hash of the
+  // cache salt) separates requests that must not share blocks. Takes no references.
+  CacheHit FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key);
+
+  // Makes the request able to hold num_computed_tokens + num_new_tokens (+ num_lookahead) token
+  // slots in every group. On a request's first call, `hit` (from FindCachedPrefix, or null) is
+  // taken over with references. Releases sliding-window blocks that no query from
+  // num_computed_tokens on can read. Returns the blocks appended per group this call, or nullopt
+  // when the pool is short (then nothing changed).
+  std::optional<KvBlocks> AllocateSlots(uint64_t request, int64_t num_computed_tokens, int64_t num_new_tokens,
+                                        const CacheHit* hit, int64_t num_lookahead = 0);
+
+  // After a step: registers the request's blocks that are now full (tokens[0 .. num_computed))
+  // under their chained hashes so later requests can reuse them.
+  void CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
+                       uint64_t extra_key);
+
+  // Returns every block the request holds (cached ones stay reusable until evicted, LRU).
+  void Free(uint64_t request);
+
+  const KvBlocks& Blocks(uint64_t request) const;
+  int64_t num_free_blocks() const;  // including evictable cached blocks
+  double usage() const;             // fraction of usable blocks in use by requests
+  const PrefixCacheStats& prefix_cache_stats() const;
+  // Drops every cached hash (blocks in use keep their data); used by tests and admin endpoints.
+  void ResetPrefixCache();
+};
+
+}  // namespace ember::kv
