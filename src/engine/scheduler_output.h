@@ -1,0 +1,60 @@
+// Scheduler -> runner contract for one engine step (reference/codebases.md §9.1). Plain values, no
+// pointers into scheduler memory, ragged data as flat arrays: it could cross a process boundary
+// unchanged. New requests are sent once; afterwards only the diff.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "kv/kv_cache_manager.h"
+
+namespace ember {
+
+using RequestIndex = uint64_t;  // engine-assigned, unique for the engine's lifetime
+
+struct NewRequestData {  // first schedule of a request, or its resumption after preemption
+  RequestIndex req = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> output_token_ids;  // non-empty when resuming a preempted request
+  SamplingParams sampling;
+  kv::KvBlocks block_ids;            // every block the request holds, per group
+  int64_t num_computed_tokens = 0;   // prefix-cache hit length (block aligned)
+};
+
+struct CachedRequestData {  // a request the runner already knows: only what changed
+  RequestIndex req = 0;
+  kv::KvBlocks new_block_ids;        // appended to the runner's block lists, per group
+  int64_t num_computed_tokens = 0;
+};
+
+struct SchedulerOutput {
+  uint64_t step_id = 0;
+  std::vector<NewRequestData> new_reqs;
+  std::vector<CachedRequestData> cached_reqs;
+  // Batch order (= the runner's row order) and tokens to compute per request this step.
+  std::vector<RequestIndex> scheduled_reqs;
+  std::vector<int32_t> num_scheduled_tokens;
+  int64_t total_num_scheduled_tokens = 0;
+  std::vector<RequestIndex> finished_reqs;   // the runner drops their state
+  std::vector<RequestIndex> preempted_reqs;  // likewise; they come back as new_reqs
+
+  bool empty() const { return scheduled_reqs.empty(); }
+};
+
+// Runner -> scheduler: what the step produced (§9.2).
+struct TokenLogprobs {
+  float logprob = 0.0f;              // of the sampled token
+  std::vector<int32_t> top_ids;      // top-k alternatives, best first
+  std::vector<float> top_logprobs;
+};
+
+struct ModelRunnerOutput {
+  uint64_t step_id = 0;                     // the SchedulerOutput it answers
+  std::vector<RequestIndex> reqs;           // same order as scheduled_reqs
+  // Per request: 0 tokens after a partial prefill, 1 after a decode or the end of a prefill.
+  std::vector<std::vector<int32_t>> sampled_token_ids;
+  std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel to sampled_token_ids when requested
+};
+
+}  // namespace ember
