@@ -1,0 +1,54 @@
+#include "runner/batch_builder.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace ember {
+
+BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
+                             const std::vector<int32_t>& num_scheduled_tokens, int64_t block_size) {
+  EMBER_CHECK(requests.size() == num_scheduled_tokens.size());
+  BuiltBatch built;
+  ForwardBatch& b = built.batch;
+  const size_t num_groups = requests.empty() ? 0 : requests.front()->block_ids.size();
+  b.groups.resize(num_groups);
+  b.query_start_loc.push_back(0);
+  for (size_t g = 0; g < num_groups; ++g) {
+    int32_t widest = 0;
+    for (const RunnerRequest* r : requests) widest = std::max<int32_t>(widest, r->block_ids[g].size());
+    b.groups[g].max_blocks_per_req = widest;
+    b.groups[g].block_table.assign(requests.size() * widest, kv::kNullBlock);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RunnerRequest& r = *requests[i];
+    const int64_t first = r.num_computed_tokens;
+    const int64_t count = num_scheduled_tokens[i];
+    EMBER_CHECK(count > 0 && first + count <= r.num_tokens());
+    for (int64_t p = first; p < first + count; ++p) {
+      b.token_ids.push_back(r.TokenAt(p));
+      b.positions.push_back(static_cast<int32_t>(p));
+    }
+    b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.seq_lens.push_back(static_cast<int32_t>(first + count));
+    for (size_t g = 0; g < num_groups; ++g) {
+      KvGroupTable& table = b.groups[g];
+      const std::vector<kv::BlockId>& blocks = r.block_ids[g];
+      EMBER_CHECK(static_cast<int64_t>(blocks.size()) * block_size >= first + count);
+      std::copy(blocks.begin(), blocks.end(), table.block_table.begin() + i * table.max_blocks_per_req);
+      for (int64_t p = first; p < first + count; ++p) {
+        table.slot_mapping.push_back(static_cast<int64_t>(blocks[p / block_size]) * block_size + p % block_size);
+      }
+    }
+    // Sample only once the request's every known token has been computed.
+    if (first + count == r.num_tokens()) {
+      built.logits_row_of_request.push_back(static_cast<int32_t>(b.logits_indices.size()));
+      b.logits_indices.push_back(static_cast<int32_t>(b.token_ids.size() - 1));
+    } else {
+      built.logits_row_of_request.push_back(-1);
+    }
+  }
+  return built;
+}
+
+}  // namespace ember

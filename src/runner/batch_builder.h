@@ -1,0 +1,24 @@
+// Builds the model's ForwardBatch for one step from the scheduled requests: their new tokens and
+// positions, per KV group the block-table rows and the slot each new token's K/V goes to, and the
+// rows whose logits are sampled (a request's last row when this step reaches its last known token).
+#pragma once
+
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "runner/request_state.h"
+
+namespace ember {
+
+struct BuiltBatch {
+  ForwardBatch batch;
+  // Per scheduled request (batch order): the index into batch.logits_indices of its sampled row,
+  // or -1 when this step only advances its prefill.
+  std::vector<int32_t> logits_row_of_request;
+};
+
+// `requests[i]` is scheduled for `num_scheduled_tokens[i]` tokens from its num_computed_tokens.
+BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
+                             const std::vector<int32_t>& num_scheduled_tokens, int64_t block_size);
+
+}  // namespace ember

@@ -1,0 +1,53 @@
+// The runner's persistent view of the requests it is computing (vLLM's InputBatch / CachedRequestState):
+// created from NewRequestData, updated from each step's diff, dropped when the scheduler says the
+// request finished or was preempted. The runner appends the tokens it samples itself, so the
+// scheduler never resends token ids.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/scheduler_output.h"
+
+namespace ember {
+
+struct RunnerRequest {
+  RequestIndex req = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> output_token_ids;
+  SamplingParams sampling;
+  uint64_t seed = 0;
+  std::vector<std::vector<kv::BlockId>> block_ids;  // per KV group
+  int64_t num_computed_tokens = 0;
+
+  int64_t num_tokens() const {
+    return static_cast<int64_t>(prompt_token_ids.size() + output_token_ids.size());
+  }
+  int32_t TokenAt(int64_t position) const {
+    const int64_t prompt = static_cast<int64_t>(prompt_token_ids.size());
+    return position < prompt ? prompt_token_ids[position] : output_token_ids[position - prompt];
+  }
+};
+
+class RequestStates {
+ public:
+  explicit RequestStates(int num_kv_groups) : num_kv_groups_(num_kv_groups) {}
+
+  // Applies the step's diff: drops finished and preempted requests, adds new ones, appends new
+  // blocks and takes the scheduler's num_computed_tokens for known ones. A diff naming an unknown
+  // request or the wrong number of KV groups is a contract violation (a bug), reported as Status.
+  Status Apply(const SchedulerOutput& output);
+
+  RunnerRequest* Find(RequestIndex req);
+  size_t size() const { return requests_.size(); }
+
+ private:
+  Status CheckGroups(const kv::KvBlocks& blocks, RequestIndex req) const;
+
+  int num_kv_groups_;
+  std::unordered_map<RequestIndex, RunnerRequest> requests_;
+};
+
+}  // namespace ember
