@@ -1,0 +1,60 @@
+// The OpenAI request bodies ember accepts, parsed from JSON into native values. This folder is the
+// only place JSON exists (ARCHITECTURE.md); the engine sees SamplingParams and token ids.
+//
+// Fields follow the OpenAI API plus vLLM's extras (top_k, min_p, repetition_penalty, min_tokens,
+// ignore_eos, stop_token_ids, priority, cache_salt, include_stop_str_in_output). Unknown fields are
+// ignored, as OpenAI and vLLM do; fields ember does not implement yet are rejected with a message
+// saying so rather than silently dropped.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+#include "server/protocol/api_error.h"
+
+namespace ember::server {
+
+// Fields shared by /v1/completions and /v1/chat/completions.
+struct CommonRequest {
+  std::string model;
+  SamplingParams sampling;          // max_tokens unset (0) means "fill to the context"
+  bool max_tokens_given = false;
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  int32_t priority = 0;
+  std::string cache_salt;
+  std::string user;
+};
+
+struct Prompt {
+  std::string text;                 // used when token_ids is empty
+  std::vector<int32_t> token_ids;
+};
+
+struct CompletionRequest {
+  CommonRequest common;
+  std::vector<Prompt> prompts;      // `prompt`: a string, strings, token ids, or arrays of token ids
+  bool echo = false;
+};
+
+struct ChatCompletionRequest {
+  CommonRequest common;
+  nlohmann::ordered_json messages;  // validated: array of {role, content, ...}; content parts flattened to text
+  nlohmann::ordered_json tools;     // null or an array of {"type": "function", "function": {...}}
+  // "auto" (default with tools), "none", "required", or a function name to force.
+  std::string tool_choice = "auto";
+  std::string forced_function;      // set when tool_choice names a function
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+};
+
+// Parse and validate a request body. Errors are 400s naming the field.
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body);
+std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body);
+
+}  // namespace ember::server

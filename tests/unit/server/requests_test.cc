@@ -1,0 +1,155 @@
+#include "server/protocol/requests.h"
+
+#include <gtest/gtest.h>
+
+namespace ember::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+template <typename T>
+T Ok(const std::variant<T, ApiError>& parsed) {
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) ADD_FAILURE() << e->message;
+  return std::get<T>(parsed);
+}
+
+ApiError Err(const std::variant<CompletionRequest, ApiError>& parsed) {
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed));
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
+ApiError Err(const std::variant<ChatCompletionRequest, ApiError>& parsed) {
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed));
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
+
+TEST(CompletionRequestTest, ReadsOpenAiAndVllmFields) {
+  const json body = json::parse(R"({
+    "model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40,
+    "min_p": 0.05, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
+    "seed": 42, "n": 2, "stop": "END", "stop_token_ids": [5, 6], "ignore_eos": true, "min_tokens": 2,
+    "logprobs": 3, "stream": true, "stream_options": {"include_usage": true}, "priority": -1,
+    "cache_salt": "s", "user": "u", "unknown_field": 1})");
+  const CompletionRequest c = Ok(ParseCompletionRequest(body));
+  const SamplingParams& s = c.common.sampling;
+  EXPECT_EQ(c.common.model, "m");
+  ASSERT_EQ(c.prompts.size(), 1u);
+  EXPECT_EQ(c.prompts[0].text, "Hello");
+  EXPECT_EQ(s.max_tokens, 7);
+  EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.9f);
+  EXPECT_EQ(s.top_k, 40);
+  EXPECT_FLOAT_EQ(s.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.n, 2);
+  EXPECT_EQ(s.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(s.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(s.ignore_eos);
+  EXPECT_EQ(s.min_tokens, 2);
+  EXPECT_EQ(s.logprobs, 3);
+  EXPECT_TRUE(c.common.stream);
+  EXPECT_TRUE(c.common.include_usage);
+  EXPECT_EQ(c.common.priority, -1);
+  EXPECT_EQ(c.common.cache_salt, "s");
+}
+
+TEST(CompletionRequestTest, PromptShapes) {
+  EXPECT_EQ(Ok(ParseCompletionRequest(json::parse(R"({"prompt": [1, 2, 3]})"))).prompts[0].token_ids,
+            (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(Ok(ParseCompletionRequest(json::parse(R"({"prompt": ["a", "b"]})"))).prompts.size(), 2u);
+  EXPECT_EQ(Ok(ParseCompletionRequest(json::parse(R"({"prompt": [[1], [2, 3]]})"))).prompts[1].token_ids,
+            (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(Ok(ParseCompletionRequest(json::parse(R"({"prompt": "x"})"))).common.sampling.max_tokens, 16);
+  for (const char* bad : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": [1, "a"]})",
+                          R"({"prompt": [[1], 2]})", R"({"prompt": [-1]})", R"({"prompt": {"a": 1}})"}) {
+    EXPECT_EQ(Err(ParseCompletionRequest(json::parse(bad))).param, "prompt") << bad;
+  }
+}
+
+TEST(CompletionRequestTest, WrongTypesNameTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (const Case& c : {Case{R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+                        Case{R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+                        Case{R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+                        Case{R"({"prompt": "x", "max_tokens": 1e12})", "max_tokens"},
+                        Case{R"({"prompt": "x", "n": "2"})", "n"},
+                        Case{R"({"prompt": "x", "stop": [1]})", "stop"},
+                        Case{R"({"prompt": "x", "stream": "yes"})", "stream"},
+                        Case{R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+                        Case{R"({"prompt": "x", "seed": "a"})", "seed"},
+                        Case{R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias"},
+                        Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
+                        Case{R"({"prompt": "x", "suffix": "y"})", "suffix"},
+                        Case{R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"}}) {
+    const ApiError e = Err(ParseCompletionRequest(json::parse(c.body)));
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+    EXPECT_EQ(e.http_status, 400);
+    EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(Err(ParseCompletionRequest(json::parse("[1]"))).http_status, 400);
+}
+
+TEST(ChatCompletionRequestTest, MessagesToolsAndLogprobs) {
+  const json body = json::parse(R"({
+    "model": "m",
+    "messages": [{"role": "system", "content": "be brief"},
+                 {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                 {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+                   "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": "1", "content": "42"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 4})");
+  const ChatCompletionRequest c = Ok(ParseChatCompletionRequest(body));
+  EXPECT_EQ(c.messages[1]["content"], "a\nb");
+  EXPECT_EQ(c.tool_choice, "named");
+  EXPECT_EQ(c.forced_function, "f");
+  EXPECT_EQ(c.common.sampling.max_tokens, 9);
+  EXPECT_EQ(c.common.sampling.logprobs, 4);
+  EXPECT_TRUE(c.add_generation_prompt);
+  // Key order of the messages survives (templates print them).
+  EXPECT_EQ(c.messages[3].begin().key(), "role");
+
+  const ChatCompletionRequest plain = Ok(ParseChatCompletionRequest(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})")));
+  EXPECT_EQ(plain.tool_choice, "none");
+  EXPECT_FALSE(plain.common.max_tokens_given);
+  EXPECT_FALSE(plain.common.sampling.logprobs.has_value());
+}
+
+TEST(ChatCompletionRequestTest, BadMessagesAndTools) {
+  for (const char* bad : {R"({})", R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [1]})",
+                          R"({"messages": [{"content": "x"}]})", R"({"messages": [{"role": "king", "content": "x"}]})",
+                          R"({"messages": [{"role": "user"}]})",
+                          R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})"}) {
+    EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse(bad))).param, "messages") << bad;
+  }
+  const std::string hi = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse("{" + hi + R"(, "tools": [{"type": "x"}]})"))).param, "tools");
+  EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse("{" + hi + R"(, "tool_choice": "required"})"))).param,
+            "tool_choice");
+  EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse(
+                    "{" + hi +
+                    R"(, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}})")))
+                .param,
+            "tool_choice");
+  EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse("{" + hi + R"(, "top_logprobs": 2})"))).param, "top_logprobs");
+  EXPECT_EQ(Err(ParseChatCompletionRequest(json::parse("{" + hi + R"(, "continue_final_message": true})"))).param,
+            "continue_final_message");
+}
+
+TEST(ApiErrorTest, OpenAiShape) {
+  const json j = BadRequest("bad", "temperature").ToJson();
+  EXPECT_EQ(j["error"]["message"], "bad");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  EXPECT_EQ(FromStatus(ResourceExhausted("full")).http_status, 429);
+  EXPECT_EQ(FromStatus(OutOfRange("long")).http_status, 400);
+  EXPECT_EQ(FromStatus(Internal("bug")).http_status, 500);
+}
+
+}  // namespace
+}  // namespace ember::server
