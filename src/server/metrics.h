@@ -1,0 +1,109 @@
+// Prometheus metrics in the text exposition format (version 0.0.4), named like vLLM's so existing
+// dashboards work: counters, gauges and histograms, each carrying the model_name label.
+// Thread-safe: the engine loop records, HTTP threads render.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ember::server {
+
+class Metric {
+ public:
+  Metric(std::string name, std::string help) : name_(std::move(name)), help_(std::move(help)) {}
+  virtual ~Metric() = default;
+  // Appends "# HELP", "# TYPE" and the samples, each labelled with `labels` ("model_name=\"m\"").
+  virtual void Render(const std::string& labels, std::string* out) const = 0;
+  const std::string& name() const { return name_; }
+
+ protected:
+  std::string name_, help_;
+};
+
+class Counter : public Metric {
+ public:
+  using Metric::Metric;
+  void Add(double value = 1.0);
+  double value() const;
+  void Render(const std::string& labels, std::string* out) const override;
+
+ private:
+  mutable std::mutex mutex_;
+  double value_ = 0;
+};
+
+class Gauge : public Metric {
+ public:
+  using Metric::Metric;
+  void Set(double value);
+  double value() const;
+  void Render(const std::string& labels, std::string* out) const override;
+
+ private:
+  mutable std::mutex mutex_;
+  double value_ = 0;
+};
+
+// One gauge per value of an extra label (e.g. per KV group).
+class GaugeVector : public Metric {
+ public:
+  GaugeVector(std::string name, std::string help, std::string label)
+      : Metric(std::move(name), std::move(help)), label_(std::move(label)) {}
+  void Resize(size_t n);
+  void Set(size_t index, double value);
+  void Render(const std::string& labels, std::string* out) const override;
+
+ private:
+  mutable std::mutex mutex_;
+  std::string label_;
+  std::vector<double> values_;
+};
+
+class Histogram : public Metric {
+ public:
+  Histogram(std::string name, std::string help, std::vector<double> bucket_bounds);
+  void Observe(double value);
+  void Render(const std::string& labels, std::string* out) const override;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative; rendered cumulatively
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// Everything /metrics shows. Names follow vLLM's `vllm:` metrics with an `ember:` prefix.
+struct ServerMetrics {
+  explicit ServerMetrics(std::string model_name);
+  std::string Render() const;
+
+  std::string labels;
+  Gauge num_requests_running{"ember:num_requests_running", "Requests being computed this step."};
+  Gauge num_requests_waiting{"ember:num_requests_waiting", "Requests waiting to be scheduled."};
+  Gauge kv_cache_usage{"ember:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1)."};
+  GaugeVector kv_group_usage{"ember:kv_cache_group_usage_perc",
+                             "Fraction of KV cache blocks held by each KV group (0..1).", "kv_group"};
+  Counter prefix_cache_queries{"ember:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache."};
+  Counter prefix_cache_hits{"ember:prefix_cache_hits_total", "Prompt tokens found in the prefix cache."};
+  Counter prompt_tokens{"ember:prompt_tokens_total", "Prompt tokens processed."};
+  Counter generation_tokens{"ember:generation_tokens_total", "Tokens generated."};
+  Counter num_preemptions{"ember:num_preemptions_total", "Requests preempted (recomputed later) for lack of KV blocks."};
+  Counter requests_success{"ember:request_success_total", "Requests that finished normally."};
+  Counter requests_failed{"ember:request_failure_total", "Requests rejected or aborted."};
+  Histogram time_to_first_token{"ember:time_to_first_token_seconds", "Arrival to first generated token.",
+                                {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                 7.5, 10.0, 20.0, 40.0, 80.0}};
+  Histogram inter_token_latency{"ember:inter_token_latency_seconds", "Time between consecutive generated tokens.",
+                                {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0}};
+  Histogram e2e_request_latency{"ember:e2e_request_latency_seconds", "Arrival to finish.",
+                                {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                                 120.0, 240.0, 480.0}};
+  Histogram request_queue_time{"ember:request_queue_time_seconds", "Arrival to first scheduled.",
+                               {0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0}};
+};
+
+}  // namespace ember::server

@@ -1,0 +1,39 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace ember::server {
+namespace {
+
+bool Contains(const std::string& text, const std::string& line) { return text.find(line) != std::string::npos; }
+
+TEST(MetricsTest, PrometheusTextFormat) {
+  ServerMetrics m("my \"model\"");
+  m.num_requests_running.Set(3);
+  m.generation_tokens.Add(10);
+  m.generation_tokens.Add(5);
+  m.kv_group_usage.Resize(2);
+  m.kv_group_usage.Set(1, 0.5);
+  m.time_to_first_token.Observe(0.003);
+  m.time_to_first_token.Observe(0.05);
+  m.time_to_first_token.Observe(1000);
+  const std::string text = m.Render();
+  const std::string labels = "model_name=\"my \\\"model\\\"\"";
+  EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_running gauge\n"));
+  EXPECT_TRUE(Contains(text, "ember:num_requests_running{" + labels + "} 3\n"));
+  EXPECT_TRUE(Contains(text, "ember:generation_tokens_total{" + labels + "} 15\n"));
+  EXPECT_TRUE(Contains(text, "ember:kv_cache_group_usage_perc{" + labels + ",kv_group=\"1\"} 0.5\n"));
+  // Buckets are cumulative and end with +Inf = count.
+  EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.001\"} 0\n"));
+  EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.005\"} 1\n"));
+  EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.06\"} 2\n"));
+  EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"+Inf\"} 3\n"));
+  EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_count{" + labels + "} 3\n"));
+  // Every metric has exactly one TYPE line.
+  size_t types = 0;
+  for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
+  EXPECT_EQ(types, 15u);
+}
+
+}  // namespace
+}  // namespace ember::server
