@@ -1,0 +1,66 @@
+// Turns a model's generated text into what the chat API returns: visible content, reasoning
+// (`reasoning_content`) and tool calls, from the model's native format. One parser per format
+// (Hermes-style <tool_call> JSON for the Llama/Qwen families, Muse Spark's channel messages with
+// <atem:function_calls>), chosen by name; a new format is one more file that registers itself.
+//
+// Streaming works by re-parsing the whole text so far with `final = false`: a parser then leaves out
+// anything that may still be the start of a marker or an unfinished call, so every field only ever
+// grows and the stream sends the difference (StreamDiffer).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ember::server {
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object as text, as OpenAI returns it
+};
+
+struct ParsedOutput {
+  std::string content;
+  std::string reasoning;
+  std::vector<ParsedToolCall> tool_calls;  // complete calls only
+};
+
+class OutputParser {
+ public:
+  virtual ~OutputParser() = default;
+  // `tools` is the request's tool list (null when none), for argument types.
+  virtual ParsedOutput Parse(const std::string& text, bool final, const nlohmann::ordered_json& tools) const = 0;
+  // Whether the detokenizer must keep special tokens (channel markers are special tokens).
+  virtual bool needs_special_tokens() const { return false; }
+};
+
+// "hermes", "muse_spark", or "plain" (everything is content). Null for an unknown name.
+std::unique_ptr<OutputParser> MakeOutputParser(const std::string& name);
+std::vector<std::string> OutputParserNames();
+
+// Length of the longest suffix of `text` that is a proper prefix of `marker` (text that must be
+// held back while streaming because the marker may be arriving).
+size_t PartialMarkerSuffix(const std::string& text, const std::string& marker);
+
+// What changed since the previous call: the new content and reasoning text and the tool calls that
+// completed.
+struct OutputDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ParsedToolCall> new_tool_calls;
+  size_t first_tool_index = 0;  // OpenAI's tool_calls[].index of new_tool_calls[0]
+  bool empty() const { return content.empty() && reasoning.empty() && new_tool_calls.empty(); }
+};
+
+class StreamDiffer {
+ public:
+  OutputDelta Next(const ParsedOutput& now);
+
+ private:
+  size_t content_sent_ = 0, reasoning_sent_ = 0, tools_sent_ = 0;
+};
+
+}  // namespace ember::server
