@@ -25,6 +25,12 @@ std::optional<ParsedToolCall> ParseCall(const std::string& body) {
 
 class HermesParser : public OutputParser {
  public:
+  std::string ForcedPrefix(const std::string& tool_choice, const std::string& function) const override {
+    if (tool_choice == "named") return std::string(kOpen) + "\n{\"name\": " + nlohmann::json(function).dump() + ", \"arguments\": ";
+    if (tool_choice == "required") return std::string(kOpen) + "\n{\"name\": \"";
+    return "";
+  }
+
   ParsedOutput Parse(const std::string& text, bool final, const nlohmann::ordered_json&) const override {
     ParsedOutput out;
     const std::string open = kOpen, close = kClose;

@@ -122,6 +122,12 @@ void Append(std::string& to, const std::string& text) {
 class MuseSparkParser : public OutputParser {
  public:
   bool needs_special_tokens() const override { return true; }
+  // A named call opens the tool's channel and its invoke; "required" cannot be forced without
+  // constrained decoding (the recipient could still be "user").
+  std::string ForcedPrefix(const std::string& tool_choice, const std::string& function) const override {
+    if (tool_choice != "named") return "";
+    return fmt::format(" to={}<|message|><atem:function_calls>\n<atem:invoke name=\"{}\">\n", function, function);
+  }
 
   ParsedOutput Parse(const std::string& text, bool final, const nlohmann::ordered_json& tools) const override {
     ParsedOutput out;

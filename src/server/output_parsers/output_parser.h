@@ -35,6 +35,10 @@ class OutputParser {
   virtual ParsedOutput Parse(const std::string& text, bool final, const nlohmann::ordered_json& tools) const = 0;
   // Whether the detokenizer must keep special tokens (channel markers are special tokens).
   virtual bool needs_special_tokens() const { return false; }
+  // Text appended to the prompt (and counted as the start of the output) so that the model
+  // continues inside a call: tool_choice "required" or "named" (`function`). Without constrained
+  // decoding this is how a call is forced; "" when the format cannot force it.
+  virtual std::string ForcedPrefix(const std::string& tool_choice, const std::string& function) const { return ""; }
 };
 
 // "hermes", "muse_spark", or "plain" (everything is content). Null for an unknown name.

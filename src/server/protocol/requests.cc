@@ -198,9 +198,11 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
 
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body) {
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
+                                                                 const SamplingParams& defaults) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   CompletionRequest c;
+  c.common.sampling = defaults;
   FieldReader r(body);
   ParseCommon(body, r, &c.common);
   ReadMaxTokens(r, "max_tokens", &c.common);
@@ -214,9 +216,11 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann:
   return c;
 }
 
-std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body) {
+std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body,
+                                                                         const SamplingParams& defaults) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   ChatCompletionRequest c;
+  c.common.sampling = defaults;
   FieldReader r(body);
   ParseCommon(body, r, &c.common);
   ReadMaxTokens(r, "max_tokens", &c.common);

@@ -53,8 +53,11 @@ struct ChatCompletionRequest {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
 };
 
-// Parse and validate a request body. Errors are 400s naming the field.
-std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body);
-std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body);
+// Parse and validate a request body. Fields the request leaves out keep their value in `defaults`
+// (the model's generation config). Errors are 400s naming the field.
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
+                                                                 const SamplingParams& defaults = {});
+std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body,
+                                                                         const SamplingParams& defaults = {});
 
 }  // namespace ember::server

@@ -1,0 +1,154 @@
+#include "server/async_engine.h"
+
+#include <exception>
+
+#include "core/logging.h"
+
+namespace ember::server {
+
+void RequestStream::Push(RequestOutput output) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(output));
+  }
+  cv_.notify_all();
+}
+
+bool RequestStream::Pop(RequestOutput* out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return false;
+  *out = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+AsyncEngine::AsyncEngine(EngineCore* core, ServerMetrics* metrics) : core_(core), client_(core), metrics_(metrics) {}
+
+AsyncEngine::~AsyncEngine() { Stop(); }
+
+void AsyncEngine::Start() {
+  alive_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void AsyncEngine::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  alive_ = false;
+}
+
+AsyncEngine::Submitted AsyncEngine::Submit(RequestInput input) {
+  auto stream = std::make_shared<RequestStream>();
+  const RequestIndex index = Submit(std::move(input), stream);
+  return {index, stream};
+}
+
+RequestIndex AsyncEngine::Submit(RequestInput input, std::shared_ptr<RequestStream> stream) {
+  if (!alive_) {
+    RequestOutput failed;
+    failed.finished = true;
+    failed.finish_reason = FinishReason::kError;
+    failed.error = "the engine is not running";
+    failed.req = kNoRequest;
+    stream->Push(std::move(failed));
+    return kNoRequest;
+  }
+  // Registering under the lock the router takes means no event can arrive before its stream.
+  std::lock_guard lock(streams_mu_);
+  const RequestIndex index = client_.Submit(std::move(input));
+  streams_[index] = std::move(stream);
+  ++in_flight_;
+  return index;
+}
+
+void AsyncEngine::Abort(RequestIndex index) { client_.Abort(index); }
+
+void AsyncEngine::Loop() {
+  try {
+    while (!stop_) {
+      client_.WaitForWork(std::chrono::milliseconds(20));
+      std::vector<RequestOutput> outputs = client_.Step();
+      UpdateMetrics(outputs);
+      Route(std::move(outputs));
+    }
+    FailAll("the server is shutting down");
+  } catch (const std::exception& e) {
+    EMBER_LOG_ERROR("engine loop died: {}", e.what());
+    FailAll(std::string("the engine failed: ") + e.what());
+  }
+  alive_ = false;
+}
+
+void AsyncEngine::Route(std::vector<RequestOutput> outputs) {
+  std::lock_guard lock(streams_mu_);
+  for (RequestOutput& out : outputs) {
+    auto it = streams_.find(out.req);
+    if (it == streams_.end()) continue;
+    const bool finished = out.finished;
+    it->second->Push(std::move(out));
+    if (finished) {
+      streams_.erase(it);
+      --in_flight_;
+    }
+  }
+}
+
+void AsyncEngine::FailAll(const std::string& message) {
+  std::lock_guard lock(streams_mu_);
+  for (auto& [index, stream] : streams_) {
+    RequestOutput failed;
+    failed.req = index;
+    failed.finished = true;
+    failed.finish_reason = FinishReason::kError;
+    failed.error = message;
+    stream->Push(std::move(failed));
+  }
+  in_flight_ -= static_cast<int64_t>(streams_.size());
+  streams_.clear();
+}
+
+namespace {
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
+  if (metrics_ == nullptr) return;
+  const SchedulerStats stats = core_->Stats();
+  metrics_->num_requests_running.Set(static_cast<double>(stats.num_running));
+  metrics_->num_requests_waiting.Set(static_cast<double>(stats.num_waiting));
+  metrics_->kv_cache_usage.Set(stats.kv_usage);
+  metrics_->num_preemptions.Add(static_cast<double>(stats.num_preemptions - last_preemptions_));
+  metrics_->prefix_cache_queries.Add(static_cast<double>(stats.prefix_cache.queries - last_prefix_queries_));
+  metrics_->prefix_cache_hits.Add(static_cast<double>(stats.prefix_cache.hits - last_prefix_hits_));
+  last_preemptions_ = stats.num_preemptions;
+  last_prefix_queries_ = stats.prefix_cache.queries;
+  last_prefix_hits_ = stats.prefix_cache.hits;
+  const Clock::time_point now = Clock::now();
+  for (const RequestOutput& out : outputs) {
+    const size_t n = out.new_token_ids.size();
+    metrics_->generation_tokens.Add(static_cast<double>(n));
+    if (n > 0) {
+      // Tokens that arrive together (speculative decoding) share the interval.
+      auto [it, first] = last_token_time_.try_emplace(out.req, now);
+      if (!first) {
+        const double gap = Seconds(now - it->second) / static_cast<double>(n);
+        for (size_t i = 0; i < n; ++i) metrics_->inter_token_latency.Observe(gap);
+        it->second = now;
+      }
+    }
+    if (!out.finished) continue;
+    last_token_time_.erase(out.req);
+    const RequestTimes& t = out.times;
+    if (out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kAbort) {
+      metrics_->requests_failed.Add();
+    } else {
+      metrics_->requests_success.Add();
+    }
+    metrics_->prompt_tokens.Add(static_cast<double>(out.num_prompt_tokens));
+    if (t.finished) metrics_->e2e_request_latency.Observe(Seconds(*t.finished - t.arrival));
+    if (t.first_scheduled) metrics_->request_queue_time.Observe(Seconds(*t.first_scheduled - t.arrival));
+    if (t.first_token) metrics_->time_to_first_token.Observe(Seconds(*t.first_token - t.arrival));
+  }
+}
+
+}  // namespace ember::server

@@ -1,0 +1,82 @@
+// Runs the engine core on its own thread and connects it to HTTP handler threads: a handler
+// submits a request and reads that request's events from its own RequestStream; the engine thread
+// routes every step's events to the streams and refreshes the metrics. Post-processing
+// (detokenizing, stop strings, JSON) stays on the handler threads, off the engine loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/engine_client.h"
+#include "server/metrics.h"
+
+namespace ember::server {
+
+// The events of one request, in order; the last one is finished.
+class RequestStream {
+ public:
+  void Push(RequestOutput output);
+  // Waits up to `timeout` for the next event; false on timeout.
+  bool Pop(RequestOutput* out, std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> events_;
+};
+
+class AsyncEngine {
+ public:
+  // The index of a submission refused because the engine is not running (its stream gets one
+  // finished error event carrying this index).
+  static constexpr RequestIndex kNoRequest = ~RequestIndex{0};
+
+  // `core` is stepped only by this object's thread once Start() runs. `metrics` may be null.
+  AsyncEngine(EngineCore* core, ServerMetrics* metrics);
+  ~AsyncEngine();
+
+  void Start();
+  // Stops the loop after the current step; unfinished requests get a final error event.
+  void Stop();
+
+  struct Submitted {
+    RequestIndex index;
+    std::shared_ptr<RequestStream> stream;
+  };
+  Submitted Submit(RequestInput input);
+  // Several requests may share one stream (the choices of one API call); events carry `req`.
+  RequestIndex Submit(RequestInput input, std::shared_ptr<RequestStream> stream);
+  void Abort(RequestIndex index);
+
+  // False once the engine loop has died (a bug) or stopped; /health answers 503 then.
+  bool alive() const { return alive_.load(); }
+  // Requests submitted and not finished yet (for overload control).
+  int64_t num_in_flight() const { return in_flight_.load(); }
+
+ private:
+  void Loop();
+  void Route(std::vector<RequestOutput> outputs);
+  void FailAll(const std::string& message);
+  void UpdateMetrics(const std::vector<RequestOutput>& outputs);
+
+  EngineCore* core_;
+  EngineClient client_;
+  ServerMetrics* metrics_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> alive_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::mutex streams_mu_;
+  std::unordered_map<RequestIndex, std::shared_ptr<RequestStream>> streams_;  // guarded by streams_mu_
+  // Previous totals, to turn the scheduler's cumulative counters into metric increments.
+  int64_t last_preemptions_ = 0, last_prefix_queries_ = 0, last_prefix_hits_ = 0;
+  std::unordered_map<RequestIndex, Clock::time_point> last_token_time_;  // engine thread only
+};
+
+}  // namespace ember::server

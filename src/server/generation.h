@@ -1,0 +1,71 @@
+// The part of /v1/completions and /v1/chat/completions that is the same: submit one engine
+// request per (prompt, choice), then hand out text deltas as the engine produces tokens, with
+// stop strings applied and aborts on early exit. With n > 1 and prefix caching, the first choice
+// of a prompt runs alone until its prompt is cached, then its siblings start from those blocks.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/serving_context.h"
+#include "server/text_stream.h"
+
+namespace ember::server {
+
+struct ChoiceSpec {
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling;  // n = 1
+  int32_t priority = 0;
+  uint64_t cache_salt_key = 0;
+  int prompt_index = 0;     // which prompt of the call (completions accept several)
+};
+
+struct ChoiceDelta {
+  int choice = 0;
+  TextDelta delta;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+class GenerationJob {
+ public:
+  GenerationJob(ServingContext* context, std::vector<ChoiceSpec> choices, std::string request_id);
+  ~GenerationJob();  // aborts whatever is still running (a client that went away)
+
+  // Submits the choices (the first of each prompt now, its siblings after its prompt is cached).
+  void Start();
+  // Waits up to `timeout` for the next delta. nullopt on timeout or when every choice finished.
+  std::optional<ChoiceDelta> Next(std::chrono::milliseconds timeout);
+  bool done() const { return num_finished_ == choices_.size(); }
+  void AbortAll();
+  const Usage& usage() const { return usage_; }
+  size_t num_choices() const { return choices_.size(); }
+
+ private:
+  struct Choice {
+    ChoiceSpec spec;
+    RequestIndex req = AsyncEngine::kNoRequest;
+    std::unique_ptr<TextStream> text;
+    bool submitted = false;
+    bool finished = false;
+  };
+  void Submit(size_t choice);
+  void SubmitDeferredSiblings(int prompt_index);
+
+  ServingContext* context_;
+  std::string request_id_;
+  std::vector<Choice> choices_;
+  std::shared_ptr<RequestStream> stream_;
+  size_t num_finished_ = 0;
+  Usage usage_;
+  std::vector<bool> prompt_counted_;
+};
+
+}  // namespace ember::server

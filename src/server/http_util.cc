@@ -1,0 +1,46 @@
+#include "server/http_util.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+namespace ember::server {
+
+void SendError(httplib::Response& res, const ApiError& error) {
+  res.status = error.http_status;
+  res.set_content(error.ToJson().dump(), "application/json");
+}
+
+void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
+  res.status = status;
+  // Invalid UTF-8 from a model (a token cut mid-character at max_tokens) is replaced, never thrown.
+  res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
+}
+
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {
+  if (req.body.empty()) return BadRequest("the request body is empty; send a JSON object");
+  nlohmann::ordered_json body;
+  try {
+    body = nlohmann::ordered_json::parse(req.body);
+  } catch (const nlohmann::json::parse_error& e) {
+    return BadRequest(fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  return body;
+}
+
+std::string SseEvent(const nlohmann::ordered_json& payload) {
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n\n";
+}
+
+std::string NewRequestId(const std::string& prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace ember::server

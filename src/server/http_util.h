@@ -1,0 +1,24 @@
+// Small pieces every route uses: JSON bodies in and out, OpenAI error replies, SSE framing.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/protocol/api_error.h"
+
+namespace ember::server {
+
+void SendError(httplib::Response& res, const ApiError& error);
+void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
+// The request body as JSON (keys in their original order), or a 400 saying where it is malformed.
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req);
+// "data: {json}\n\n"
+std::string SseEvent(const nlohmann::ordered_json& payload);
+// A random id with the given prefix ("cmpl-", "chatcmpl-").
+std::string NewRequestId(const std::string& prefix);
+int64_t UnixNow();
+
+}  // namespace ember::server

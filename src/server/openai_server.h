@@ -1,0 +1,39 @@
+// The HTTP server of `ember serve`: OpenAI-compatible routes over an AsyncEngine, API-key checks
+// on every /v1 route, bounded request bodies, OpenAI-style errors for everything that goes wrong.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "core/status.h"
+#include "server/serving_context.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ember::server {
+
+class OpenAiServer {
+ public:
+  explicit OpenAiServer(ServingContext* context);
+  ~OpenAiServer();
+
+  // Binds host:port (port 0 picks a free one); returns the bound port or an error naming the address.
+  Expected<int> Bind();
+  // Serves until Stop(); requests in progress finish before it returns.
+  Status Serve();
+  // Any thread (e.g. a signal watcher): stop accepting, let running handlers drain.
+  void Stop();
+  // /health answers 503 until the model and engine are ready.
+  void set_ready(bool ready) { ready_ = ready; }
+
+ private:
+  void RegisterRoutes();
+
+  ServingContext* context_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace ember::server

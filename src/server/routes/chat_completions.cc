@@ -1,0 +1,198 @@
+// POST /v1/chat/completions: messages rendered with the model's own chat template, the reply
+// parsed into content, reasoning_content and tool_calls by the model's output parser.
+#include <fmt/format.h>
+
+#include "server/http_util.h"
+#include "server/routes/prepare.h"
+#include "server/routes/routes.h"
+#include "server/routes/streaming.h"
+
+namespace ember::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json LogprobsJson(const std::vector<LogprobEntry>& entries) {
+  json content = json::array();
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  for (const LogprobEntry& e : entries) {
+    json top = json::array();
+    for (const auto& [text, lp] : e.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes(text)}});
+    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes(e.token)}, {"top_logprobs", top}});
+  }
+  return content;
+}
+
+json UsageJson(const Usage& u) {
+  json usage = {{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  return usage;
+}
+
+json ToolCallJson(const ParsedToolCall& call, size_t index, bool with_index) {
+  json c = {{"id", NewRequestId("call_").substr(0, 29)}, {"type", "function"},
+            {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  if (with_index) c = json{{"index", index}}.update(c);
+  return c;
+}
+
+std::string FinishReason(const TextDelta& d, bool has_tool_calls) {
+  return d.finish_reason == "stop" && has_tool_calls ? "tool_calls" : d.finish_reason;
+}
+
+}  // namespace
+
+void HandleChatCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonBody(req);
+  if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
+  auto parsed = ParseChatCompletionRequest(std::get<json>(body), context.config.default_sampling);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
+  ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
+  if (auto e = CheckServing(context, request.common.model)) return SendError(res, *e);
+  if (context.model.chat_template == nullptr) {
+    return SendError(res, BadRequest("this model has no chat template; use /v1/completions"));
+  }
+
+  const Tokenizer& tokenizer = *context.model.tokenizer;
+  const bool tools_enabled = request.tool_choice != "none";
+  ChatTemplateInputs inputs;
+  inputs.messages = request.messages;
+  if (tools_enabled) inputs.tools = request.tools;
+  inputs.add_generation_prompt = request.add_generation_prompt;
+  if (tokenizer.bos_id() >= 0) inputs.bos_token = tokenizer.TokenText(tokenizer.bos_id());
+  if (tokenizer.eos_id() >= 0) inputs.eos_token = tokenizer.TokenText(tokenizer.eos_id());
+  inputs.extra = request.chat_template_kwargs;
+  Expected<std::string> rendered = context.model.chat_template->Render(inputs);
+  if (!rendered.ok()) return SendError(res, FromStatus(rendered.status(), "messages"));
+  std::string prompt_text = std::move(*rendered);
+  if (request.continue_final_message) {
+    // Continue the last (assistant) message: cut the render right after its content.
+    const std::string last = request.messages.back().value("content", "");
+    const size_t at = prompt_text.rfind(last);
+    if (last.empty() || at == std::string::npos) {
+      return SendError(res, BadRequest("continue_final_message: the final message's content was not found in the "
+                                       "rendered prompt",
+                                       "continue_final_message"));
+    }
+    prompt_text.resize(at + last.size());
+  }
+  const OutputParser& parser = *context.model.output_parser;
+  const std::string forced = tools_enabled ? parser.ForcedPrefix(request.tool_choice, request.forced_function) : "";
+  prompt_text += forced;
+  // The template writes BOS itself when the model wants one.
+  std::vector<std::vector<int32_t>> prompts = {tokenizer.Encode(prompt_text, /*add_special=*/false,
+                                                                /*parse_special=*/true)};
+  auto choices = MakeChoices(context, request.common, prompts);
+  if (auto* e = std::get_if<ApiError>(&choices)) return SendError(res, *e);
+
+  const std::string id = NewRequestId("chatcmpl-");
+  const int64_t created = UnixNow();
+  const std::string model = context.config.served_model_name;
+  const bool want_logprobs = request.common.sampling.logprobs.has_value();
+  const json tools = request.tools;
+  auto job = std::make_shared<GenerationJob>(&context, std::move(std::get<std::vector<ChoiceSpec>>(choices)), id);
+  job->Start();
+  auto parse = [&parser, tools_enabled, tools, forced](const std::string& text, bool final) {
+    ParsedOutput out = parser.Parse(forced + text, final, tools);
+    if (!tools_enabled) out.tool_calls.clear();
+    return out;
+  };
+
+  if (request.common.stream) {
+    struct ChoiceState {
+      std::string text;
+      StreamDiffer differ;
+      bool started = false;
+      bool any_tool_call = false;
+    };
+    auto states = std::make_shared<std::vector<ChoiceState>>(job->num_choices());
+    auto chunk = [=](json choice) {
+      json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                {"choices", json::array({std::move(choice)})}};
+      if (request.common.include_usage) c["usage"] = nullptr;
+      return c;
+    };
+    StreamFormat format;
+    format.on_delta = [=](const ChoiceDelta& d) {
+      std::vector<json> out;
+      ChoiceState& st = (*states)[d.choice];
+      if (!st.started) {
+        st.started = true;
+        out.push_back(chunk({{"index", d.choice}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                             {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+      }
+      st.text += d.delta.text;
+      const OutputDelta od = st.differ.Next(parse(st.text, d.delta.finished));
+      json delta = json::object();
+      if (!od.reasoning.empty()) delta["reasoning_content"] = od.reasoning;
+      if (!od.content.empty()) delta["content"] = od.content;
+      if (!od.new_tool_calls.empty()) {
+        json calls = json::array();
+        for (size_t i = 0; i < od.new_tool_calls.size(); ++i) {
+          calls.push_back(ToolCallJson(od.new_tool_calls[i], od.first_tool_index + i, true));
+        }
+        delta["tool_calls"] = calls;
+        st.any_tool_call = true;
+      }
+      if (delta.empty() && !d.delta.finished && d.delta.logprobs.empty()) return out;
+      json choice = {{"index", d.choice}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+      if (want_logprobs) choice["logprobs"] = {{"content", LogprobsJson(d.delta.logprobs)}};
+      if (d.delta.finished) choice["finish_reason"] = FinishReason(d.delta, st.any_tool_call);
+      out.push_back(chunk(std::move(choice)));
+      return out;
+    };
+    format.on_done = [=](const GenerationJob& j) {
+      std::vector<json> out;
+      if (request.common.include_usage) {
+        out.push_back({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                       {"choices", json::array()}, {"usage", UsageJson(j.usage())}});
+      }
+      return out;
+    };
+    return StreamJob(res, job, std::move(format));
+  }
+
+  const size_t n = job->num_choices();
+  std::vector<std::string> texts(n);
+  std::vector<std::vector<LogprobEntry>> logprobs(n);
+  std::vector<TextDelta> last(n);
+  std::string error;
+  CollectJob(*job, [&](const ChoiceDelta& d) {
+    texts[d.choice] += d.delta.text;
+    for (const LogprobEntry& e : d.delta.logprobs) logprobs[d.choice].push_back(e);
+    if (d.delta.finished) {
+      last[d.choice] = d.delta;
+      if (d.delta.finish_reason == "error" && error.empty()) error = d.delta.error;
+    }
+  });
+  if (!error.empty()) return SendError(res, BadRequest(error));
+  json out_choices = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const ParsedOutput p = parse(texts[i], true);
+    json message = {{"role", "assistant"}};
+    message["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
+    if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
+    if (!p.tool_calls.empty()) {
+      json calls = json::array();
+      for (size_t k = 0; k < p.tool_calls.size(); ++k) calls.push_back(ToolCallJson(p.tool_calls[k], k, false));
+      message["tool_calls"] = calls;
+    }
+    json choice = {{"index", i}, {"message", message},
+                   {"logprobs", want_logprobs ? json{{"content", LogprobsJson(logprobs[i])}} : json()},
+                   {"finish_reason", FinishReason(last[i], !p.tool_calls.empty())}};
+    if (last[i].stop_string) choice["stop_reason"] = *last[i].stop_string;
+    else if (last[i].stop_token) choice["stop_reason"] = *last[i].stop_token;
+    else choice["stop_reason"] = nullptr;
+    out_choices.push_back(std::move(choice));
+  }
+  SendJson(res, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+                 {"choices", out_choices}, {"usage", UsageJson(job->usage())}});
+}
+
+}  // namespace ember::server

@@ -1,0 +1,77 @@
+#include "server/routes/prepare.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+namespace ember::server {
+
+std::optional<ApiError> CheckServing(const ServingContext& context, const std::string& model) {
+  if (!model.empty() && model != context.config.served_model_name) {
+    return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", model,
+                                context.config.served_model_name),
+                    "model");
+  }
+  if (!context.engine->alive()) return ServiceUnavailable("the engine is not running; check the server log");
+  if (context.engine->num_in_flight() >= context.config.max_waiting_requests) {
+    return ServiceUnavailable(fmt::format("the server is overloaded ({} requests in flight); retry later",
+                                          context.engine->num_in_flight()));
+  }
+  return std::nullopt;
+}
+
+std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext& context, const CommonRequest& request,
+                                                            const std::vector<std::vector<int32_t>>& prompts) {
+  const int64_t max_len = context.config.max_model_len;
+  const SamplingParams& sampling = request.sampling;
+  if (sampling.n < 1 || sampling.n > context.config.max_n) {
+    return BadRequest(fmt::format("'n' must be between 1 and {}, got {}", context.config.max_n, sampling.n), "n");
+  }
+  std::vector<ChoiceSpec> choices;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const int64_t prompt_len = static_cast<int64_t>(prompts[p].size());
+    if (prompt_len == 0) return BadRequest("the prompt is empty", "prompt");
+    for (int32_t id : prompts[p]) {
+      if (id < 0 || id >= context.model.vocab_size) {
+        return BadRequest(fmt::format("token id {} is outside the vocabulary [0, {})", id, context.model.vocab_size),
+                          "prompt");
+      }
+    }
+    if (prompt_len >= max_len) {
+      return BadRequest(fmt::format("This model's maximum context length is {} tokens. However, your request has {} "
+                                    "input tokens. Please reduce the length of the input.",
+                                    max_len, prompt_len),
+                        "messages");
+    }
+    SamplingParams s = sampling;
+    if (!request.max_tokens_given) {
+      s.max_tokens = static_cast<int32_t>(max_len - prompt_len);
+    } else if (prompt_len + s.max_tokens > max_len) {
+      return BadRequest(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                    "tokens ({} in the input, {} in the completion). Please reduce the length of the "
+                                    "input or of max_tokens.",
+                                    max_len, prompt_len + s.max_tokens, prompt_len, s.max_tokens),
+                        "max_tokens");
+    }
+    s.n = 1;
+    // End-of-turn tokens stop generation like EOS does (and are masked like it under min_tokens).
+    if (!s.ignore_eos) {
+      for (int32_t id : context.model.extra_stop_token_ids) s.stop_token_ids.push_back(id);
+    }
+    if (Status st = s.Validate(context.model.vocab_size); !st.ok()) return FromStatus(st);
+    for (int32_t i = 0; i < sampling.n; ++i) {
+      ChoiceSpec c;
+      c.prompt_token_ids = prompts[p];
+      c.sampling = s;
+      // Choices of one seeded request differ from each other but repeat across calls.
+      if (s.seed) c.sampling.seed = *s.seed + static_cast<uint64_t>(i);
+      c.priority = request.priority;
+      c.cache_salt_key = request.cache_salt.empty() ? 0 : std::hash<std::string>{}(request.cache_salt) | 1;
+      c.prompt_index = static_cast<int>(p);
+      choices.push_back(std::move(c));
+    }
+  }
+  return choices;
+}
+
+}  // namespace ember::server

@@ -1,0 +1,51 @@
+// What every route handler needs: the server's configuration, the model's tokenizer and chat
+// format, the engine and the metrics. Built once at startup by `ember serve`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "server/async_engine.h"
+#include "server/metrics.h"
+#include "server/output_parsers/output_parser.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;                  // empty = no authentication
+  std::string served_model_name;
+  int64_t max_model_len = 4096;
+  int64_t max_waiting_requests = 1024;  // in-flight requests beyond which new ones get 503
+  size_t max_request_body_bytes = 8u << 20;
+  int32_t max_n = 16;                   // choices per request at most
+  int http_threads = 128;               // concurrent connections served (streams hold one each)
+  bool enable_prefix_caching = true;    // lets n > 1 share the prompt's blocks
+  SamplingParams default_sampling;      // the model's generation config; requests override
+};
+
+struct ServingModel {
+  std::string path;
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;  // null: /v1/chat/completions answers 400
+  std::unique_ptr<OutputParser> output_parser;  // tool calls and reasoning in chat replies
+  int32_t eos_token_id = -1;
+  std::vector<int32_t> extra_stop_token_ids;    // end-of-turn tokens besides EOS
+  int64_t vocab_size = 0;
+  int64_t created_unix = 0;                     // for /v1/models
+};
+
+struct ServingContext {
+  ServerConfig config;
+  ServingModel model;
+  AsyncEngine* engine = nullptr;
+  ServerMetrics* metrics = nullptr;
+};
+
+}  // namespace ember::server
