@@ -14,6 +14,7 @@ void RegisterInspectCommand(CLI::App& app);
 void RegisterBenchCommand(CLI::App& app);
 void RegisterPerplexityCommand(CLI::App& app);
 void RegisterChatCommand(CLI::App& app);
+void RegisterServeCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
@@ -21,6 +22,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterBenchCommand(app);
   RegisterPerplexityCommand(app);
   RegisterChatCommand(app);
+  RegisterServeCommand(app);
 }
 
 }  // namespace ember::tools

@@ -1,0 +1,110 @@
+#include "runner/local_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace ember {
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+namespace {
+
+Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o, int64_t max_model_len) {
+  kv::KvDtype dtype = model.DefaultKvDtype();
+  if (o.kv_cache_dtype != "auto") {
+    EMBER_ASSIGN_OR_RETURN(dtype, kv::ParseKvDtype(o.kv_cache_dtype));
+  }
+  EMBER_ASSIGN_OR_RETURN(kv::KvCacheConfig config, kv::PlanKvGroups(model.KvLayerSpecs(), o.block_size, dtype));
+  const int64_t per_sequence = kv::KvBytesPerSequence(config, max_model_len);
+  int64_t budget = o.kv_cache_memory_bytes;
+  if (budget == 0) {
+    // No more than the configured concurrency can use, and at most half of what is free.
+    const int64_t wanted = per_sequence * o.max_num_seqs + 2 * config.BytesPerBlock();
+    const int64_t available = AvailableMemoryBytes();
+    budget = available > 0 ? std::min(wanted, available / 2) : wanted;
+  }
+  EMBER_ASSIGN_OR_RETURN(config.num_blocks, kv::NumBlocksForBudget(config, budget));
+  if ((config.num_blocks - 1) * config.BytesPerBlock() < per_sequence) {
+    return ResourceExhausted(fmt::format(
+        "the KV cache ({} blocks, {:.1f} MiB) cannot hold one sequence of max_model_len {} tokens ({:.1f} MiB): raise "
+        "--kv-cache-memory, lower --max-model-len, or use --kv-cache-dtype fp8",
+        config.num_blocks, config.num_blocks * config.BytesPerBlock() / 1048576.0, max_model_len,
+        per_sequence / 1048576.0));
+  }
+  return config;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<CausalLM> model,
+                                                           const EngineOptions& o) {
+  std::unique_ptr<LocalEngine> engine(new LocalEngine());
+  const int64_t model_max = model->info().max_position_embeddings;
+  int64_t max_model_len = o.max_model_len > 0 ? o.max_model_len : model_max;
+  if (model_max > 0 && max_model_len > model_max) {
+    return InvalidArgument(fmt::format("--max-model-len {} exceeds the model's context length {}", max_model_len,
+                                       model_max));
+  }
+  EMBER_ASSIGN_OR_RETURN(kv::KvCacheConfig kv_config, PlanKv(*model, o, max_model_len));
+  EMBER_ASSIGN_OR_RETURN(KvStore store, KvStore::Create(kv_config));
+
+  SchedulerConfig s;
+  s.max_num_seqs = o.max_num_seqs;
+  s.max_model_len = max_model_len;
+  s.enable_chunked_prefill = o.enable_chunked_prefill;
+  s.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
+                             : o.enable_chunked_prefill   ? std::max<int64_t>(2048, o.max_num_seqs)
+                                                          : std::max<int64_t>(max_model_len, o.max_num_seqs);
+  s.policy = o.policy;
+  s.seed = o.seed;
+  s.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  EMBER_RETURN_IF_ERROR(s.Validate());
+
+  engine->plan_.kv = kv_config;
+  engine->plan_.scheduler = s;
+  engine->plan_.weight_bytes = model->weight_bytes().total;
+  engine->plan_.kv_bytes = store.bytes();
+  engine->plan_.tokens_per_full_group = (kv_config.num_blocks - 1) * kv_config.block_size;
+  const int64_t per_sequence = kv::KvBytesPerSequence(kv_config, max_model_len);
+  engine->plan_.max_concurrency_at_max_len = (kv_config.num_blocks - 1) * kv_config.BytesPerBlock() / per_sequence;
+
+  std::vector<int32_t> eos;
+  for (int64_t id : model->info().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+  engine->model_ = std::move(model);
+  engine->kv_ = std::make_unique<KvStore>(std::move(store));
+  engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), eos);
+  EngineCoreConfig core;
+  core.scheduler = s;
+  core.kv = kv_config;
+  core.kv_options.enable_prefix_caching = o.enable_prefix_caching;
+  EMBER_ASSIGN_OR_RETURN(engine->core_, EngineCore::Create(core, engine->runner_.get()));
+  return engine;
+}
+
+std::vector<std::string> LocalEngine::DescribePlan() const {
+  const EnginePlan& p = plan_;
+  return {
+      fmt::format("memory: weights {:.1f} MiB, KV cache {:.1f} MiB", p.weight_bytes / 1048576.0,
+                  p.kv_bytes / 1048576.0),
+      fmt::format("KV cache: {}", kv::DescribeKvConfig(p.kv)),
+      fmt::format("KV capacity: {} tokens per full-attention group; {} sequences of max_model_len {} at once",
+                  p.tokens_per_full_group, p.max_concurrency_at_max_len, p.scheduler.max_model_len),
+      fmt::format("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill {}",
+                  p.scheduler.max_num_seqs, p.scheduler.max_num_batched_tokens,
+                  p.scheduler.enable_chunked_prefill ? "on" : "off"),
+  };
+}
+
+}  // namespace ember

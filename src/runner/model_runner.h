@@ -1,0 +1,40 @@
+// The engine's Executor for a model on this machine: applies each SchedulerOutput diff to the
+// persistent request states, builds the ForwardBatch, runs the model over the paged KV store and
+// samples one token for every request whose known tokens are all computed. Orchestration only:
+// batching lives in batch_builder, sampling in sampler/, the math in the model (vLLM V2's rule
+// that the runner holds only what is common to every model).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/executor.h"
+#include "model/causal_lm.h"
+#include "model/kv_store.h"
+#include "runner/request_state.h"
+#include "runner/sampler/sampler.h"
+
+namespace ember {
+
+class ModelRunner : public Executor {
+ public:
+  // `model` and `kv` outlive the runner; `eos_token_ids` are masked while min_tokens is unmet.
+  ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_token_ids);
+
+  ModelRunnerOutput Execute(const SchedulerOutput& output) override;
+
+  // Steps run and tokens computed, for benchmarks and tests.
+  int64_t num_steps() const { return num_steps_; }
+  int64_t num_tokens_computed() const { return num_tokens_computed_; }
+
+ private:
+  CausalLM* model_;
+  KvStore* kv_;
+  RequestStates states_;
+  Sampler sampler_;
+  std::vector<float> logits_;
+  int64_t num_steps_ = 0;
+  int64_t num_tokens_computed_ = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,68 @@
+#include "tools/ember/engine_options.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+
+#include "core/thread_pool.h"
+
+namespace ember::tools {
+
+Expected<int64_t> ParseByteSize(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  std::string unit = text.substr(pos);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 1;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  else pos = 0;
+  if (pos == 0 || !(value > 0) || !std::isfinite(value)) {
+    return InvalidArgument(fmt::format("'{}' is not a size: use bytes or a number with K, M, G or T (e.g. 4GiB)", text));
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+Status EngineFlags::Finish() {
+  if (!kv_cache_memory.empty()) {
+    EMBER_ASSIGN_OR_RETURN(engine.kv_cache_memory_bytes, ParseByteSize(kv_cache_memory));
+  }
+  if (scheduling_policy == "fcfs") engine.policy = SchedulingPolicy::kFcfs;
+  else if (scheduling_policy == "priority") engine.policy = SchedulingPolicy::kPriority;
+  else return InvalidArgument(fmt::format("--scheduling-policy must be fcfs or priority, got '{}'", scheduling_policy));
+  if (threads > 0) ThreadPool::SetGlobalThreads(threads);
+  return Status::Ok();
+}
+
+void AddEngineOptions(CLI::App* cmd, EngineFlags* f) {
+  EngineOptions& e = f->engine;
+  cmd->add_option("--max-model-len", e.max_model_len, "Context length: prompt + output tokens (default: the model's)");
+  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Requests computed together at most")->check(CLI::Range(1, 65536));
+  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
+                  "Tokens computed per step at most (default 2048 with chunked prefill)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
+                "Reuse the KV of shared prompt prefixes (default on)");
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", e.enable_chunked_prefill,
+                "Split long prompts across steps (default on)");
+  cmd->add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto, f32, f16, bf16 or fp8 (e4m3 with per-head scales)");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV cache size, e.g. 4GiB (default: what --max-num-seqs full-length sequences need, at most half "
+                  "the free memory)");
+  cmd->add_option("--block-size", e.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024));
+  cmd->add_option("--scheduling-policy", f->scheduling_policy, "fcfs or priority (lower priority value first)");
+  cmd->add_option("--seed", e.seed, "Seed for requests that bring none");
+  cmd->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
+                  "With chunked prefill: prompt tokens of one request per step at most (0 = no cap)");
+  cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
+}
+
+}  // namespace ember::tools

@@ -1,0 +1,26 @@
+// The engine's command-line options, with vLLM's names, shared by `ember serve` and
+// `ember generate --jsonl`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "runner/local_engine.h"
+
+namespace ember::tools {
+
+struct EngineFlags {
+  EngineOptions engine;
+  std::string kv_cache_memory;  // "4GiB", "512MiB", "1073741824"
+  std::string scheduling_policy = "fcfs";
+  int threads = 0;
+
+  // Parses the text options into `engine`; errors say which flag is wrong.
+  Status Finish();
+};
+
+void AddEngineOptions(CLI::App* cmd, EngineFlags* flags);
+
+// "4GiB" -> 4294967296; plain numbers are bytes; K/M/G/T with or without "iB"/"B" are powers of 1024.
+Expected<int64_t> ParseByteSize(const std::string& text);
+
+}  // namespace ember::tools

@@ -1,0 +1,157 @@
+// ember generate --jsonl FILE: many prompts through the engine at once (continuous batching), the
+// offline counterpart of `ember serve`. Each input line is a JSON object with "prompt" (text or
+// token ids) or "messages" (chat), plus any sampling fields of the completions API (max_tokens,
+// temperature, top_p, top_k, seed, stop, ...). Prints one JSON result per line, in input order,
+// and a throughput summary on stderr.
+#include "tools/ember/generate_jsonl.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "core/logging.h"
+#include "engine/stop_strings.h"
+#include "server/protocol/requests.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/model_tokenizer.h"
+#include "tools/ember/common.h"
+
+namespace ember::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct Job {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  std::vector<int32_t> output;
+  std::string finish_reason;
+  std::string error;
+  int64_t cached_tokens = 0;
+};
+
+// Reads the lines into jobs; errors name the line.
+Status ReadJobs(const std::string& path, const Tokenizer& tokenizer, const ChatTemplate* chat_template,
+                int64_t vocab, std::vector<Job>* jobs) {
+  std::ifstream in(path);
+  if (!in) return IoError(fmt::format("cannot read {}", path));
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto where = [&](const std::string& what) { return fmt::format("{}:{}: {}", path, line_no, what); };
+    const json body = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object()) return InvalidArgument(where("not a JSON object"));
+    Job job;
+    if (body.contains("messages")) {
+      if (chat_template == nullptr) return InvalidArgument(where("\"messages\" needs a model with a chat template"));
+      auto parsed = server::ParseChatCompletionRequest(body);
+      if (auto* e = std::get_if<server::ApiError>(&parsed)) return InvalidArgument(where(e->message));
+      auto& chat = std::get<server::ChatCompletionRequest>(parsed);
+      ChatTemplateInputs inputs;
+      inputs.messages = chat.messages;
+      inputs.add_generation_prompt = true;
+      if (tokenizer.bos_id() >= 0) inputs.bos_token = tokenizer.TokenText(tokenizer.bos_id());
+      if (tokenizer.eos_id() >= 0) inputs.eos_token = tokenizer.TokenText(tokenizer.eos_id());
+      auto rendered = chat_template->Render(inputs);
+      if (!rendered.ok()) return InvalidArgument(where(rendered.status().message()));
+      job.prompt = tokenizer.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+      job.sampling = chat.common.sampling;
+      if (!chat.common.max_tokens_given) job.sampling.max_tokens = 16;
+    } else {
+      auto parsed = server::ParseCompletionRequest(body);
+      if (auto* e = std::get_if<server::ApiError>(&parsed)) return InvalidArgument(where(e->message));
+      auto& completion = std::get<server::CompletionRequest>(parsed);
+      if (completion.prompts.size() != 1) return InvalidArgument(where("give exactly one prompt per line"));
+      const server::Prompt& p = completion.prompts.front();
+      job.prompt = p.token_ids.empty() ? tokenizer.Encode(p.text, true, true) : p.token_ids;
+      job.sampling = completion.common.sampling;
+    }
+    if (job.sampling.n != 1) return InvalidArgument(where("n > 1 is not supported here; repeat the line"));
+    if (Status s = job.sampling.Validate(vocab); !s.ok()) return InvalidArgument(where(s.message()));
+    jobs->push_back(std::move(job));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_path, EngineFlags& flags) {
+  if (Status s = flags.Finish(); !s.ok()) return Fail(s);
+  auto model = LoadModelWithLog(model_path);
+  if (!model.ok()) return Fail(model.status());
+  auto tokenizer = LoadModelTokenizer(model_path);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  std::unique_ptr<ChatTemplate> chat_template;
+  if (auto source = LoadModelChatTemplateSource(model_path); source.ok()) {
+    if (auto parsed = ChatTemplate::Parse(*source); parsed.ok()) {
+      chat_template = std::make_unique<ChatTemplate>(std::move(*parsed));
+    }
+  }
+  const std::vector<int64_t> eos = (*model)->info().eos_token_ids;
+  std::vector<Job> jobs;
+  if (Status s = ReadJobs(jsonl_path, **tokenizer, chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
+    return Fail(s);
+  }
+  auto engine = LocalEngine::Create(std::move(*model), flags.engine);
+  if (!engine.ok()) return Fail(engine.status());
+  for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
+  EngineCore& core = (*engine)->core();
+
+  const auto start = std::chrono::steady_clock::now();
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    RequestInput input;
+    input.external_id = fmt::format("line-{}", i);
+    input.prompt_token_ids = jobs[i].prompt;
+    input.sampling = jobs[i].sampling;
+    input.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
+    if (!input.sampling.ignore_eos) {
+      for (size_t k = 1; k < eos.size(); ++k) input.sampling.stop_token_ids.push_back(static_cast<int32_t>(eos[k]));
+    }
+    prompt_tokens += static_cast<int64_t>(jobs[i].prompt.size());
+    if (Status s = core.AddRequest(i, std::move(input)); !s.ok()) {
+      jobs[i].finish_reason = "error";
+      jobs[i].error = s.message();
+    }
+  }
+  int64_t output_tokens = 0;
+  while (core.HasUnfinished()) {
+    for (const RequestOutput& out : core.Step()) {
+      Job& job = jobs[out.req];
+      job.output.insert(job.output.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+      output_tokens += static_cast<int64_t>(out.new_token_ids.size());
+      if (out.finished) {
+        job.finish_reason = std::string(FinishReasonName(out.finish_reason));
+        job.error = out.error;
+        job.cached_tokens = out.num_cached_tokens;
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    std::vector<int32_t> shown = job.output;
+    if (job.finish_reason == "stop" && !shown.empty() && (*tokenizer)->IsSpecial(shown.back())) shown.pop_back();
+    std::string text = (*tokenizer)->Decode(shown, /*skip_special=*/true);
+    if (!job.sampling.stop.empty()) {
+      StopStringMatcher matcher(job.sampling.stop, job.sampling.include_stop_str_in_output);
+      StopStringMatcher::Output cut = matcher.Feed(text);
+      text = cut.text + (cut.stop_index ? "" : matcher.Flush());
+      if (cut.stop_index) job.finish_reason = "stop";
+    }
+    json out = {{"index", i}, {"text", text}, {"token_ids", job.output}, {"finish_reason", job.finish_reason},
+                {"prompt_tokens", job.prompt.size()}, {"completion_tokens", job.output.size()},
+                {"cached_tokens", job.cached_tokens}};
+    if (!job.error.empty()) out["error"] = job.error;
+    std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+  }
+  EMBER_LOG_INFO("{} requests, {} prompt + {} generated tokens in {:.2f} s: {:.1f} output tok/s, {:.1f} total tok/s, "
+                 "{} steps",
+                 jobs.size(), prompt_tokens, output_tokens, seconds, output_tokens / seconds,
+                 (prompt_tokens + output_tokens) / seconds, (*engine)->runner().num_steps());
+  return 0;
+}
+
+}  // namespace ember::tools

@@ -1,0 +1,179 @@
+// ember serve MODEL: the OpenAI-compatible server (src/server) over a LocalEngine.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/logging.h"
+#include "server/openai_server.h"
+#include "tokenizer/model_tokenizer.h"
+#include "tools/ember/commands.h"
+#include "tools/ember/common.h"
+#include "tools/ember/engine_options.h"
+
+namespace ember::tools {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  server::ServerConfig server;
+  EngineFlags flags;
+  std::string generation_config = "auto";
+  std::string tool_call_parser = "auto";
+  std::string api_key_env;
+};
+
+// The model's generation_config.json (model directories only) as default sampling parameters,
+// as vLLM's --generation-config auto does; "vllm" ignores it.
+Status ApplyGenerationConfig(const ServeOptions& o, SamplingParams* defaults) {
+  if (o.generation_config == "vllm") return Status::Ok();
+  std::filesystem::path path;
+  if (o.generation_config == "auto") {
+    if (!std::filesystem::is_directory(o.model)) return Status::Ok();
+    path = std::filesystem::path(o.model) / "generation_config.json";
+    if (!std::filesystem::exists(path)) return Status::Ok();
+  } else {
+    path = std::filesystem::path(o.generation_config);
+    if (std::filesystem::is_directory(path)) path /= "generation_config.json";
+  }
+  std::ifstream in(path);
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return InvalidArgument(fmt::format("{} is not a JSON object", path.string()));
+  if (json.contains("temperature") && json["temperature"].is_number()) defaults->temperature = json["temperature"];
+  if (json.contains("top_p") && json["top_p"].is_number()) defaults->top_p = json["top_p"];
+  if (json.contains("top_k") && json["top_k"].is_number_integer()) defaults->top_k = json["top_k"];
+  if (json.contains("min_p") && json["min_p"].is_number()) defaults->min_p = json["min_p"];
+  if (json.contains("repetition_penalty") && json["repetition_penalty"].is_number()) {
+    defaults->repetition_penalty = json["repetition_penalty"];
+  }
+  EMBER_LOG_INFO("default sampling from {}: temperature {}, top_p {}, top_k {}", path.string(),
+                 defaults->temperature, defaults->top_p, defaults->top_k);
+  return Status::Ok();
+}
+
+std::string ChooseOutputParser(const ServeOptions& o, const std::string& architecture, const std::string& chat_template) {
+  if (o.tool_call_parser != "auto") return o.tool_call_parser;
+  if (architecture == "muse_spark") return "muse_spark";
+  if (chat_template.find("<tool_call>") != std::string::npos) return "hermes";
+  return "plain";
+}
+
+int RunServe(ServeOptions& o) {
+  // SIGINT/SIGTERM are taken by a watcher thread; every other thread inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (Status s = o.flags.Finish(); !s.ok()) return Fail(s);
+  if (o.server.api_key.empty() && !o.api_key_env.empty()) {
+    if (const char* key = std::getenv(o.api_key_env.c_str())) o.server.api_key = key;
+  }
+  auto model = LoadModelWithLog(o.model);
+  if (!model.ok()) return Fail(model.status());
+  const std::string architecture = (*model)->info().architecture;
+  const int64_t vocab = (*model)->info().vocab_size;
+  const std::vector<int64_t> eos = (*model)->info().eos_token_ids;
+  auto tokenizer = LoadModelTokenizer(o.model);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::string template_source;
+  if (auto source = LoadModelChatTemplateSource(o.model); source.ok()) {
+    template_source = *source;
+    auto parsed = ChatTemplate::Parse(*source);
+    if (!parsed.ok()) return Fail(parsed.status());
+    chat_template = std::make_unique<ChatTemplate>(std::move(*parsed));
+  } else {
+    EMBER_LOG_WARN("{} has no chat template: /v1/chat/completions will answer 400", o.model);
+  }
+
+  auto engine = LocalEngine::Create(std::move(*model), o.flags.engine);
+  if (!engine.ok()) return Fail(engine.status());
+  for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
+
+  server::ServingContext context;
+  context.config = o.server;
+  if (context.config.served_model_name.empty()) {
+    context.config.served_model_name = std::filesystem::path(o.model).filename().string();
+  }
+  context.config.max_model_len = (*engine)->plan().scheduler.max_model_len;
+  context.config.enable_prefix_caching = o.flags.engine.enable_prefix_caching;
+  if (Status s = ApplyGenerationConfig(o, &context.config.default_sampling); !s.ok()) return Fail(s);
+  context.model.path = o.model;
+  context.model.tokenizer = tokenizer->get();
+  context.model.chat_template = chat_template.get();
+  const std::string parser = ChooseOutputParser(o, architecture, template_source);
+  context.model.output_parser = server::MakeOutputParser(parser);
+  if (!context.model.output_parser) {
+    return Fail(InvalidArgument(fmt::format("unknown --tool-call-parser '{}'", parser)));
+  }
+  context.model.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
+  for (size_t i = 1; i < eos.size(); ++i) context.model.extra_stop_token_ids.push_back(static_cast<int32_t>(eos[i]));
+  context.model.vocab_size = vocab;
+  context.model.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch()).count();
+  server::ServerMetrics metrics(context.config.served_model_name);
+  metrics.kv_group_usage.Resize((*engine)->plan().kv.groups.size());
+  context.metrics = &metrics;
+  server::AsyncEngine async_engine(&(*engine)->core(), &metrics);
+  context.engine = &async_engine;
+
+  server::OpenAiServer http(&context);
+  auto port = http.Bind();
+  if (!port.ok()) return Fail(port.status());
+  async_engine.Start();
+  http.set_ready(true);
+  std::atomic<bool> exiting{false};
+  std::thread watcher([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    if (exiting) return;
+    EMBER_LOG_INFO("received {}: finishing requests in flight, then exiting", received == SIGINT ? "SIGINT" : "SIGTERM");
+    http.Stop();
+  });
+  EMBER_LOG_INFO("serving '{}' (output parser: {}) on http://{}:{}{}", context.config.served_model_name, parser,
+                 o.server.host, *port, o.server.api_key.empty() ? "" : " (API key required)");
+  std::fflush(stderr);
+  const Status served = http.Serve();
+  async_engine.Stop();
+  exiting = true;
+  if (watcher.joinable()) {
+    // The watcher may still wait for a signal if the server stopped for another reason.
+    pthread_kill(watcher.native_handle(), SIGTERM);
+    watcher.join();
+  }
+  EMBER_LOG_INFO("server stopped");
+  return served.ok() ? 0 : Fail(served);
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (vLLM-style options)");
+  cmd->add_option("model", o->model, "Model: a .gguf file or a Hugging Face-style directory")->required();
+  cmd->add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", o->server.port, "Port (0 picks a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", o->server.served_model_name, "The name clients use (default: the file name)");
+  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
+  cmd->add_option("--api-key-env", o->api_key_env, "Read the API key from this environment variable");
+  cmd->add_option("--max-waiting-requests", o->server.max_waiting_requests,
+                  "Requests in flight beyond which new ones get 503 at once")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-request-body", o->server.max_request_body_bytes, "Largest request body in bytes");
+  cmd->add_option("--max-n", o->server.max_n, "Largest n (choices per request)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--generation-config", o->generation_config,
+                  "auto (the model's generation_config.json), vllm (built-in defaults) or a path");
+  cmd->add_option("--tool-call-parser", o->tool_call_parser, "auto, hermes, muse_spark or plain");
+  AddEngineOptions(cmd, &o->flags);
+  cmd->callback([o] { SetExitCode(RunServe(*o)); });
+}
+
+}  // namespace ember::tools
