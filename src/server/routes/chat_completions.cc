@@ -38,7 +38,11 @@ json UsageJson(const Usage& u) {
 json ToolCallJson(const ParsedToolCall& call, size_t index, bool with_index) {
   json c = {{"id", NewRequestId("call_").substr(0, 29)}, {"type", "function"},
             {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
-  if (with_index) c = json{{"index", index}}.update(c);
+  if (with_index) {
+    json indexed = {{"index", index}};
+    indexed.update(c);
+    c = std::move(indexed);
+  }
   return c;
 }
 
