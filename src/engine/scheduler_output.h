@@ -17,8 +17,7 @@ struct NewRequestData {  // first schedule of a request, or its resumption after
   RequestIndex req = 0;
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> output_token_ids;  // non-empty when resuming a preempted request
-  SamplingParams sampling;
-  uint64_t seed = 0;                 // sampling.seed, or one the engine drew at admission
+  SamplingParams sampling;          // seed always set: the client's, or one the engine drew
   kv::KvBlocks block_ids;            // every block the request holds, per group
   int64_t num_computed_tokens = 0;   // prefix-cache hit length (block aligned)
 };

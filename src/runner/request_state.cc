@@ -22,7 +22,7 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     r.prompt_token_ids = n.prompt_token_ids;
     r.output_token_ids = n.output_token_ids;
     r.sampling = n.sampling;
-    r.seed = n.seed;
+    r.seed = n.sampling.seed.value_or(0);
     r.block_ids = n.block_ids.per_group;
     r.num_computed_tokens = n.num_computed_tokens;
     requests_[n.req] = std::move(r);
