@@ -12,6 +12,13 @@
 namespace ember {
 
 struct SamplingParams {
+  // Limits Validate() enforces beyond OpenAI's documented ranges (see sampling_params.cc).
+  static constexpr int32_t kMaxN = 128;
+  static constexpr float kMaxTemperature = 100.0f;
+  static constexpr int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+  static constexpr int32_t kMaxStopStrings = 64;
+  static constexpr int32_t kMaxStopStringBytes = 1024;
+
   int32_t n = 1;                    // completions per prompt; they share the prompt's KV blocks
   float temperature = 1.0f;         // 0 = greedy
   float top_p = 1.0f;               // (0, 1]
