@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <utility>
 #include <vector>
 
 #include "core/check.h"
+#include "runner/sampler/fast_exp.h"
 
 namespace ember {
 namespace {
@@ -22,11 +22,9 @@ TokenLogprobs ComputeTokenLogprobs(std::span<const float> logits, int32_t token,
   const int64_t vocab = static_cast<int64_t>(logits.size());
   EMBER_CHECK(token >= 0 && token < vocab, "token {} outside the vocabulary of {}", token, vocab);
   EMBER_CHECK(num_top >= 0);
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float l : logits) max_logit = l > max_logit ? l : max_logit;
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(l - max_logit);  // float exp, double sum: ~1e-7 accurate
-  const double log_sum_exp = static_cast<double>(max_logit) + std::log(sum);
+  const float max_logit = MaxValue(logits);
+  // Float exps within 2 ulps summed in double: the log-sum-exp is good to ~1e-7.
+  const double log_sum_exp = static_cast<double>(max_logit) + std::log(SumExpShifted(logits, max_logit, 1.0f));
 
   TokenLogprobs out;
   out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - log_sum_exp);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "runner/sampler/fast_exp.h"
 #include "runner/sampler/logprobs.h"
 #include "runner/sampler/penalties.h"
 #include "runner/sampler/random.h"
@@ -34,15 +35,13 @@ RowScratch& ThreadScratch(int64_t vocab) {
 }  // namespace
 
 int32_t ArgMax(std::span<const float> values) {
-  int32_t best = 0;
-  float best_value = values.empty() ? 0.0f : values[0];
-  for (size_t i = 1; i < values.size(); ++i) {
-    if (values[i] > best_value) {
-      best_value = values[i];
-      best = static_cast<int32_t>(i);
-    }
+  // The maximum with independent running maxima first, then its first position: two cheap passes
+  // beat one with a loop-carried dependency on the best index.
+  const float max_value = MaxValue(values);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] == max_value) return static_cast<int32_t>(i);
   }
-  return best;
+  return 0;  // every value -inf or NaN
 }
 
 Sampler::Sampler(int64_t vocab_size, std::vector<int32_t> eos_token_ids)

@@ -7,31 +7,42 @@
 #include <queue>
 
 #include "core/check.h"
+#include "runner/sampler/fast_exp.h"
 
 namespace ember {
 namespace {
 
 // Below vocabulary / kHeapFactor a heap of k values beats nth_element over a copy.
 constexpr int64_t kHeapFactor = 16;
+// TopPBoundary sorts what is left once a range is this small.
+constexpr size_t kSortBelow = 64;
 
-// The weight at which the cumulative weight, in decreasing order, first reaches `target`, or -1
-// when all of `candidates` together stay below it. `candidates` must hold every token above some
-// cut for the answer to be the true top-p boundary.
-float TopPBoundary(std::span<const float> candidates, double target, std::vector<float>* sorted) {
-  sorted->assign(candidates.begin(), candidates.end());
-  std::sort(sorted->begin(), sorted->end(), std::greater<float>());
-  double cumulative = 0.0;
-  for (float w : *sorted) {
-    cumulative += w;
-    if (cumulative >= target) return w;
+// Fills block_sums and total from weights.
+void Finish(FilteredDistribution* out) {
+  const int64_t n = out->size();
+  const int64_t blocks = (n + FilteredDistribution::kBlock - 1) / FilteredDistribution::kBlock;
+  out->block_sums.resize(static_cast<size_t>(blocks));
+  out->total = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * FilteredDistribution::kBlock;
+    const double sum = LaneSum(out->weights.data() + begin, std::min(FilteredDistribution::kBlock, n - begin));
+    out->block_sums[static_cast<size_t>(b)] = sum;
+    out->total += sum;
   }
-  return -1.0f;
 }
 
-double SumInOrder(std::span<const float> weights) {
-  double total = 0.0;
-  for (float w : weights) total += w;
-  return total;
+// Keeps the entries of `out` whose weight is at least `threshold`, in order.
+void KeepAtLeast(float threshold, FilteredDistribution* out) {
+  size_t kept = 0;
+  for (size_t i = 0; i < out->weights.size(); ++i) {
+    if (out->weights[i] >= threshold) {
+      out->ids[kept] = out->ids[i];
+      out->weights[kept] = out->weights[i];
+      ++kept;
+    }
+  }
+  out->ids.resize(kept);
+  out->weights.resize(kept);
 }
 
 }  // namespace
@@ -56,91 +67,118 @@ float KthLargest(std::span<const float> values, int64_t k, std::vector<float>* s
   return (*scratch)[static_cast<size_t>(k - 1)];
 }
 
+float TopPBoundary(std::span<float> weights, double target) {
+  // [lo, hi) holds the undecided weights; mass_above is the weight of every value known to be
+  // larger than all of them.
+  float* w = weights.data();
+  size_t lo = 0;
+  size_t hi = weights.size();
+  double mass_above = 0.0;
+  while (hi - lo > kSortBelow) {
+    const float a = w[lo], b = w[lo + (hi - lo) / 2], c = w[hi - 1];
+    const float pivot = std::max(std::min(a, b), std::min(std::max(a, b), c));  // median of three
+    float* greater_end = std::partition(w + lo, w + hi, [pivot](float x) { return x > pivot; });
+    float* equal_end = std::partition(greater_end, w + hi, [pivot](float x) { return x == pivot; });
+    const double greater = LaneSum(w + lo, greater_end - (w + lo));
+    if (mass_above + greater >= target) {
+      hi = static_cast<size_t>(greater_end - w);  // the boundary is among the larger values
+      continue;
+    }
+    const double equal = static_cast<double>(pivot) * static_cast<double>(equal_end - greater_end);
+    if (mass_above + greater + equal >= target) return pivot;
+    mass_above += greater + equal;
+    lo = static_cast<size_t>(equal_end - w);
+  }
+  std::sort(w + lo, w + hi, std::greater<float>());
+  double cumulative = mass_above;
+  for (size_t i = lo; i < hi; ++i) {
+    cumulative += w[i];
+    if (cumulative >= target) return w[i];
+  }
+  return -1.0f;
+}
+
 bool FilterDistribution(std::span<const float> logits, float temperature, int32_t top_k, float top_p, float min_p,
                         FilterScratch* scratch, FilteredDistribution* out) {
   EMBER_CHECK(temperature > 0.0f);
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float l : logits) max_logit = l > max_logit ? l : max_logit;
+  const float max_logit = MaxValue(logits);
   if (!(max_logit > -std::numeric_limits<float>::infinity())) return false;
 
+  // Weights are exp((l - max) / T) rather than exp(l / T - max / T): exactly 1 at the maximum and
+  // no overflow for tiny temperatures.
   const float inv_temperature = 1.0f / temperature;
-  // (l - max) / T rather than l / T - max / T: exact at the maximum (weight 1) and no overflow
-  // for tiny temperatures.
-  auto weight = [&](float l) { return std::exp((l - max_logit) * inv_temperature); };
   const bool use_top_k = top_k > 0 && top_k < vocab;
   const bool use_top_p = top_p < 1.0f;
+  const bool use_min_p = min_p > 0.0f;
   out->all_tokens = false;
   out->ids.clear();
   out->weights.clear();
 
-  if (!use_top_k && !use_top_p && !(min_p > 0.0f)) {
+  if (!use_top_k && !use_top_p && !use_min_p) {
     out->all_tokens = true;
     out->weights.resize(static_cast<size_t>(vocab));
-    for (int64_t i = 0; i < vocab; ++i) out->weights[static_cast<size_t>(i)] = weight(logits[static_cast<size_t>(i)]);
-    out->total = SumInOrder(out->weights);
+    ExpShifted(logits, max_logit, inv_temperature, out->weights.data());
+    Finish(out);
     return true;
   }
 
-  // min-p in weight units: the largest weight is 1.
-  float threshold = min_p;
-  if (use_top_k) {
-    const float kth = KthLargest(logits, top_k, &scratch->sorted);
+  // Candidates by a cut on the logits, then their weights. min-p alone needs no other weight: its
+  // cut is min_p relative to the largest weight (1), moved down by 1e-3 in log space so that the
+  // cut on logits never drops a token whose computed weight passes.
+  auto collect = [&](float logit_cut) {
     for (int64_t i = 0; i < vocab; ++i) {
       const float l = logits[static_cast<size_t>(i)];
-      if (l >= kth) {
+      if (l >= logit_cut) {
         out->ids.push_back(static_cast<int32_t>(i));
-        out->weights.push_back(weight(l));
+        out->weights.push_back(l);
       }
     }
+    ExpShifted(out->weights, max_logit, inv_temperature, out->weights.data());
+  };
+  if (use_top_k || !use_top_p) {
+    if (use_top_k) {
+      collect(KthLargest(logits, top_k, &scratch->select));
+    } else {
+      collect(max_logit + temperature * (std::log(min_p) - 1e-3f));
+    }
+    float threshold = min_p;  // in weight units: the largest weight is 1
     if (use_top_p) {
-      // The survivors are the whole renormalised distribution, so one pass decides.
-      const double target = static_cast<double>(top_p) * SumInOrder(out->weights);
-      threshold = std::max(threshold, TopPBoundary(out->weights, target, &scratch->sorted));
+      // The top-k survivors are the whole renormalised distribution: one boundary search decides.
+      scratch->candidates.assign(out->weights.begin(), out->weights.end());
+      const double target = static_cast<double>(top_p) * LaneSum(out->weights.data(), out->size());
+      threshold = std::max(threshold, TopPBoundary(scratch->candidates, target));
     }
-    if (threshold > 0.0f) {
-      size_t kept = 0;
-      for (size_t i = 0; i < out->weights.size(); ++i) {
-        if (out->weights[i] >= threshold) {
-          out->ids[kept] = out->ids[i];
-          out->weights[kept] = out->weights[i];
-          ++kept;
-        }
-      }
-      out->ids.resize(kept);
-      out->weights.resize(kept);
-    }
-    out->total = SumInOrder(out->weights);
+    if (threshold > 0.0f) KeepAtLeast(threshold, out);
+    Finish(out);
     return true;
   }
 
+  // top-p over the whole vocabulary needs the total weight, so every weight once.
   std::vector<float>& dense = scratch->weights;
   dense.resize(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i) dense[static_cast<size_t>(i)] = weight(logits[static_cast<size_t>(i)]);
-  if (use_top_p) {
-    // Sort only the tokens above a cut and check that they carry top_p of the mass; lower the cut
-    // until they do. Probability 1e-3 leaves at most 1,000 candidates and covers peaked
-    // distributions; 1e-5 most others. The third cut is sure to succeed: everything below it
-    // weighs less than vocab * cut = (1 - top_p) / 2 of the total. Zero is for rounding when
-    // top_p is within float precision of 1. A cut at or below min_p that falls short means the
-    // top-p boundary lies below min-p's, so min-p alone decides.
-    const double z = SumInOrder(dense);
-    const double target = static_cast<double>(top_p) * z;
-    const double cuts[] = {1e-3 * z, 1e-5 * z, (1.0 - top_p) * z / (2.0 * static_cast<double>(vocab)), 0.0};
-    std::vector<float>& candidates = scratch->candidates;
-    for (double cut : cuts) {
-      const float c = std::max(static_cast<float>(cut), min_p);
-      candidates.clear();
-      for (float w : dense) {
-        if (w >= c) candidates.push_back(w);
-      }
-      const float boundary = TopPBoundary(candidates, target, &scratch->sorted);
-      if (boundary >= 0.0f) {
-        threshold = std::max(threshold, boundary);
-        break;
-      }
-      if (c <= min_p || cut == 0.0) break;
+  ExpShifted(logits, max_logit, inv_temperature, dense.data());
+  const double z = LaneSum(dense.data(), vocab);
+  const double target = static_cast<double>(top_p) * z;
+  // Search only the tokens above a cut, after checking that they carry top_p of the mass. A
+  // probability of 1e-3 leaves at most 1,000 candidates and suits peaked distributions. The
+  // second cut cannot fail: everything below it weighs less than vocab * cut = (1 - top_p) / 2 of
+  // the total. Zero is for rounding when top_p is within float precision of 1. A cut at min_p
+  // that falls short means the top-p boundary lies below min-p's, so min-p alone decides.
+  const double cuts[] = {1e-3 * z, (1.0 - top_p) * z / (2.0 * static_cast<double>(vocab)), 0.0};
+  float threshold = min_p;
+  for (double cut : cuts) {
+    const float c = std::max(static_cast<float>(cut), min_p);
+    scratch->candidates.clear();
+    for (float w : dense) {
+      if (w >= c) scratch->candidates.push_back(w);
     }
+    const float boundary = TopPBoundary(scratch->candidates, target);
+    if (boundary >= 0.0f) {
+      threshold = std::max(threshold, boundary);
+      break;
+    }
+    if (c <= min_p || cut == 0.0) break;
   }
   for (int64_t i = 0; i < vocab; ++i) {
     const float w = dense[static_cast<size_t>(i)];
@@ -149,23 +187,41 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
       out->weights.push_back(w);
     }
   }
-  out->total = SumInOrder(out->weights);
+  Finish(out);
   return true;
 }
 
 int32_t SampleFromDistribution(const FilteredDistribution& dist, double u) {
   const double target = u * dist.total;
   double cumulative = 0.0;
-  int64_t last_positive = -1;
-  for (int64_t i = 0; i < dist.size(); ++i) {
+  const int64_t n = dist.size();
+  const int64_t blocks = static_cast<int64_t>(dist.block_sums.size());
+  // The block whose sum carries the cumulative weight past the target; the last block with any
+  // weight when u * total rounds up to total.
+  int64_t block = -1;
+  double before = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const double sum = dist.block_sums[static_cast<size_t>(b)];
+    if (sum <= 0.0) continue;
+    block = b;
+    before = cumulative;
+    cumulative += sum;
+    if (cumulative > target) break;
+  }
+  EMBER_CHECK(block >= 0, "sampling from a distribution with no weight");
+  // Within the block the running sum is serial, not LaneSum's order, so it may end a rounding
+  // error short of the target: then the block's last token with weight.
+  const int64_t begin = block * FilteredDistribution::kBlock;
+  const int64_t end = std::min(n, begin + FilteredDistribution::kBlock);
+  int64_t last_positive = begin;
+  cumulative = before;
+  for (int64_t i = begin; i < end; ++i) {
     const float w = dist.weights[static_cast<size_t>(i)];
     if (w <= 0.0f) continue;
     cumulative += w;
     last_positive = i;
     if (cumulative > target) return dist.id(i);
   }
-  // Only when u * total rounds up to total.
-  EMBER_CHECK(last_positive >= 0, "sampling from a distribution with no weight");
   return dist.id(last_positive);
 }
 

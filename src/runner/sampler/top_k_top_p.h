@@ -21,10 +21,15 @@ namespace ember {
 
 // The kept tokens in increasing id order with their weights.
 struct FilteredDistribution {
+  static constexpr int64_t kBlock = 1024;  // weights per entry of block_sums
+
   bool all_tokens = false;      // nothing was filtered: ids is empty and weights[i] is token i's
   std::vector<int32_t> ids;
   std::vector<float> weights;
-  double total = 0.0;           // sum of weights, accumulated in id order
+  // LaneSum of each kBlock weights, and their sum in order: the draw walks blocks first, so it
+  // costs one pass over the block sums plus one block.
+  std::vector<double> block_sums;
+  double total = 0.0;
 
   int64_t size() const { return static_cast<int64_t>(weights.size()); }
   int32_t id(int64_t i) const { return all_tokens ? static_cast<int32_t>(i) : ids[static_cast<size_t>(i)]; }
@@ -32,13 +37,19 @@ struct FilteredDistribution {
 
 struct FilterScratch {
   std::vector<float> weights;     // dense weights of the whole row
-  std::vector<float> candidates;  // weights above a top-p cut
-  std::vector<float> sorted;      // candidate weights, sorted for top-p
+  std::vector<float> candidates;  // weights above a top-p cut, reordered by TopPBoundary
+  std::vector<float> select;      // KthLargest's copy
 };
 
 // The k-th largest of `values` (k in [1, size]). A size-k heap for small k, nth_element on a copy
 // in `scratch` otherwise: never a full sort.
 float KthLargest(std::span<const float> values, int64_t k, std::vector<float>* scratch);
+
+// The top-p boundary among `weights` (reordered in place): the weight at which the cumulative
+// weight, in decreasing order, first reaches `target`; -1 when all of them together stay below it.
+// Quickselect-style partitioning with partial sums, so expected linear time: only the last few
+// dozen candidates are sorted.
+float TopPBoundary(std::span<float> weights, double target);
 
 // Applies temperature (> 0), top-k, top-p and min-p to `logits`. Returns false, leaving `out`
 // unspecified, when no logit is finite (every token masked).

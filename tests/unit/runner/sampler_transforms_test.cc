@@ -151,6 +151,54 @@ TEST(KthLargestTest, HeapAndSelectionAgreeWithSort) {
   }
 }
 
+TEST(TopPBoundaryTest, MatchesASortedScan) {
+  for (size_t n : {1u, 50u, 5000u}) {
+    std::vector<float> weights = RandomLogits(n, 1.0, static_cast<uint32_t>(n + 1));
+    for (float& w : weights) w = std::exp(std::round(w * 4.0f) / 4.0f);  // coarse values: many ties
+    std::vector<float> sorted = weights;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    double total = 0.0;
+    for (float w : sorted) total += w;
+    for (double fraction : {1e-9, 0.1, 0.5, 0.9, 0.999, 2.0}) {
+      const double target = fraction * total;
+      float want = -1.0f;
+      double cumulative = 0.0;
+      for (float w : sorted) {
+        cumulative += w;
+        if (cumulative >= target) {
+          want = w;
+          break;
+        }
+      }
+      std::vector<float> scratch = weights;
+      EXPECT_EQ(TopPBoundary(scratch, target), want) << n << " " << fraction;
+    }
+  }
+}
+
+TEST(SampleFromDistributionTest, InverseCdfInTokenIdOrderAcrossBlocks) {
+  // Dense 5,000 tokens (five blocks), and the same row through top-k (a list of ids).
+  const std::vector<float> logits = RandomLogits(5000, 1.5, 8);
+  FilterScratch scratch;
+  for (int top_k : {0, 3000}) {
+    FilteredDistribution dist;
+    ASSERT_TRUE(FilterDistribution(logits, 1.0f, top_k, 1.0f, 0.0f, &scratch, &dist));
+    for (double u : {0.0, 1e-9, 0.013, 0.25, 0.5, 0.77, 0.999, 1.0 - 1e-16}) {
+      double cumulative = 0.0;
+      int32_t want = -1;
+      for (int64_t i = 0; i < dist.size(); ++i) {
+        cumulative += dist.weights[static_cast<size_t>(i)];
+        if (cumulative > u * dist.total) {
+          want = dist.id(i);
+          break;
+        }
+      }
+      if (want < 0) want = dist.id(dist.size() - 1);
+      EXPECT_EQ(SampleFromDistribution(dist, u), want) << "top_k " << top_k << " u " << u;
+    }
+  }
+}
+
 TEST(PenaltiesTest, MatchTheFormulas) {
   const size_t vocab = 50;
   const std::vector<float> logits = RandomLogits(vocab, 2.0, 11);
