@@ -19,7 +19,7 @@ void ExpShifted(std::span<const float> in, float shift, float scale, float* out)
 // sum_i FastExp((in[i] - shift) * scale) in double, without storing the exps.
 double SumExpShifted(std::span<const float> in, float shift, float scale);
 
-// The largest value (-inf for none; NaN is ignored), with 8 independent running maxima.
+// The largest value (-inf for none). NaN logits are a model bug: a NaN may be returned.
 float MaxValue(std::span<const float> values);
 
 // Sum of `n` floats in double, in a fixed order of 8 interleaved partial sums (so it is

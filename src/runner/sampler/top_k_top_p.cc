@@ -31,18 +31,38 @@ void Finish(FilteredDistribution* out) {
   }
 }
 
+// Grows `buffer` to at least `n` elements; never shrinks it, so later rows do not zero-fill.
+template <typename T>
+T* Reserve(std::vector<T>* buffer, size_t n) {
+  if (buffer->size() < n) buffer->resize(n);
+  return buffer->data();
+}
+
+// Appends (i, values[i]) for every values[i] >= cut, without branches: whether a value passes is
+// a coin flip near the cut.
+void AppendAtLeast(std::span<const float> values, float cut, FilteredDistribution* out) {
+  const size_t start = static_cast<size_t>(out->count);
+  int32_t* ids = Reserve(&out->ids, start + values.size()) + start;
+  float* weights = Reserve(&out->weights, start + values.size()) + start;
+  size_t count = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    ids[count] = static_cast<int32_t>(i);
+    weights[count] = values[i];
+    count += values[i] >= cut;
+  }
+  out->count += static_cast<int64_t>(count);
+}
+
 // Keeps the entries of `out` whose weight is at least `threshold`, in order.
 void KeepAtLeast(float threshold, FilteredDistribution* out) {
-  size_t kept = 0;
-  for (size_t i = 0; i < out->weights.size(); ++i) {
-    if (out->weights[i] >= threshold) {
-      out->ids[kept] = out->ids[i];
-      out->weights[kept] = out->weights[i];
-      ++kept;
-    }
+  int64_t kept = 0;
+  for (int64_t i = 0; i < out->count; ++i) {
+    const float w = out->weights[static_cast<size_t>(i)];
+    out->ids[static_cast<size_t>(kept)] = out->ids[static_cast<size_t>(i)];
+    out->weights[static_cast<size_t>(kept)] = w;
+    kept += w >= threshold;
   }
-  out->ids.resize(kept);
-  out->weights.resize(kept);
+  out->count = kept;
 }
 
 }  // namespace
@@ -112,13 +132,12 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
   const bool use_top_p = top_p < 1.0f;
   const bool use_min_p = min_p > 0.0f;
   out->all_tokens = false;
-  out->ids.clear();
-  out->weights.clear();
+  out->count = 0;
 
   if (!use_top_k && !use_top_p && !use_min_p) {
     out->all_tokens = true;
-    out->weights.resize(static_cast<size_t>(vocab));
-    ExpShifted(logits, max_logit, inv_temperature, out->weights.data());
+    out->count = vocab;
+    ExpShifted(logits, max_logit, inv_temperature, Reserve(&out->weights, static_cast<size_t>(vocab)));
     Finish(out);
     return true;
   }
@@ -127,14 +146,9 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
   // cut is min_p relative to the largest weight (1), moved down by 1e-3 in log space so that the
   // cut on logits never drops a token whose computed weight passes.
   auto collect = [&](float logit_cut) {
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float l = logits[static_cast<size_t>(i)];
-      if (l >= logit_cut) {
-        out->ids.push_back(static_cast<int32_t>(i));
-        out->weights.push_back(l);
-      }
-    }
-    ExpShifted(out->weights, max_logit, inv_temperature, out->weights.data());
+    AppendAtLeast(logits, logit_cut, out);
+    const std::span<float> weights(out->weights.data(), static_cast<size_t>(out->count));
+    ExpShifted(weights, max_logit, inv_temperature, weights.data());
   };
   if (use_top_k || !use_top_p) {
     if (use_top_k) {
@@ -145,9 +159,10 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
     float threshold = min_p;  // in weight units: the largest weight is 1
     if (use_top_p) {
       // The top-k survivors are the whole renormalised distribution: one boundary search decides.
-      scratch->candidates.assign(out->weights.begin(), out->weights.end());
-      const double target = static_cast<double>(top_p) * LaneSum(out->weights.data(), out->size());
-      threshold = std::max(threshold, TopPBoundary(scratch->candidates, target));
+      float* candidates = Reserve(&scratch->candidates, static_cast<size_t>(out->count));
+      std::copy_n(out->weights.data(), out->count, candidates);
+      const double target = static_cast<double>(top_p) * LaneSum(out->weights.data(), out->count);
+      threshold = std::max(threshold, TopPBoundary({candidates, static_cast<size_t>(out->count)}, target));
     }
     if (threshold > 0.0f) KeepAtLeast(threshold, out);
     Finish(out);
@@ -155,8 +170,7 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
   }
 
   // top-p over the whole vocabulary needs the total weight, so every weight once.
-  std::vector<float>& dense = scratch->weights;
-  dense.resize(static_cast<size_t>(vocab));
+  const std::span<float> dense(Reserve(&scratch->weights, static_cast<size_t>(vocab)), static_cast<size_t>(vocab));
   ExpShifted(logits, max_logit, inv_temperature, dense.data());
   const double z = LaneSum(dense.data(), vocab);
   const double target = static_cast<double>(top_p) * z;
@@ -169,24 +183,20 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
   float threshold = min_p;
   for (double cut : cuts) {
     const float c = std::max(static_cast<float>(cut), min_p);
-    scratch->candidates.clear();
-    for (float w : dense) {
-      if (w >= c) scratch->candidates.push_back(w);
+    float* candidates = Reserve(&scratch->candidates, dense.size());
+    size_t count = 0;
+    for (float w : dense) {  // branch-free, as in AppendAtLeast
+      candidates[count] = w;
+      count += w >= c;
     }
-    const float boundary = TopPBoundary(scratch->candidates, target);
+    const float boundary = TopPBoundary({candidates, count}, target);
     if (boundary >= 0.0f) {
       threshold = std::max(threshold, boundary);
       break;
     }
     if (c <= min_p || cut == 0.0) break;
   }
-  for (int64_t i = 0; i < vocab; ++i) {
-    const float w = dense[static_cast<size_t>(i)];
-    if (w >= threshold) {
-      out->ids.push_back(static_cast<int32_t>(i));
-      out->weights.push_back(w);
-    }
-  }
+  AppendAtLeast(dense, threshold, out);
   Finish(out);
   return true;
 }

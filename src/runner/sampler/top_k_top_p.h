@@ -23,7 +23,10 @@ namespace ember {
 struct FilteredDistribution {
   static constexpr int64_t kBlock = 1024;  // weights per entry of block_sums
 
-  bool all_tokens = false;      // nothing was filtered: ids is empty and weights[i] is token i's
+  bool all_tokens = false;      // nothing was filtered: ids is unused and weights[i] is token i's
+  // The first `count` entries are the distribution; the vectors are buffers that only grow, so a
+  // row costs no allocation or zero-filling.
+  int64_t count = 0;
   std::vector<int32_t> ids;
   std::vector<float> weights;
   // LaneSum of each kBlock weights, and their sum in order: the draw walks blocks first, so it
@@ -31,13 +34,13 @@ struct FilteredDistribution {
   std::vector<double> block_sums;
   double total = 0.0;
 
-  int64_t size() const { return static_cast<int64_t>(weights.size()); }
+  int64_t size() const { return count; }
   int32_t id(int64_t i) const { return all_tokens ? static_cast<int32_t>(i) : ids[static_cast<size_t>(i)]; }
 };
 
 struct FilterScratch {
   std::vector<float> weights;     // dense weights of the whole row
-  std::vector<float> candidates;  // weights above a top-p cut, reordered by TopPBoundary
+  std::vector<float> candidates;  // weights above a top-p cut, reordered by TopPBoundary (a buffer)
   std::vector<float> select;      // KthLargest's copy
 };
 

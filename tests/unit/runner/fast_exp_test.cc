@@ -42,6 +42,9 @@ TEST(FastExpTest, RowHelpersMatchScalarLoops) {
   EXPECT_NEAR(LaneSum(out.data(), static_cast<int64_t>(out.size())), sum, 1e-12 * sum);
   EXPECT_NEAR(SumExpShifted(in, 20.0f, 0.5f), sum, 1e-12 * sum);
   EXPECT_EQ(MaxValue(in), max);
+  EXPECT_EQ(MaxValue(std::vector<float>{-3.5f, -0.25f, -7.0f, -0.5f}), -0.25f);
+  EXPECT_EQ(MaxValue(std::vector<float>{-1e-30f, -0.0f, -2.0f}), 0.0f);
+  EXPECT_EQ(MaxValue(std::vector<float>{}), -std::numeric_limits<float>::infinity());
   EXPECT_EQ(MaxValue(std::vector<float>(5, -std::numeric_limits<float>::infinity())),
             -std::numeric_limits<float>::infinity());
 }
