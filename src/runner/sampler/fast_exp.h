@@ -1,8 +1,9 @@
-// exp over whole rows of logits. std::exp is a scalar libm call per element; rows of 262,144
-// logits need a loop the compiler can vectorize. Range reduction e^x = 2^n * e^r with
-// |r| <= ln2 / 2, then the degree-7 Taylor polynomial of e^r (truncation error below 6e-9
-// relative), so results are within 2 float ulps of exp. Inputs below -87.3, -inf included, give
-// exactly 0: a masked token weighs nothing.
+// Whole-row passes over logits: exp, max and sums. std::exp is a scalar libm call per element;
+// rows of 262,144 logits need loops the compiler vectorizes (SSE2 everywhere, AVX2 for the exp
+// loop where the host has it, with identical results). exp uses range reduction
+// e^x = 2^n * e^r, |r| <= ln2 / 2, and the degree-7 Taylor polynomial of e^r (truncation error
+// below 6e-9 relative): within 2 float ulps of exp. Inputs below -87.3, -inf included, give
+// exactly 0, so a masked token weighs nothing.
 #pragma once
 
 #include <cstdint>
