@@ -5,9 +5,10 @@
 //      tokens (penalties.h);
 //   2. while fewer than min_tokens tokens are out: EOS (unless ignore_eos) and stop_token_ids
 //      masked to -inf;
-//   3. greedy (temperature 0): the largest logit, ties to the lowest id; otherwise temperature,
-//      top-k, top-p, min-p (top_k_top_p.h) and an inverse-CDF draw in token-id order with the
-//      uniform number SamplingUniform(seed, token_index) (random.h);
+//   3. greedy (SamplingParams::greedy(): temperature below 1e-5): the largest logit, ties to the
+//      lowest id; otherwise temperature, top-k, top-p, min-p (top_k_top_p.h) and an inverse-CDF
+//      draw in token-id order with the uniform number SamplingUniform(seed, token_index)
+//      (random.h);
 //   4. when params.logprobs is set: logprobs of the raw logits (logprobs.h).
 // Rows are independent and every random number is a function of the row's (seed, token_index), so
 // a row's token does not depend on the other rows, their order or the number of threads.

@@ -42,6 +42,10 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToTheLowestId) {
   greedy.temperature = 0.0f;
   EXPECT_EQ(SampleOne(sampler, {1, 3, 2, 3, 0}, Row(greedy, 0, 0)).token_id, 1);
   EXPECT_EQ(SampleOne(sampler, {-5, -3, -2, -4, -2}, Row(greedy, 0, 0)).token_id, 2);
+  greedy.temperature = 1e-30f;  // 1 / T overflows: treated as greedy
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    EXPECT_EQ(SampleOne(sampler, {1, 3, 2, 2.9999f, 0}, Row(greedy, seed, 0)).token_id, 1);
+  }
   // Filters never change the argmax; penalties do.
   greedy.top_k = 2;
   greedy.top_p = 0.1f;
