@@ -79,18 +79,8 @@ double SumExpShifted(std::span<const float> in, float shift, float scale) {
 }
 
 float MaxValue(std::span<const float> values) {
-  // Compared as integers, which vectorizes (see ExpInline): flipping the magnitude bits of
-  // negative floats makes signed integer order the float order.
-  auto key = [](float x) {
-    const int32_t bits = std::bit_cast<int32_t>(x);
-    return bits ^ ((bits >> 31) & 0x7fffffff);
-  };
-  int32_t best = key(-std::numeric_limits<float>::infinity());
-  for (float v : values) {
-    const int32_t k = key(v);
-    best = k > best ? k : best;
-  }
-  return std::bit_cast<float>(best ^ ((best >> 31) & 0x7fffffff));
+  const int32_t best = MaxOrderKey(values.data(), values.size());
+  return std::bit_cast<float>(best ^ ((best >> 31) & 0x7fffffff));  // FloatOrderKey is an involution
 }
 
 double LaneSum(const float* values, int64_t n) {

@@ -6,10 +6,31 @@
 // exactly 0, so a masked token weighs nothing.
 #pragma once
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 namespace ember {
+
+// An integer whose signed order is the order of the (non-NaN) floats, except that -0 < +0:
+// flipping the magnitude bits of negative floats. Integer compares vectorize where float ones do
+// not (GCC keeps float compares scalar under the default -ftrapping-math).
+inline int32_t FloatOrderKey(float x) {
+  const int32_t bits = std::bit_cast<int32_t>(x);
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+
+// The largest FloatOrderKey of values[0, n): inline so that scans with a fixed chunk length get a
+// fully vectorized loop.
+inline int32_t MaxOrderKey(const float* values, size_t n) {
+  int32_t best = FloatOrderKey(-__builtin_inff());
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t k = FloatOrderKey(values[i]);
+    best = k > best ? k : best;
+  }
+  return best;
+}
 
 // exp(x) for x <= 88 (larger inputs are a caller bug; logits are shifted by their maximum).
 float FastExp(float x);

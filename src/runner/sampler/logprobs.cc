@@ -30,18 +30,28 @@ TokenLogprobs ComputeTokenLogprobs(std::span<const float> logits, int32_t token,
   out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - log_sum_exp);
   const int64_t k = std::min<int64_t>(num_top, vocab);
   if (k == 0) return out;
-  // A heap whose top is the worst of the best k so far: one comparison for most tokens.
+  // A heap whose top is the worst of the best k so far. Tokens come in increasing id order, so a
+  // later token beats it only with a strictly larger logit, and whole chunks at or below it are
+  // skipped after a vectorized max.
+  constexpr int64_t kChunk = 32;
   std::vector<std::pair<float, int32_t>> heap;
   heap.reserve(static_cast<size_t>(k));
-  for (int64_t i = 0; i < vocab; ++i) {
-    const std::pair<float, int32_t> entry(logits[static_cast<size_t>(i)], static_cast<int32_t>(i));
-    if (static_cast<int64_t>(heap.size()) < k) {
-      heap.push_back(entry);
-      std::push_heap(heap.begin(), heap.end(), Better);
-    } else if (Better(entry, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), Better);
-      heap.back() = entry;
-      std::push_heap(heap.begin(), heap.end(), Better);
+  for (int64_t i = 0; i < vocab;) {
+    if (static_cast<int64_t>(heap.size()) == k && i + kChunk <= vocab &&
+        MaxOrderKey(logits.data() + i, kChunk) <= FloatOrderKey(heap.front().first)) {
+      i += kChunk;
+      continue;
+    }
+    for (const int64_t end = std::min(vocab, i + kChunk); i < end; ++i) {
+      const std::pair<float, int32_t> entry(logits[static_cast<size_t>(i)], static_cast<int32_t>(i));
+      if (static_cast<int64_t>(heap.size()) < k) {
+        heap.push_back(entry);
+        std::push_heap(heap.begin(), heap.end(), Better);
+      } else if (Better(entry, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), Better);
+        heap.back() = entry;
+        std::push_heap(heap.begin(), heap.end(), Better);
+      }
     }
   }
   std::sort_heap(heap.begin(), heap.end(), Better);

@@ -16,6 +16,10 @@ namespace {
 constexpr int64_t kHeapFactor = 16;
 // TopPBoundary sorts what is left once a range is this small.
 constexpr size_t kSortBelow = 64;
+// Row scans first check a chunk this long for any value past their cut with a vectorized max.
+constexpr size_t kChunk = 32;
+
+int32_t ChunkMaxKey(const float* values) { return MaxOrderKey(values, kChunk); }
 
 // Fills block_sums and total from weights.
 void Finish(FilteredDistribution* out) {
@@ -38,19 +42,33 @@ T* Reserve(std::vector<T>* buffer, size_t n) {
   return buffer->data();
 }
 
-// Appends (i, values[i]) for every values[i] >= cut, without branches: whether a value passes is
-// a coin flip near the cut.
+// Writes the values >= cut to `values_out` and, when given, their indices to `ids_out`; returns
+// how many. Chunks with nothing past the cut (most of them when few tokens survive) are skipped
+// after a vectorized max; inside the others the copy is branch-free, since whether a value passes
+// is a coin flip when many do.
+size_t CopyAtLeast(std::span<const float> values, float cut, float* values_out, int32_t* ids_out) {
+  const size_t n = values.size();
+  // -0 passes a cut of +0 as a float but not by key, so a zero cut is checked as -0.
+  const int32_t cut_key = FloatOrderKey(cut == 0.0f ? -0.0f : cut);
+  size_t count = 0;
+  for (size_t base = 0; base < n; base += kChunk) {
+    const size_t end = std::min(n, base + kChunk);
+    if (end - base == kChunk && ChunkMaxKey(values.data() + base) < cut_key) continue;
+    for (size_t i = base; i < end; ++i) {
+      if (ids_out != nullptr) ids_out[count] = static_cast<int32_t>(i);
+      values_out[count] = values[i];
+      count += values[i] >= cut;
+    }
+  }
+  return count;
+}
+
+// Appends (i, values[i]) to `out` for every values[i] >= cut.
 void AppendAtLeast(std::span<const float> values, float cut, FilteredDistribution* out) {
   const size_t start = static_cast<size_t>(out->count);
   int32_t* ids = Reserve(&out->ids, start + values.size()) + start;
   float* weights = Reserve(&out->weights, start + values.size()) + start;
-  size_t count = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    ids[count] = static_cast<int32_t>(i);
-    weights[count] = values[i];
-    count += values[i] >= cut;
-  }
-  out->count += static_cast<int64_t>(count);
+  out->count += static_cast<int64_t>(CopyAtLeast(values, cut, weights, ids));
 }
 
 // Keeps the entries of `out` whose weight is at least `threshold`, in order.
@@ -72,12 +90,21 @@ float KthLargest(std::span<const float> values, int64_t k, std::vector<float>* s
   EMBER_CHECK(k >= 1 && k <= n, "k {} outside [1, {}]", k, n);
   if (k * kHeapFactor <= n) {
     // Min-heap of the k largest so far: most values lose a single comparison with its top.
+    // Whole chunks below the heap's top are skipped after a vectorized max.
     std::priority_queue<float, std::vector<float>, std::greater<float>> heap(
         std::greater<float>(), std::vector<float>(values.begin(), values.begin() + k));
-    for (int64_t i = k; i < n; ++i) {
-      if (values[static_cast<size_t>(i)] > heap.top()) {
-        heap.pop();
-        heap.push(values[static_cast<size_t>(i)]);
+    const float* v = values.data();
+    for (int64_t i = k; i < n;) {
+      if (i + static_cast<int64_t>(kChunk) <= n && ChunkMaxKey(v + i) <= FloatOrderKey(heap.top())) {
+        i += static_cast<int64_t>(kChunk);
+        continue;
+      }
+      const int64_t end = std::min(n, i + static_cast<int64_t>(kChunk));
+      for (; i < end; ++i) {
+        if (v[i] > heap.top()) {
+          heap.pop();
+          heap.push(v[i]);
+        }
       }
     }
     return heap.top();
@@ -184,11 +211,7 @@ bool FilterDistribution(std::span<const float> logits, float temperature, int32_
   for (double cut : cuts) {
     const float c = std::max(static_cast<float>(cut), min_p);
     float* candidates = Reserve(&scratch->candidates, dense.size());
-    size_t count = 0;
-    for (float w : dense) {  // branch-free, as in AppendAtLeast
-      candidates[count] = w;
-      count += w >= c;
-    }
+    const size_t count = CopyAtLeast(dense, c, candidates, nullptr);
     const float boundary = TopPBoundary({candidates, count}, target);
     if (boundary >= 0.0f) {
       threshold = std::max(threshold, boundary);

@@ -87,6 +87,17 @@ TEST(FilterDistributionTest, TiesAreKeptTogether) {
   ExpectSameDistribution(p, ReferenceFilteredProbs(logits, 1.0, 0, 0.4, 0.0), "ties");
   // min_p = 1 keeps exactly the maxima.
   EXPECT_EQ(FilteredProbs(logits, 1.0f, 0, 1.0f, 1.0f), (std::vector<double>{1.0 / 3, 0, 1.0 / 3, 0, 1.0 / 3, 0}));
+  // +0 and -0 are equal logits, also to the chunked scans that compare integer keys.
+  std::vector<float> zeros(100, -1.0f);
+  zeros[40] = 0.0f;
+  zeros[70] = -0.0f;
+  for (int k : {1, 2}) {
+    p = FilteredProbs(zeros, 1.0f, k, 1.0f, 0.0f);
+    EXPECT_EQ(p[40], 0.5) << k;
+    EXPECT_EQ(p[70], 0.5) << k;
+  }
+  std::swap(zeros[40], zeros[70]);
+  EXPECT_EQ(FilteredProbs(zeros, 1.0f, 1, 1.0f, 0.0f)[40], 0.5);
   // Integer logits (many ties) against the reference.
   std::vector<float> coarse(3000);
   for (size_t i = 0; i < coarse.size(); ++i) coarse[i] = static_cast<float>((i * 7919) % 5);
