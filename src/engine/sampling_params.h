@@ -12,8 +12,17 @@
 namespace ember {
 
 struct SamplingParams {
+  // Limits Validate() enforces beyond OpenAI's documented ranges (see sampling_params.cc).
+  static constexpr int32_t kMaxN = 128;
+  static constexpr float kMaxTemperature = 100.0f;
+  static constexpr int32_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+  static constexpr int32_t kMaxStopStrings = 64;
+  static constexpr int32_t kMaxStopStringBytes = 1024;
+  // Temperatures below this are greedy, as in vLLM: 1 / T would overflow the float range.
+  static constexpr float kGreedyTemperature = 1e-5f;
+
   int32_t n = 1;                    // completions per prompt; they share the prompt's KV blocks
-  float temperature = 1.0f;         // 0 = greedy
+  float temperature = 1.0f;         // 0 (below kGreedyTemperature) = greedy
   float top_p = 1.0f;               // (0, 1]
   int32_t top_k = 0;                // 0 or -1 = off
   float min_p = 0.0f;               // [0, 1]
@@ -31,7 +40,7 @@ struct SamplingParams {
 
   // Checks ranges and combinations against the model's vocabulary size; the message names the field.
   Status Validate(int64_t vocab_size) const;
-  bool greedy() const { return temperature == 0.0f; }
+  bool greedy() const { return temperature < kGreedyTemperature; }
 };
 
 }  // namespace ember
