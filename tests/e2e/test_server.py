@@ -224,3 +224,20 @@ def test_api_key_overload_and_clean_shutdown(ember_bin):
     finally:
         assert s.stop() == 0
     assert "server stopped" in s.proc.stderr.read()
+
+
+def test_64_concurrent_streaming_clients_all_complete(server, client):
+    results = [None] * 64
+
+    def stream(i):
+        chunks = client.completions.create(model="smollm", prompt=f"Count to {i}:", max_tokens=6, temperature=0,
+                                           stream=True, extra_body={"ignore_eos": True})
+        results[i] = "".join(c.choices[0].text for c in chunks if c.choices)
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert all(r is not None and r for r in results)
+    assert server.metric("ember:num_requests_running") == 0
