@@ -22,10 +22,16 @@ using MatMulBF16Fn = void (*)(const float* x, int64_t m, int64_t k, const uint16
 using MatMulF32Fn = void (*)(const float* x, int64_t m, int64_t k, const float* w, int64_t n_begin,
                              int64_t n_end, float* y, int64_t ldy);
 
+struct PagedKvView;
+struct PagedHeadTask;
+// One query head of paged attention (kernels/paged_attention.h).
+using PagedAttentionHeadFn = void (*)(const PagedKvView& kv, const PagedHeadTask& task);
+
 struct KernelVariant {
   std::string_view name;  // "ref", "generic", "avx2", "avx512"
   MatMulBF16Fn matmul_bf16;
   MatMulF32Fn matmul_f32;
+  PagedAttentionHeadFn paged_attention_head;
 };
 
 // Variants this host can execute, slowest (the scalar reference) first.

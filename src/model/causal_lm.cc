@@ -53,6 +53,87 @@ Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path) {
 
 }  // namespace
 
+Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const KvStore& kv) {
+  const ModelInfo& info = model.info();
+  const kv::KvCacheConfig& config = kv.config();
+  const int64_t num_tokens = batch.num_tokens();
+  const int64_t num_reqs = batch.num_reqs();
+  if (num_tokens == 0 || num_reqs == 0) return InvalidArgument("Forward: the batch has no tokens");
+  if (static_cast<int64_t>(batch.positions.size()) != num_tokens ||
+      static_cast<int64_t>(batch.query_start_loc.size()) != num_reqs + 1) {
+    return InvalidArgument(fmt::format("Forward: {} tokens, {} positions, {} requests, {} query_start_loc entries",
+                                       num_tokens, batch.positions.size(), num_reqs, batch.query_start_loc.size()));
+  }
+  if (batch.query_start_loc.front() != 0 || batch.query_start_loc.back() != num_tokens) {
+    return InvalidArgument(fmt::format("Forward: query_start_loc must run from 0 to {} tokens", num_tokens));
+  }
+  // The store must be laid out for this model.
+  const std::vector<kv::LayerKvSpec> specs = model.KvLayerSpecs();
+  if (config.group_of_layer.size() != specs.size() || config.num_kv_heads != specs.front().num_kv_heads ||
+      config.head_dim != specs.front().head_dim) {
+    return InvalidArgument(fmt::format("Forward: the KV store holds {} layers of {} KV heads x {}, the model has "
+                                       "{} layers of {} x {}; plan it from KvLayerSpecs()",
+                                       config.group_of_layer.size(), config.num_kv_heads, config.head_dim,
+                                       specs.size(), specs.front().num_kv_heads, specs.front().head_dim));
+  }
+  if (batch.groups.size() != config.groups.size()) {
+    return InvalidArgument(fmt::format("Forward: {} KV group tables for {} KV groups", batch.groups.size(),
+                                       config.groups.size()));
+  }
+  for (int64_t r = 0; r < num_reqs; ++r) {
+    const int32_t begin = batch.query_start_loc[r], end = batch.query_start_loc[r + 1];
+    if (begin > end) return InvalidArgument(fmt::format("Forward: query_start_loc decreases at request {}", r));
+    const int64_t seq_len = batch.seq_lens[r];
+    if (seq_len > info.max_position_embeddings) {
+      return OutOfRange(fmt::format("sequence of {} tokens exceeds the model's context length {}", seq_len,
+                                    info.max_position_embeddings));
+    }
+    for (int32_t t = begin; t < end; ++t) {
+      if (batch.token_ids[t] < 0 || batch.token_ids[t] >= info.vocab_size) {
+        return InvalidArgument(fmt::format("token id {} at index {} is outside the vocabulary [0, {})",
+                                           batch.token_ids[t], t, info.vocab_size));
+      }
+      if (batch.positions[t] < 0 || batch.positions[t] >= seq_len) {
+        return OutOfRange(fmt::format("position {} of token {} is outside request {}'s sequence of {} tokens",
+                                      batch.positions[t], t, r, seq_len));
+      }
+    }
+  }
+  for (size_t g = 0; g < batch.groups.size(); ++g) {
+    const KvGroupTable& table = batch.groups[g];
+    if (static_cast<int64_t>(table.slot_mapping.size()) != num_tokens ||
+        static_cast<int64_t>(table.block_table.size()) != num_reqs * table.max_blocks_per_req) {
+      return InvalidArgument(fmt::format("Forward: KV group {} has {} slots for {} tokens and {} block ids for {} "
+                                         "requests x {}", g, table.slot_mapping.size(), num_tokens,
+                                         table.block_table.size(), num_reqs, table.max_blocks_per_req));
+    }
+    for (int64_t slot : table.slot_mapping) {
+      if (slot < -1 || slot >= kv.num_slots()) {
+        return InvalidArgument(fmt::format("Forward: KV group {} slot {} outside [-1, {})", g, slot, kv.num_slots()));
+      }
+    }
+    for (int32_t block : table.block_table) {
+      if (block < 0 || block >= config.num_blocks) {
+        return InvalidArgument(fmt::format("Forward: KV group {} block id {} outside [0, {})", g, block,
+                                           config.num_blocks));
+      }
+    }
+    for (int64_t r = 0; r < num_reqs; ++r) {
+      if (batch.seq_lens[r] > table.max_blocks_per_req * config.block_size) {
+        return InvalidArgument(fmt::format("Forward: request {} has {} tokens but KV group {} maps only {} blocks "
+                                           "of {}", r, batch.seq_lens[r], g, table.max_blocks_per_req,
+                                           config.block_size));
+      }
+    }
+  }
+  for (int32_t row : batch.logits_indices) {
+    if (row < 0 || row >= num_tokens) {
+      return InvalidArgument(fmt::format("Forward: logits index {} outside the batch of {} tokens", row, num_tokens));
+    }
+  }
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir) {
   std::error_code error;
   if (std::filesystem::is_regular_file(model_dir, error)) return LoadGguf(model_dir);

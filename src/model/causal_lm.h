@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/kv_cache.h"
+#include "kv/spec.h"
+#include "model/forward_batch.h"
+#include "model/kv_store.h"
 
 namespace ember {
 
@@ -48,15 +50,25 @@ class CausalLM {
   virtual const ModelInfo& info() const = 0;
   virtual WeightBytes weight_bytes() const = 0;
   virtual ModelSummary Summary() const = 0;
-  // A fresh, empty cache for one sequence.
-  virtual KvCache NewCache() const = 0;
+  // One entry per layer, in model order: what PlanKvGroups needs to lay out the paged cache.
+  virtual std::vector<kv::LayerKvSpec> KvLayerSpecs() const = 0;
+  // The KV dtype tools use for "auto": f16 for GGUF models (llama.cpp's default), bf16 for
+  // checkpoints whose weights are bf16.
+  virtual kv::KvDtype DefaultKvDtype() const = 0;
 
-  // Runs `count` tokens of one sequence at positions cache.num_tokens() .. +count-1, appending
-  // their K/V to the cache. Writes vocab_size logits per row into `logits`: for every token when
-  // all_logits, else for the last one only.
-  virtual Status Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
-                         std::vector<float>* logits) = 0;
+  // Runs one step over a ragged batch of requests: writes every token's K/V into `kv` at its
+  // slot (batch.groups[g].slot_mapping for the layer's group g), attends over each request's
+  // blocks, and writes vocab_size logits for each row listed in batch.logits_indices, in that
+  // order, into `logits`. `kv` must be laid out from KvLayerSpecs(). A request's logits do not
+  // depend on the other requests in the batch or on how its prompt was split into steps
+  // (bitwise). Bad token ids, positions or tables are errors, not crashes.
+  virtual Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) = 0;
 };
+
+// The checks every Forward starts with: batch shape, token ids against the vocabulary, positions
+// against max_position_embeddings and seq_lens, block tables and slots against the store, and
+// the store's layout against the model's KvLayerSpecs.
+Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const KvStore& kv);
 
 // A model directory's config.json model_type selects the factory.
 using ModelFactory = std::function<Expected<std::unique_ptr<CausalLM>>(const std::string& model_dir)>;

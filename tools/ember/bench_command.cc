@@ -14,6 +14,7 @@
 #include "kernels/cpu/stream.h"
 #include "kernels/matmul.h"
 #include "model/arch/muse_spark.h"
+#include "model/sequence.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -67,15 +68,16 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   // Prompt, then timed greedy decode steps (batch 1).
   std::vector<int32_t> prompt(o.prompt);
   for (int64_t i = 0; i < o.prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % o.vocab);
-  KvCache cache = model.NewCache();
+  auto sequence = Sequence::Create(&model, o.prompt + o.tokens, model.DefaultKvDtype());
+  if (!sequence.ok()) return Fail(sequence.status());
   std::vector<float> logits;
-  Status status = model.Forward(prompt.data(), o.prompt, cache, false, &logits);
+  Status status = sequence->Append(prompt.data(), o.prompt, false, &logits);
   if (!status.ok()) return Fail(status);
   std::vector<double> step_seconds;
   for (int64_t t = 0; t < o.tokens; ++t) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     const auto start = std::chrono::steady_clock::now();
-    status = model.Forward(&next, 1, cache, false, &logits);
+    status = sequence->Append(&next, 1, false, &logits);
     if (!status.ok()) return Fail(status);
     step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

@@ -17,13 +17,16 @@ struct ChatOptions {
   std::string model;
   int64_t max_tokens = 256;
   int threads = 0;
+  std::string kv_cache_dtype = "auto";
 };
 
 int RunChat(const ChatOptions& o) {
   if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
   auto model = LoadModelWithLog(o.model);
   if (!model.ok()) return Fail(model.status());
-  auto session = ChatSession::Create(o.model, model->get());
+  auto kv_dtype = ResolveKvDtype(o.kv_cache_dtype, **model);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  auto session = ChatSession::Create(o.model, model->get(), *kv_dtype);
   if (!session.ok()) return Fail(session.status());
   std::fprintf(stderr, "ember chat: type a message and press Enter; /reset clears the history, /exit quits.\n");
   std::string line;
@@ -33,7 +36,7 @@ int RunChat(const ChatOptions& o) {
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line.empty()) continue;
     if (line == "/reset") {
-      session = ChatSession::Create(o.model, model->get());
+      session = ChatSession::Create(o.model, model->get(), *kv_dtype);
       if (!session.ok()) return Fail(session.status());
       continue;
     }
@@ -56,6 +59,7 @@ void RegisterChatCommand(CLI::App& app) {
   cmd->add_option("--model", o->model, "Model directory or .gguf file")->required();
   cmd->add_option("--max-tokens", o->max_tokens, "Longest reply in tokens")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->callback([o] { SetExitCode(RunChat(*o)); });
 }
 

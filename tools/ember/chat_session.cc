@@ -2,13 +2,16 @@
 
 #include <algorithm>
 
+#include "model/sequence.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace ember::tools {
 
-Expected<std::unique_ptr<ChatSession>> ChatSession::Create(const std::string& model_path, CausalLM* model) {
+Expected<std::unique_ptr<ChatSession>> ChatSession::Create(const std::string& model_path, CausalLM* model,
+                                                          kv::KvDtype kv_dtype) {
   std::unique_ptr<ChatSession> session(new ChatSession());
   session->model_ = model;
+  session->kv_dtype_ = kv_dtype;
   EMBER_ASSIGN_OR_RETURN(session->tokenizer_, LoadModelTokenizer(model_path));
   EMBER_ASSIGN_OR_RETURN(std::string source, LoadModelChatTemplateSource(model_path));
   EMBER_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::Parse(std::move(source)));
@@ -32,9 +35,10 @@ Expected<std::vector<int32_t>> ChatSession::PromptWith(const std::string& user_t
 Expected<std::string> ChatSession::Reply(const std::string& user_text, int64_t max_tokens,
                                          const std::function<void(const std::string&)>& on_text) {
   EMBER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptWith(user_text));
-  KvCache cache = model_->NewCache();
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  EMBER_ASSIGN_OR_RETURN(Sequence sequence, Sequence::Create(model_, prompt_tokens + max_tokens, kv_dtype_));
   std::vector<float> logits;
-  EMBER_RETURN_IF_ERROR(model_->Forward(prompt.data(), static_cast<int64_t>(prompt.size()), cache, false, &logits));
+  EMBER_RETURN_IF_ERROR(sequence.Append(prompt.data(), prompt_tokens, false, &logits));
   const auto& stops = model_->info().eos_token_ids;
   IncrementalDetokenizer detokenizer(tokenizer_.get(), /*skip_special=*/true);
   std::string reply;
@@ -45,7 +49,7 @@ Expected<std::string> ChatSession::Reply(const std::string& user_text, int64_t m
     const std::string piece = detokenizer.Add(next);
     reply += piece;
     if (!piece.empty()) on_text(piece);
-    EMBER_RETURN_IF_ERROR(model_->Forward(&next, 1, cache, false, &logits));
+    EMBER_RETURN_IF_ERROR(sequence.Append(&next, 1, false, &logits));
   }
   const std::string tail = detokenizer.Flush();
   reply += tail;

@@ -16,8 +16,10 @@ namespace ember::tools {
 
 class ChatSession {
  public:
-  // Loads the tokenizer and chat template of `model_path` for an already loaded model.
-  static Expected<std::unique_ptr<ChatSession>> Create(const std::string& model_path, CausalLM* model);
+  // Loads the tokenizer and chat template of `model_path` for an already loaded model; replies
+  // keep their K/V as `kv_dtype`.
+  static Expected<std::unique_ptr<ChatSession>> Create(const std::string& model_path, CausalLM* model,
+                                                       kv::KvDtype kv_dtype);
 
   // Token ids of the conversation so far plus `user_text`, rendered with the generation prompt.
   Expected<std::vector<int32_t>> PromptWith(const std::string& user_text) const;
@@ -31,6 +33,7 @@ class ChatSession {
   ChatSession() = default;
 
   CausalLM* model_ = nullptr;
+  kv::KvDtype kv_dtype_ = kv::KvDtype::kF32;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();

@@ -39,6 +39,11 @@ Expected<std::vector<int32_t>> ParseTokenIds(const std::string& text) {
   return ids;
 }
 
+Expected<kv::KvDtype> ResolveKvDtype(const std::string& name, const CausalLM& model) {
+  if (name == "auto") return model.DefaultKvDtype();
+  return kv::ParseKvDtype(name);
+}
+
 Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir) {
   const auto start = std::chrono::steady_clock::now();
   auto model = LoadModel(model_dir);

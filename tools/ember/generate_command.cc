@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "model/sequence.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/chat_session.h"
 #include "tools/ember/commands.h"
@@ -29,6 +30,7 @@ struct GenerateOptions {
   bool json = false;
   bool ignore_eos = false;
   int top_logprobs = 0;
+  std::string kv_cache_dtype = "auto";
 };
 
 // log-softmax of one row, in double for accuracy over large vocabularies.
@@ -70,7 +72,9 @@ int RunGenerate(const GenerateOptions& options) {
     if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
     auto model = LoadModelWithLog(options.model);
     if (!model.ok()) return Fail(model.status());
-    auto session = ChatSession::Create(options.model, model->get());
+    auto kv_dtype = ResolveKvDtype(options.kv_cache_dtype, **model);
+    if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+    auto session = ChatSession::Create(options.model, model->get(), *kv_dtype);
     if (!session.ok()) return Fail(session.status());
     auto reply = (*session)->Reply(options.prompt, options.max_tokens, [](const std::string& piece) {
       std::fputs(piece.c_str(), stdout);
@@ -94,12 +98,16 @@ int RunGenerate(const GenerateOptions& options) {
   if (!model.ok()) return Fail(model.status());
   CausalLM& lm = **model;
 
-  KvCache cache = lm.NewCache();
+  auto kv_dtype = ResolveKvDtype(options.kv_cache_dtype, lm);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
+  auto sequence = Sequence::Create(&lm, prompt_tokens + options.max_tokens, *kv_dtype);
+  if (!sequence.ok()) return Fail(sequence.status());
   std::vector<float> logits;
   std::vector<int32_t> generated;
   nlohmann::json logprobs = nlohmann::json::array();
   const auto start = std::chrono::steady_clock::now();
-  Status status = lm.Forward(prompt->data(), static_cast<int64_t>(prompt->size()), cache, false, &logits);
+  Status status = sequence->Append(prompt->data(), prompt_tokens, false, &logits);
   if (!status.ok()) return Fail(status);
   const auto prefill_end = std::chrono::steady_clock::now();
   const int64_t vocab = lm.info().vocab_size;
@@ -112,7 +120,7 @@ int RunGenerate(const GenerateOptions& options) {
     const auto& eos = lm.info().eos_token_ids;
     if (!options.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     if (static_cast<int64_t>(generated.size()) == options.max_tokens) break;
-    status = lm.Forward(&next, 1, cache, false, &logits);
+    status = sequence->Append(&next, 1, false, &logits);
     if (!status.ok()) return Fail(status);
   }
   const auto end = std::chrono::steady_clock::now();
@@ -161,6 +169,7 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--top-logprobs", options->top_logprobs, "With --json: the top K log-probabilities per step")
       ->check(CLI::Range(0, 100));
+  cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->callback([options] { SetExitCode(RunGenerate(*options)); });
 }
 

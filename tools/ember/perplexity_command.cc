@@ -14,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "model/sequence.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -28,6 +29,7 @@ struct PerplexityOptions {
   bool bos_first = false;
   int threads = 0;
   bool json = false;
+  std::string kv_cache_dtype = "auto";
 };
 
 Expected<std::vector<int32_t>> ReadIds(const std::string& path) {
@@ -56,6 +58,10 @@ int RunPerplexity(const PerplexityOptions& o) {
   if (o.max_chunks > 0) chunks = std::min(chunks, o.max_chunks);
   if (chunks == 0) return Fail(InvalidArgument(fmt::format("need at least --ctx = {} ids, got {}", o.ctx, ids->size())));
 
+  auto kv_dtype = ResolveKvDtype(o.kv_cache_dtype, lm);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  auto sequence = Sequence::Create(&lm, o.ctx, *kv_dtype);
+  if (!sequence.ok()) return Fail(sequence.status());
   double nll = 0;
   int64_t scored = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -63,8 +69,8 @@ int RunPerplexity(const PerplexityOptions& o) {
   for (int64_t c = 0; c < chunks; ++c) {
     std::vector<int32_t> chunk(ids->begin() + c * o.ctx, ids->begin() + (c + 1) * o.ctx);
     if (o.bos_first && lm.info().bos_token_id >= 0) chunk[0] = static_cast<int32_t>(lm.info().bos_token_id);
-    KvCache cache = lm.NewCache();
-    Status status = lm.Forward(chunk.data(), o.ctx, cache, true, &logits);
+    sequence->Clear();
+    Status status = sequence->Append(chunk.data(), o.ctx, true, &logits);
     if (!status.ok()) return Fail(status);
     for (int64_t i = o.ctx / 2; i < o.ctx - 1; ++i) {
       const float* row = logits.data() + i * vocab;
@@ -103,6 +109,7 @@ void RegisterPerplexityCommand(CLI::App& app) {
   cmd->add_flag("--bos-first", o->bos_first, "Replace each chunk's first token with BOS (as llama.cpp does for "
                                              "models that add BOS)");
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] { SetExitCode(RunPerplexity(*o)); });
 }

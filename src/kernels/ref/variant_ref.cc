@@ -2,5 +2,5 @@
 #include "kernels/variants.h"
 
 namespace ember::kernels {
-const KernelVariant kRefVariant = {"ref", &ref::MatMulBF16, &ref::MatMulF32};
+const KernelVariant kRefVariant = {"ref", &ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionHead};
 }  // namespace ember::kernels

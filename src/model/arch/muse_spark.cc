@@ -87,8 +87,15 @@ ModelSummary MuseSparkModel::Summary() const {
   return s;
 }
 
-KvCache MuseSparkModel::NewCache() const {
-  return KvCache(config_.num_hidden_layers, config_.num_key_value_heads * config_.head_dim);
+std::vector<kv::LayerKvSpec> MuseSparkModel::KvLayerSpecs() const {
+  std::vector<kv::LayerKvSpec> specs(config_.num_hidden_layers);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    specs[l].kind = config_.IsSliding(l) ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
+    specs[l].window = config_.IsSliding(l) ? config_.sliding_window : 0;
+    specs[l].num_kv_heads = config_.num_key_value_heads;
+    specs[l].head_dim = config_.head_dim;
+  }
+  return specs;
 }
 
 Status MuseSparkModel::LoadWeights() {

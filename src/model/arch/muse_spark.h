@@ -2,7 +2,8 @@
 // the lm_head, output multiplier and tanh softcap of MuseSparkForConditionalGeneration).
 //
 // The f32 path: weights stay as stored (bf16 or f32, read through the matmul kernels) and every
-// activation, the residual stream, the softmax and the KV cache are f32. On bf16-representable
+// activation, the residual stream and the softmax are f32; the KV cache is f32, bf16 (default),
+// f16 or fp8 as the KvStore holds it. On bf16-representable
 // weights this is the reference implementation's float32 computation up to summation order.
 #pragma once
 
@@ -48,16 +49,16 @@ class MuseSparkModel : public CausalLM {
   const ModelInfo& info() const override { return info_; }
   WeightBytes weight_bytes() const override { return weight_bytes_; }
   ModelSummary Summary() const override;
-  KvCache NewCache() const override;
-  Status Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
-                 std::vector<float>* logits) override;
+  std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
+  kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
+  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
   const MuseSparkConfig& config() const { return config_; }
 
  private:
   MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights);
   Status LoadWeights();
   Status LoadLayer(int64_t index, MuseSparkLayer& layer);
-  void AttentionBlock(const MuseSparkLayer& layer, int64_t index, int64_t count, KvCache& cache, float* residual);
+  void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const AttentionStep& step, float* residual);
   void FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual);
   // f [count, H] = latent MoE(x [count, H]).
   void MoE(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);

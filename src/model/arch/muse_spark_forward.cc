@@ -43,39 +43,33 @@ void RouteToken(const float* scores, const float* bias, int64_t num_experts, int
 
 }  // namespace
 
-Status MuseSparkModel::Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
-                               std::vector<float>* logits) {
+Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) {
+  EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
-  if (count <= 0) return InvalidArgument("Forward: no tokens");
-  if (cache.num_tokens() + count > c.max_position_embeddings) {
-    return OutOfRange(fmt::format("sequence of {} tokens exceeds max_position_embeddings {}",
-                                  cache.num_tokens() + count, c.max_position_embeddings));
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
-      return InvalidArgument(fmt::format("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i,
-                                         c.vocab_size));
-    }
-  }
+  const int64_t count = batch.num_tokens();
 
   // Embedding: a weightless RMSNorm over each row of the table.
   std::vector<float> residual(count * h);
-  for (int64_t i = 0; i < count; ++i) EMBER_RETURN_IF_ERROR(embed_tokens_.ReadRow(tokens[i], residual.data() + i * h));
+  for (int64_t i = 0; i < count; ++i) {
+    EMBER_RETURN_IF_ERROR(embed_tokens_.ReadRow(batch.token_ids[i], residual.data() + i * h));
+  }
   kernels::RmsNorm(residual.data(), count, h, static_cast<float>(c.rms_norm_eps), residual.data());
 
-  cache.Reserve(count);
+  const AttentionStep step(batch, kv);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    AttentionBlock(layers_[l], l, count, cache, residual.data());
+    AttentionBlock(layers_[l], l, step, residual.data());
     FeedForwardBlock(layers_[l], count, residual.data());
   }
-  cache.Advance(count);
 
-  // Final norm (absolute gain) and the softcapped, output-multiplied logits.
-  const int64_t rows = all_logits ? count : 1;
-  const float* last = residual.data() + (count - rows) * h;
-  std::vector<float> normed(rows * h);
-  kernels::RmsNormGain(last, rows, h, static_cast<float>(c.rms_norm_eps), final_gain_.data(), normed.data());
+  // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
+  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+  std::vector<float> selected(rows * h), normed(rows * h);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(residual.data() + batch.logits_indices[r] * h, h, selected.data() + r * h);
+  }
+  kernels::RmsNormGain(selected.data(), rows, h, static_cast<float>(c.rms_norm_eps), final_gain_.data(),
+                       normed.data());
   logits->resize(rows * c.vocab_size);
   lm_head_.Apply(normed.data(), rows, logits->data());
   kernels::ScaleSoftcapInPlace(logits->data(), rows * c.vocab_size, static_cast<float>(c.output_multiplier),
@@ -83,13 +77,14 @@ Status MuseSparkModel::Forward(const int32_t* tokens, int64_t count, KvCache& ca
   return Status::Ok();
 }
 
-void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, int64_t count, KvCache& cache,
+void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, const AttentionStep& step,
                                     float* residual) {
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
+  const int64_t count = step.batch.num_tokens();
   std::vector<float> x(count * h), out(count * h);
   kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.input_gain.data(), x.data());
-  RunAttention(layer.attention, layer.attention_options, l, x.data(), count, cache, out.data());
+  RunAttention(layer.attention, layer.attention_options, l, x.data(), step, out.data());
   // Weightless post-attention norm (post_norm_eps), then the residual gate.
   kernels::RmsNorm(out.data(), count, h, static_cast<float>(c.post_norm_eps), out.data());
   ResidualGate(residual, out.data(), count, h, layer.attn_alpha, layer.attn_beta);
@@ -136,9 +131,11 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
   kernels::RmsNormGain(latent.data(), count, hm, static_cast<float>(c.rms_norm_eps), layer.pre_expert_gain.data(),
                        latent.data());
 
-  // Group the batch's tokens per expert so each expert's weights stream once per call; experts
-  // run in index order and each token accumulates its experts in that order, so a token's result
-  // does not depend on which other tokens share the batch.
+  // Group the step's tokens (all requests of the batch) per expert so each expert's weights
+  // stream once per step: one gathered [n, Hm] MatMul per expert. Experts run in index order and
+  // each token accumulates its experts' weighted outputs in that order into its own row, and
+  // MatMul row i does not depend on the other rows, so a token's result is bitwise the same
+  // whichever other tokens share the batch.
   std::vector<std::vector<std::pair<int64_t, float>>> assigned(num_experts);
   for (int64_t t = 0; t < count; ++t) {
     for (int64_t s = 0; s < top_k; ++s) assigned[chosen[t * top_k + s]].push_back({t, weights[t * top_k + s]});

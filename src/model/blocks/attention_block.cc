@@ -1,9 +1,8 @@
 #include "model/blocks/attention_block.h"
 
 #include <algorithm>
-#include <numeric>
 
-#include "kernels/attention.h"
+#include "kernels/paged_attention.h"
 #include "kernels/ops.h"
 
 namespace ember {
@@ -28,12 +27,15 @@ void ApplyRope(RopeLayout layout, float* x, int64_t count, int64_t heads, int64_
 
 }  // namespace
 
+AttentionStep::AttentionStep(const ForwardBatch& b, KvStore& store)
+    : batch(b), kv(store), positions(b.positions.begin(), b.positions.end()) {}
+
 void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t layer, const float* x,
-                  int64_t count, KvCache& cache, float* out) {
+                  const AttentionStep& step, float* out) {
   const int64_t d = o.head_dim;
   const int64_t q_width = o.num_heads * d;
   const int64_t kv_width = o.num_kv_heads * d;
-  const int64_t first_position = cache.num_tokens();
+  const int64_t count = step.batch.num_tokens();
 
   std::vector<float> q(count * q_width), k(count * kv_width), v(count * kv_width);
   w.q.Apply(x, count, q.data());
@@ -45,13 +47,11 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
     for (float& value : q) value *= o.q_multiplier;
   }
   if (o.rope != RopeLayout::kNone) {
-    std::vector<int64_t> positions(count);
-    std::iota(positions.begin(), positions.end(), first_position);
-    ApplyRope(o.rope, q.data(), count, o.num_heads, d, positions.data(), o.inv_freq.data());
-    ApplyRope(o.rope, k.data(), count, o.num_kv_heads, d, positions.data(), o.inv_freq.data());
+    ApplyRope(o.rope, q.data(), count, o.num_heads, d, step.positions.data(), o.inv_freq.data());
+    ApplyRope(o.rope, k.data(), count, o.num_kv_heads, d, step.positions.data(), o.inv_freq.data());
   }
-  std::copy(k.begin(), k.end(), cache.Keys(layer) + first_position * kv_width);
-  std::copy(v.begin(), v.end(), cache.Values(layer) + first_position * kv_width);
+  const KvGroupTable& table = step.batch.groups[step.kv.config().group_of_layer[layer]];
+  step.kv.Write(layer, k.data(), v.data(), count, table.slot_mapping.data());
 
   kernels::AttentionShape shape;
   shape.num_heads = o.num_heads;
@@ -59,9 +59,15 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
   shape.head_dim = d;
   shape.scale = o.softmax_scale;
   shape.window = o.window;
+  kernels::PagedBatch paged;
+  paged.num_reqs = step.batch.num_reqs();
+  paged.query_start_loc = step.batch.query_start_loc.data();
+  paged.positions = step.batch.positions.data();
+  paged.seq_lens = step.batch.seq_lens.data();
+  paged.block_table = table.block_table.data();
+  paged.max_blocks_per_req = table.max_blocks_per_req;
   std::vector<float> attended(count * q_width);
-  kernels::CausalAttention(q.data(), count, first_position, cache.Keys(layer), cache.Values(layer), kv_width,
-                           shape, attended.data());
+  kernels::PagedAttention(q.data(), count, paged, step.kv.View(layer), shape, attended.data());
 
   if (o.output_norm) kernels::RmsNorm(attended.data(), count * o.num_heads, d, o.output_norm_eps, attended.data());
   if (!w.gate.empty()) {

@@ -1,12 +1,13 @@
 // The attention sub-layer shared by every architecture: projections, optional QK norms, RoPE,
-// KV-cache append, causal (optionally sliding-window) GQA attention, optional per-head output
+// paged KV write, causal (optionally sliding-window) GQA attention, optional per-head output
 // norm and sigmoid output gate, output projection. Architectures differ only in options.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "model/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/kv_store.h"
 #include "model/linear.h"
 
 namespace ember {
@@ -45,10 +46,19 @@ struct AttentionOptions {
   float output_norm_eps = 1e-6f;
 };
 
-// out [count, o.out_features()] = attention over x [count, q.in_features()] for positions
-// cache.num_tokens() .. + count - 1, writing this layer's K/V into `cache` (the caller has
-// reserved the rows and advances the cache after the last layer).
+// What every attention layer of one step shares: the batch (already checked by
+// CheckForwardBatch), its positions widened for RoPE, and the KV store.
+struct AttentionStep {
+  AttentionStep(const ForwardBatch& batch, KvStore& kv);
+  const ForwardBatch& batch;
+  KvStore& kv;
+  std::vector<int64_t> positions;
+};
+
+// out [num_tokens, o.out_features()] = attention over x [num_tokens, q.in_features()] for the
+// step's tokens: writes this layer's K/V to the slots of its KV group, then runs paged attention
+// over each request's block table of that group.
 void RunAttention(const AttentionWeights& w, const AttentionOptions& options, int64_t layer, const float* x,
-                  int64_t count, KvCache& cache, float* out);
+                  const AttentionStep& step, float* out);
 
 }  // namespace ember

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kernels/ops.h"
 
 namespace ember {
@@ -54,40 +56,42 @@ ModelSummary DenseDecoder::Summary() const {
   return s;
 }
 
-KvCache DenseDecoder::NewCache() const {
-  const AttentionOptions& o = spec_.layers.front().attention_options;
-  return KvCache(static_cast<int64_t>(spec_.layers.size()), o.num_kv_heads * o.head_dim);
+std::vector<kv::LayerKvSpec> DenseDecoder::KvLayerSpecs() const {
+  std::vector<kv::LayerKvSpec> specs;
+  for (const DenseDecoderLayer& l : spec_.layers) {
+    const AttentionOptions& o = l.attention_options;
+    kv::LayerKvSpec spec;
+    spec.kind = o.window > 0 ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
+    spec.window = o.window > 0 ? o.window : 0;
+    spec.num_kv_heads = o.num_kv_heads;
+    spec.head_dim = o.head_dim;
+    specs.push_back(spec);
+  }
+  return specs;
 }
 
-Status DenseDecoder::Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
-                             std::vector<float>* logits) {
+Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) {
+  EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const int64_t h = spec_.hidden_size;
   const int64_t vocab = spec_.info.vocab_size;
-  if (count <= 0) return InvalidArgument("Forward: no tokens");
-  if (cache.num_tokens() + count > spec_.info.max_position_embeddings) {
-    return OutOfRange(fmt::format("sequence of {} tokens exceeds the model's context length {}",
-                                  cache.num_tokens() + count, spec_.info.max_position_embeddings));
-  }
+  const int64_t count = batch.num_tokens();
   std::vector<float> residual(count * h);
   for (int64_t i = 0; i < count; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return InvalidArgument(fmt::format("token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i,
-                                         vocab));
-    }
-    EMBER_RETURN_IF_ERROR(spec_.embed_tokens.ReadRow(tokens[i], residual.data() + i * h));
+    EMBER_RETURN_IF_ERROR(spec_.embed_tokens.ReadRow(batch.token_ids[i], residual.data() + i * h));
   }
   if (spec_.embed_scale != 1.0f) {
     for (float& v : residual) v *= spec_.embed_scale;
   }
-  cache.Reserve(count);
-  for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), count, cache,
+  const AttentionStep step(batch, kv);
+  for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), step,
                                                         residual.data());
-  cache.Advance(count);
 
-  const int64_t rows = all_logits ? count : 1;
-  std::vector<float> normed(rows * h);
-  kernels::RmsNormGain(residual.data() + (count - rows) * h, rows, h, spec_.norm_eps, spec_.final_norm.data(),
-                       normed.data());
+  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+  std::vector<float> selected(rows * h), normed(rows * h);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(residual.data() + batch.logits_indices[r] * h, h, selected.data() + r * h);
+  }
+  kernels::RmsNormGain(selected.data(), rows, h, spec_.norm_eps, spec_.final_norm.data(), normed.data());
   logits->resize(rows * vocab);
   spec_.lm_head.Apply(normed.data(), rows, logits->data());
   if (spec_.final_logit_softcap > 0) {
@@ -96,13 +100,14 @@ Status DenseDecoder::Forward(const int32_t* tokens, int64_t count, KvCache& cach
   return Status::Ok();
 }
 
-void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, int64_t count, KvCache& cache,
+void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step,
                          float* residual) {
   const int64_t h = spec_.hidden_size;
+  const int64_t count = step.batch.num_tokens();
   const float eps = spec_.norm_eps;
   std::vector<float> x(count * h), out(count * h);
   kernels::RmsNormGain(residual, count, h, eps, layer.attn_norm.data(), x.data());
-  RunAttention(layer.attention, layer.attention_options, index, x.data(), count, cache, out.data());
+  RunAttention(layer.attention, layer.attention_options, index, x.data(), step, out.data());
   if (!layer.post_attn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_attn_norm.data(),
                                                          out.data());
   for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];

@@ -46,12 +46,12 @@ class DenseDecoder : public CausalLM {
   const ModelInfo& info() const override { return spec_.info; }
   WeightBytes weight_bytes() const override;
   ModelSummary Summary() const override;
-  KvCache NewCache() const override;
-  Status Forward(const int32_t* tokens, int64_t count, KvCache& cache, bool all_logits,
-                 std::vector<float>* logits) override;
+  std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
+  kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
+  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
 
  private:
-  void Layer(const DenseDecoderLayer& layer, int64_t index, int64_t count, KvCache& cache, float* residual);
+  void Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step, float* residual);
 
   DenseDecoderSpec spec_;
 };

@@ -1,11 +1,10 @@
-// The row ops and attention against straightforward double-precision formulas.
+// The row ops against straightforward double-precision formulas.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace ember::kernels {
@@ -114,69 +113,6 @@ TEST(OpsTest, SwiGluAndSoftcap) {
   EXPECT_FLOAT_EQ(logits[0], 0.0f);
   EXPECT_NEAR(logits[1], 20.0 * std::tanh(50.0 / 20.0), 1e-5);
   EXPECT_NEAR(logits[2], -20.0, 1e-5);
-}
-
-// Naive attention in double for one query row, used as the oracle.
-std::vector<double> NaiveAttention(const std::vector<float>& q, int64_t row, int64_t position,
-                                   const std::vector<float>& k, const std::vector<float>& v,
-                                   const AttentionShape& s) {
-  const int64_t d = s.head_dim, kv_width = s.num_kv_heads * d;
-  std::vector<double> out(s.num_heads * d, 0.0);
-  for (int64_t h = 0; h < s.num_heads; ++h) {
-    const int64_t kvh = h / (s.num_heads / s.num_kv_heads);
-    std::vector<double> scores;
-    std::vector<int64_t> keys;
-    for (int64_t j = 0; j <= position; ++j) {
-      if (s.window > 0 && j <= position - s.window) continue;
-      double dot = 0;
-      for (int64_t t = 0; t < d; ++t) dot += double(q[row * s.num_heads * d + h * d + t]) * k[j * kv_width + kvh * d + t];
-      scores.push_back(dot * s.scale);
-      keys.push_back(j);
-    }
-    double mx = -1e300, total = 0;
-    for (double sc : scores) mx = std::max(mx, sc);
-    for (double& sc : scores) total += (sc = std::exp(sc - mx));
-    for (size_t i = 0; i < keys.size(); ++i) {
-      for (int64_t t = 0; t < d; ++t) out[h * d + t] += scores[i] / total * v[keys[i] * kv_width + kvh * d + t];
-    }
-  }
-  return out;
-}
-
-TEST(AttentionTest, CausalSlidingWindowAndGqaMatchNaive) {
-  AttentionShape s;
-  s.num_heads = 6;
-  s.num_kv_heads = 2;
-  s.head_dim = 16;
-  s.scale = 0.25f;
-  const int64_t total = 23, first = 9, m = total - first;
-  const auto k = Random(total * s.num_kv_heads * s.head_dim, 4);
-  const auto v = Random(total * s.num_kv_heads * s.head_dim, 5);
-  const auto q = Random(m * s.num_heads * s.head_dim, 6);
-  for (int64_t window : {-1, 1, 4, 9, 100}) {
-    s.window = window;
-    std::vector<float> out(m * s.num_heads * s.head_dim);
-    CausalAttention(q.data(), m, first, k.data(), v.data(), s.num_kv_heads * s.head_dim, s, out.data());
-    for (int64_t r = 0; r < m; ++r) {
-      const auto expected = NaiveAttention(q, r, first + r, k, v, s);
-      for (size_t i = 0; i < expected.size(); ++i) {
-        ASSERT_NEAR(out[r * s.num_heads * s.head_dim + i], expected[i], 1e-5) << "window " << window;
-      }
-    }
-  }
-}
-
-// A window of 1 sees only the query's own key: the output is exactly its value row.
-TEST(AttentionTest, WindowOfOneReturnsOwnValue) {
-  AttentionShape s{2, 1, 4, 1.0f, 1};
-  const auto k = Random(5 * 4, 7);
-  const auto v = Random(5 * 4, 8);
-  const auto q = Random(2 * 8, 9);
-  std::vector<float> out(2 * 8);
-  CausalAttention(q.data(), 2, 3, k.data(), v.data(), 4, s, out.data());
-  for (int64_t r = 0; r < 2; ++r)
-    for (int64_t h = 0; h < 2; ++h)
-      for (int64_t t = 0; t < 4; ++t) EXPECT_FLOAT_EQ(out[r * 8 + h * 4 + t], v[(3 + r) * 4 + t]);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -178,16 +179,61 @@ void MatMulF32Avx2(const float* x, int64_t m, int64_t k, const float* w, int64_t
   cpu::TiledMatMul<Avx2Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
+// Paged attention lanes (kernels/cpu/paged_attention_head.h). f16 widens with F16C; fp8 e4m3
+// becomes f16 by moving its exponent and mantissa bits into place (the value scaled by 2^-8,
+// subnormals included), then F16C and an exact multiply by 256.
+struct Avx2PagedSimd {
+  using Vec = __m256;
+  static constexpr int kLanes = kVectorLanes;
+  static Vec Zero() { return _mm256_setzero_ps(); }
+  static Vec Set1(float x) { return _mm256_set1_ps(x); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec LoadF32Tail(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
+  static void Store(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+  static void StoreTail(float* p, Vec x, int64_t n) { _mm256_maskstore_ps(p, TailMask(n), x); }
+  static Vec Fp8ToF32(__m128i codes16) {
+    const __m128i magnitude = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x7f)), 7);
+    const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x80)), 8);
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_or_si128(magnitude, sign)), _mm256_set1_ps(256.0f));
+  }
+  template <DType T>
+  static Vec Load(const uint8_t* p) {
+    if constexpr (T == DType::kF32) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    } else if constexpr (T == DType::kF16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    } else if constexpr (T == DType::kBF16) {
+      return WidenBF16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    } else {
+      return Fp8ToF32(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+  }
+  template <DType T>
+  static Vec LoadTail(const uint8_t* p, int64_t n) {
+    if constexpr (T == DType::kF32) {
+      return LoadF32Tail(reinterpret_cast<const float*>(p), n);
+    } else {
+      // No 8/16-bit masked loads in AVX2: widen a zero-padded copy.
+      alignas(32) uint8_t padded[kVectorLanes * 4] = {};
+      std::memcpy(padded, p, static_cast<size_t>(n * cpu::kPagedElementBytes<T>));
+      return Load<T>(padded);
+    }
+  }
+  static float Sum(Vec x) { return HorizontalSum(x); }
+};
+
 }  // namespace
 
-const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2};
+const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2,
+                                    &cpu::PagedAttentionHead<Avx2PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr};
+const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -179,16 +180,65 @@ void MatMulF32Avx512(const float* x, int64_t m, int64_t k, const float* w, int64
   cpu::TiledMatMul<Avx512Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
+// Paged attention lanes (kernels/cpu/paged_attention_head.h). f16 widens with vcvtph2ps; fp8
+// e4m3 becomes f16 by moving its exponent and mantissa bits into place (the value scaled by 2^-8,
+// subnormals included), then vcvtph2ps and an exact multiply by 256. Tails use mask registers.
+struct Avx512PagedSimd {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static __mmask16 Mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Set1(float x) { return _mm512_set1_ps(x); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  // The all-ones maskz form for the same GCC 12 -Wmaybe-uninitialized reason as WidenBF16.
+  static Vec HalfToF32(__m256i bits) { return _mm512_maskz_cvtph_ps(0xffff, bits); }
+  static Vec LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec LoadF32Tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(Mask(n), p); }
+  static void Store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+  static void StoreTail(float* p, Vec x, int64_t n) { _mm512_mask_storeu_ps(p, Mask(n), x); }
+  static Vec Fp8ToF32(__m256i codes16) {
+    const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x7f)), 7);
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x80)), 8);
+    return _mm512_mul_ps(HalfToF32(_mm256_or_si256(magnitude, sign)), _mm512_set1_ps(256.0f));
+  }
+  template <DType T>
+  static Vec Load(const uint8_t* p) {
+    if constexpr (T == DType::kF32) {
+      return _mm512_loadu_ps(p);
+    } else if constexpr (T == DType::kF16) {
+      return HalfToF32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else if constexpr (T == DType::kBF16) {
+      return WidenBF16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else {
+      return Fp8ToF32(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+  }
+  template <DType T>
+  static Vec LoadTail(const uint8_t* p, int64_t n) {
+    if constexpr (T == DType::kF32) {
+      return LoadF32Tail(reinterpret_cast<const float*>(p), n);
+    } else if constexpr (T == DType::kF16) {
+      return HalfToF32(_mm256_maskz_loadu_epi16(Mask(n), p));
+    } else if constexpr (T == DType::kBF16) {
+      return WidenBF16(_mm256_maskz_loadu_epi16(Mask(n), p));
+    } else {
+      return Fp8ToF32(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(Mask(n), p)));
+    }
+  }
+  static float Sum(Vec x) { return HorizontalSum(x); }
+};
+
 }  // namespace
 
-const KernelVariant kAvx512Variant = {"avx512", &MatMulBF16Avx512, &MatMulF32Avx512};
+const KernelVariant kAvx512Variant = {"avx512", &MatMulBF16Avx512, &MatMulF32Avx512,
+                                      &cpu::PagedAttentionHead<Avx512PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX-512: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx512Variant = {"avx512", nullptr, nullptr};
+const KernelVariant kAvx512Variant = {"avx512", nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

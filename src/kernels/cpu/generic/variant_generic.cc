@@ -8,8 +8,10 @@
 // tile (kernels/cpu/tiled_matmul.h). Tiles are sized for 16 SSE registers: 8 lanes = 2 xmm per
 // accumulator, 2 weight rows x 2 activation rows for prefill, 4 weight rows for decode.
 #include <bit>
+#include <cstring>
 #include <cstdint>
 
+#include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
 #include "kernels/variants.h"
 
@@ -82,8 +84,57 @@ void MatMulF32Generic(const float* x, int64_t m, int64_t k, const float* w, int6
   cpu::TiledMatMul<GenericKernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
+// Paged attention lanes (kernels/cpu/paged_attention_head.h): 8 independent f32 partial sums.
+struct GenericPagedSimd {
+  static constexpr int kLanes = ember::kernels::kLanes;
+  struct Vec {
+    float v[kLanes];
+  };
+  static Vec Zero() { return Vec{}; }
+  static Vec Set1(float x) {
+    Vec r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = x;
+    return r;
+  }
+  static Vec Fma(const Vec& a, const Vec& b, const Vec& c) {
+    Vec r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
+    return r;
+  }
+  static Vec LoadF32(const float* p) { return LoadF32Tail(p, kLanes); }
+  static Vec LoadF32Tail(const float* p, int64_t n) {
+    Vec r{};
+    for (int64_t l = 0; l < n; ++l) r.v[l] = p[l];
+    return r;
+  }
+  static void Store(float* p, const Vec& x) { StoreTail(p, x, kLanes); }
+  static void StoreTail(float* p, const Vec& x, int64_t n) {
+    for (int64_t l = 0; l < n; ++l) p[l] = x.v[l];
+  }
+  template <DType T>
+  static Vec Load(const uint8_t* p) { return LoadTail<T>(p, kLanes); }
+  template <DType T>
+  static Vec LoadTail(const uint8_t* p, int64_t n) {
+    Vec r{};
+    for (int64_t l = 0; l < n; ++l) {
+      if constexpr (T == DType::kF32) {
+        std::memcpy(&r.v[l], p + 4 * l, 4);
+      } else if constexpr (T == DType::kF16 || T == DType::kBF16) {
+        uint16_t bits;
+        std::memcpy(&bits, p + 2 * l, 2);
+        r.v[l] = T == DType::kF16 ? F16ToF32(bits) : ToF32(bits);
+      } else {
+        r.v[l] = F8E4M3ToF32(p[l]);
+      }
+    }
+    return r;
+  }
+  static float Sum(const Vec& x) { return HorizontalSum(x.v); }
+};
+
 }  // namespace
 
-const KernelVariant kGenericVariant = {"generic", &MatMulBF16Generic, &MatMulF32Generic};
+const KernelVariant kGenericVariant = {"generic", &MatMulBF16Generic, &MatMulF32Generic,
+                                       &cpu::PagedAttentionHead<GenericPagedSimd>};
 
 }  // namespace ember::kernels
