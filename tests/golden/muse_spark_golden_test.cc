@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "model/sequence.h"
 
 namespace ember {
 namespace {
@@ -78,10 +79,11 @@ TEST_P(MuseSparkGoldenTest, PromptLogitsMatchReference) {
   const Golden g = LoadGolden(GetParam());
   auto model = LoadModel(g.dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  KvCache cache = (*model)->NewCache();
-  std::vector<float> logits;
   const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
-  ASSERT_TRUE((*model)->Forward(g.prompt_ids.data(), n, cache, /*all_logits=*/true, &logits).ok());
+  auto sequence = Sequence::Create(model->get(), n, kv::KvDtype::kF32);
+  ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
+  std::vector<float> logits;
+  ASSERT_TRUE(sequence->Append(g.prompt_ids.data(), n, /*all_logits=*/true, &logits).ok());
   ASSERT_EQ(logits.size(), g.logits.size());
   const float error = WorstRelativeError(logits.data(), g.logits.data(), n, g.vocab_size);
   EXPECT_LT(error, kRelativeTolerance);
@@ -94,10 +96,11 @@ TEST_P(MuseSparkGoldenTest, GreedyContinuationWithKvCacheMatchesReference) {
   const Golden g = LoadGolden(GetParam());
   auto model = LoadModel(g.dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  KvCache cache = (*model)->NewCache();
+  const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
+  auto sequence = Sequence::Create(model->get(), n + static_cast<int64_t>(g.greedy_ids.size()), kv::KvDtype::kF32);
+  ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
   std::vector<float> logits;
-  ASSERT_TRUE((*model)->Forward(g.prompt_ids.data(), static_cast<int64_t>(g.prompt_ids.size()), cache, false,
-                                &logits).ok());
+  ASSERT_TRUE(sequence->Append(g.prompt_ids.data(), n, false, &logits).ok());
   std::vector<int32_t> generated;
   for (size_t step = 0; step < g.greedy_ids.size(); ++step) {
     const float error =
@@ -106,27 +109,29 @@ TEST_P(MuseSparkGoldenTest, GreedyContinuationWithKvCacheMatchesReference) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     generated.push_back(next);
     // Feed the reference's token so one early divergence does not hide later comparisons.
-    ASSERT_TRUE((*model)->Forward(&g.greedy_ids[step], 1, cache, false, &logits).ok());
+    ASSERT_TRUE(sequence->Append(&g.greedy_ids[step], 1, false, &logits).ok());
   }
   EXPECT_EQ(generated, g.greedy_ids);
 }
 
 // Processing the prompt in chunks through the cache gives the same logits as one pass: the
-// sliding window must see keys from earlier chunks exactly as in a single pass.
+// sliding window must see keys from earlier chunks exactly as in a single pass. (Bitwise
+// equality of chunked and batched runs is tests/unit/model/batch_invariance_test.cc.)
 TEST_P(MuseSparkGoldenTest, ChunkedPrefillMatchesSinglePass) {
   const Golden g = LoadGolden(GetParam());
   auto model = LoadModel(g.dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
   for (int64_t chunk : {1, 5, 13}) {
-    KvCache cache = (*model)->NewCache();
+    auto sequence = Sequence::Create(model->get(), n, kv::KvDtype::kF32);
+    ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
     std::vector<float> all, part;
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t count = std::min(chunk, n - start);
-      ASSERT_TRUE((*model)->Forward(g.prompt_ids.data() + start, count, cache, true, &part).ok());
+      ASSERT_TRUE(sequence->Append(g.prompt_ids.data() + start, count, true, &part).ok());
       all.insert(all.end(), part.begin(), part.end());
     }
-    EXPECT_EQ(cache.num_tokens(), n);
+    EXPECT_EQ(sequence->num_tokens(), n);
     EXPECT_LT(WorstRelativeError(all.data(), g.logits.data(), n, g.vocab_size), kRelativeTolerance)
         << "chunk " << chunk;
   }
