@@ -11,7 +11,8 @@
 //
 // Determinism contract: per (query, head) one vector accumulator walks head_dim in kLanes steps
 // (then the masked tail) for each key, keys in position order, softmax in position order; the
-// output accumulates key by key. Nothing depends on the batch, the chunking or the thread count.
+// output accumulates key by key. How many keys share a loop iteration does not matter: each has
+// its own accumulator. Nothing depends on the batch, the chunking or the thread count.
 // No STL and no non-template inline helpers here: this header is compiled with ISA flags
 // (see kernels/README.md, "Adding a variant").
 #pragma once
@@ -37,48 +38,94 @@ void PagedAttentionHeadTyped(const PagedKvView& kv, const PagedHeadTask& t) {
   const int64_t tail = d - full;
   const auto* keys = static_cast<const uint8_t*>(kv.keys);
   const auto* values = static_cast<const uint8_t*>(kv.values);
-  const int64_t count = t.last_key - t.first_key + 1;
 
+  // Keys are walked block by block (one table lookup per block, no division per key) and four
+  // at a time with independent accumulators: each key's dot product is still the same operation
+  // sequence, so this changes speed, not results.
   float max_score = -INFINITY;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t position = t.first_key + j;
-    const int64_t slot = int64_t{t.block_row[position / kv.block_size]} * kv.block_size + position % kv.block_size;
-    const int64_t row = slot * kv.num_kv_heads + t.kv_head;
-    const uint8_t* k = keys + row * d * kBytes;
-    Vec acc = S::Zero();
-    for (int64_t i = 0; i < full; i += kLanes) acc = S::Fma(S::LoadF32(t.q + i), S::template Load<T>(k + i * kBytes), acc);
-    if (tail > 0) {
-      acc = S::Fma(S::LoadF32Tail(t.q + full, tail), S::template LoadTail<T>(k + full * kBytes, tail), acc);
+  int64_t j = 0;
+  for (int64_t position = t.first_key; position <= t.last_key;) {
+    const int64_t offset = position % kv.block_size;
+    const int64_t left = kv.block_size - offset;
+    const int64_t n = left < t.last_key - position + 1 ? left : t.last_key - position + 1;
+    const int64_t row0 = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) *
+                             kv.num_kv_heads + t.kv_head;
+    const int64_t row_step = kv.num_kv_heads;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const uint8_t* k0 = keys + (row0 + i * row_step) * d * kBytes;
+      const uint8_t* k1 = k0 + row_step * d * kBytes;
+      const uint8_t* k2 = k1 + row_step * d * kBytes;
+      const uint8_t* k3 = k2 + row_step * d * kBytes;
+      Vec a0 = S::Zero(), a1 = S::Zero(), a2 = S::Zero(), a3 = S::Zero();
+      for (int64_t e = 0; e < full; e += kLanes) {
+        const Vec qv = S::LoadF32(t.q + e);
+        a0 = S::Fma(qv, S::template Load<T>(k0 + e * kBytes), a0);
+        a1 = S::Fma(qv, S::template Load<T>(k1 + e * kBytes), a1);
+        a2 = S::Fma(qv, S::template Load<T>(k2 + e * kBytes), a2);
+        a3 = S::Fma(qv, S::template Load<T>(k3 + e * kBytes), a3);
+      }
+      if (tail > 0) {
+        const Vec qv = S::LoadF32Tail(t.q + full, tail);
+        a0 = S::Fma(qv, S::template LoadTail<T>(k0 + full * kBytes, tail), a0);
+        a1 = S::Fma(qv, S::template LoadTail<T>(k1 + full * kBytes, tail), a1);
+        a2 = S::Fma(qv, S::template LoadTail<T>(k2 + full * kBytes, tail), a2);
+        a3 = S::Fma(qv, S::template LoadTail<T>(k3 + full * kBytes, tail), a3);
+      }
+      float dots[4] = {S::Sum(a0), S::Sum(a1), S::Sum(a2), S::Sum(a3)};
+      for (int u = 0; u < 4; ++u) {
+        if constexpr (T == DType::kF8E4M3) dots[u] *= kv.key_scales[row0 + (i + u) * row_step];
+        const float score = dots[u] * t.scale;
+        t.scores[j++] = score;
+        if (score > max_score) max_score = score;
+      }
     }
-    float dot = S::Sum(acc);
-    if constexpr (T == DType::kF8E4M3) dot *= kv.key_scales[row];
-    const float score = dot * t.scale;
-    t.scores[j] = score;
-    if (score > max_score) max_score = score;
+    for (; i < n; ++i) {
+      const uint8_t* k = keys + (row0 + i * row_step) * d * kBytes;
+      Vec acc = S::Zero();
+      for (int64_t e = 0; e < full; e += kLanes) acc = S::Fma(S::LoadF32(t.q + e), S::template Load<T>(k + e * kBytes), acc);
+      if (tail > 0) {
+        acc = S::Fma(S::LoadF32Tail(t.q + full, tail), S::template LoadTail<T>(k + full * kBytes, tail), acc);
+      }
+      float dot = S::Sum(acc);
+      if constexpr (T == DType::kF8E4M3) dot *= kv.key_scales[row0 + i * row_step];
+      const float score = dot * t.scale;
+      t.scores[j++] = score;
+      if (score > max_score) max_score = score;
+    }
+    position += n;
   }
+  const int64_t count = j;
   float total = 0.0f;
-  for (int64_t j = 0; j < count; ++j) {
+  for (j = 0; j < count; ++j) {
     t.scores[j] = expf(t.scores[j] - max_score);
     total += t.scores[j];
   }
   const float inv_total = 1.0f / total;
-  for (int64_t i = 0; i < d; ++i) t.out[i] = 0.0f;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t position = t.first_key + j;
-    const int64_t slot = int64_t{t.block_row[position / kv.block_size]} * kv.block_size + position % kv.block_size;
-    const int64_t row = slot * kv.num_kv_heads + t.kv_head;
-    const uint8_t* v = values + row * d * kBytes;
-    float p = t.scores[j] * inv_total;
-    if constexpr (T == DType::kF8E4M3) p *= kv.value_scales[row];
-    const Vec pv = S::Set1(p);
-    for (int64_t i = 0; i < full; i += kLanes) {
-      S::Store(t.out + i, S::Fma(pv, S::template Load<T>(v + i * kBytes), S::LoadF32(t.out + i)));
+  for (int64_t e = 0; e < d; ++e) t.out[e] = 0.0f;
+  j = 0;
+  for (int64_t position = t.first_key; position <= t.last_key;) {
+    const int64_t offset = position % kv.block_size;
+    const int64_t left = kv.block_size - offset;
+    const int64_t n = left < t.last_key - position + 1 ? left : t.last_key - position + 1;
+    const int64_t row0 = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) *
+                             kv.num_kv_heads + t.kv_head;
+    for (int64_t i = 0; i < n; ++i, ++j) {
+      const int64_t row = row0 + i * kv.num_kv_heads;
+      const uint8_t* v = values + row * d * kBytes;
+      float p = t.scores[j] * inv_total;
+      if constexpr (T == DType::kF8E4M3) p *= kv.value_scales[row];
+      const Vec pv = S::Set1(p);
+      for (int64_t e = 0; e < full; e += kLanes) {
+        S::Store(t.out + e, S::Fma(pv, S::template Load<T>(v + e * kBytes), S::LoadF32(t.out + e)));
+      }
+      if (tail > 0) {
+        S::StoreTail(t.out + full,
+                     S::Fma(pv, S::template LoadTail<T>(v + full * kBytes, tail), S::LoadF32Tail(t.out + full, tail)),
+                     tail);
+      }
     }
-    if (tail > 0) {
-      S::StoreTail(t.out + full,
-                   S::Fma(pv, S::template LoadTail<T>(v + full * kBytes, tail), S::LoadF32Tail(t.out + full, tail)),
-                   tail);
-    }
+    position += n;
   }
 }
 

@@ -2,11 +2,14 @@
 // alone or batched with other requests of different lengths, whether its prompt is prefilled in
 // one step or in several chunks, and whatever the thread count. Checked on the Muse Spark golden
 // fixtures (MoE, hybrid sliding/full attention, several KV groups) and on a random Gemma-shaped
-// DenseDecoder (QK-norm gains, sliding windows, GQA, a head_dim that is not a lane multiple).
+// DenseDecoder (QK-norm gains, sliding windows, GQA, a head_dim that is not a lane multiple), and
+// on the real SmolLM2 GGUF when it is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -239,6 +242,19 @@ TEST(DenseDecoderBatchInvarianceTest, AloneChunkedAndBatchedAreBitwiseEqual) {
     SCOPED_TRACE(std::string(kv::KvDtypeName(dtype)));
     CheckBatchInvariance(random.model(), dtype);
   }
+}
+
+// The GGUF path (quantized matmuls with per-row 8-bit activations) on the real SmolLM2, when
+// scripts/fetch_models.py has fetched it.
+TEST(GgufBatchInvarianceTest, SmolLm2AloneChunkedAndBatchedAreBitwiseEqual) {
+  const char* cache = std::getenv("EMBER_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string dir = cache && *cache ? cache : std::string(home ? home : "/") + "/.cache/ember/models";
+  const std::string path = dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::ifstream(path).good()) GTEST_SKIP() << path << " not fetched (scripts/fetch_models.py)";
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  CheckBatchInvariance(**model, (*model)->DefaultKvDtype());
 }
 
 // Bad input is an error naming the problem, never a crash.

@@ -68,8 +68,7 @@ TEST_P(KvDtypeDriftTest, ReducedPrecisionKvStaysCloseToF32) {
   auto tokenizer = LoadModelTokenizer(path.string());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const std::vector<int32_t> ids = (*tokenizer)->Encode(
-      "The old lighthouse keeper climbed the spiral stairs every evening. From the top he could see the "
-      "fishing boats coming home, their lamps swaying over the dark water, and he counted them one by one.",
+      "The old lighthouse keeper climbed the spiral stairs every evening to watch the boats come home.",
       /*add_special=*/true, /*parse_special=*/false);
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t vocab = (*model)->info().vocab_size;
