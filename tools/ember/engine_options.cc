@@ -43,7 +43,7 @@ Status EngineFlags::Finish() {
   return Status::Ok();
 }
 
-void AddEngineOptions(CLI::App* cmd, EngineFlags* f) {
+void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype) {
   EngineOptions& e = f->engine;
   cmd->add_option("--max-model-len", e.max_model_len, "Context length: prompt + output tokens (default: the model's)");
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "Requests computed together at most")->check(CLI::Range(1, 65536));
@@ -53,7 +53,10 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f) {
                 "Reuse the KV of shared prompt prefixes (default on)");
   cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", e.enable_chunked_prefill,
                 "Split long prompts across steps (default on)");
-  cmd->add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto, f32, f16, bf16 or fp8 (e4m3 with per-head scales)");
+  if (with_threads_and_dtype) {
+    cmd->add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto, f32, f16, bf16 or fp8 (e4m3 with per-head scales)");
+    cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
+  }
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV cache size, e.g. 4GiB (default: what --max-num-seqs full-length sequences need, at most half "
                   "the free memory)");
@@ -62,7 +65,6 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--seed", e.seed, "Seed for requests that bring none");
   cmd->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
                   "With chunked prefill: prompt tokens of one request per step at most (0 = no cap)");
-  cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
 }
 
 }  // namespace ember::tools

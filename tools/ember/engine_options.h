@@ -18,7 +18,9 @@ struct EngineFlags {
   Status Finish();
 };
 
-void AddEngineOptions(CLI::App* cmd, EngineFlags* flags);
+// `with_threads_and_dtype` false leaves out --threads and --kv-cache-dtype for commands that
+// already have them (ember generate).
+void AddEngineOptions(CLI::App* cmd, EngineFlags* flags, bool with_threads_and_dtype = true);
 
 // "4GiB" -> 4294967296; plain numbers are bytes; K/M/G/T with or without "iB"/"B" are powers of 1024.
 Expected<int64_t> ParseByteSize(const std::string& text);

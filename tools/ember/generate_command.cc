@@ -16,6 +16,7 @@
 #include "tools/ember/chat_session.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/generate_jsonl.h"
 
 namespace ember::tools {
 namespace {
@@ -31,6 +32,8 @@ struct GenerateOptions {
   bool ignore_eos = false;
   int top_logprobs = 0;
   std::string kv_cache_dtype = "auto";
+  std::string jsonl;   // many prompts through the engine (generate_jsonl.cc)
+  EngineFlags engine;  // engine options for --jsonl
 };
 
 // log-softmax of one row, in double for accuracy over large vocabularies.
@@ -170,7 +173,20 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_option("--top-logprobs", options->top_logprobs, "With --json: the top K log-probabilities per step")
       ->check(CLI::Range(0, 100));
   cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype, kKvCacheDtypeHelp);
-  cmd->callback([options] { SetExitCode(RunGenerate(*options)); });
+  cmd->add_option("--jsonl", options->jsonl,
+                  "Run every line of this JSONL file ({\"prompt\": ...} or {\"messages\": [...]}, plus sampling "
+                  "fields) through the engine with continuous batching; prints one JSON result per line")
+      ->excludes(ids)
+      ->excludes(text);
+  AddEngineOptions(cmd, &options->engine, /*with_threads_and_dtype=*/false);
+  cmd->callback([options] {
+    if (!options->jsonl.empty()) {
+      options->engine.threads = options->threads;
+      options->engine.engine.kv_cache_dtype = options->kv_cache_dtype;
+      return SetExitCode(RunGenerateJsonl(options->model, options->jsonl, options->engine));
+    }
+    SetExitCode(RunGenerate(*options));
+  });
 }
 
 }  // namespace ember::tools
