@@ -121,7 +121,18 @@ void KvCacheCoordinator::CacheFullBlocks(uint64_t request, std::span<const Block
 void KvCacheCoordinator::Free(uint64_t request) {
   const auto it = requests_.find(request);
   if (it == requests_.end()) return;  // never allocated (e.g. aborted while waiting)
-  for (int g = 0; g < num_groups(); ++g) managers_[g]->Free(it->second.blocks.per_group[g]);
+  // Last position first, across all groups at each position: released blocks join the free
+  // queue's tail in that order, so a sequence's tail is evicted before its head (which more
+  // prompts share), and every group keeps the same prefix as long as possible (a hybrid hit
+  // needs all of them).
+  std::vector<std::vector<BlockId>>& lists = it->second.blocks.per_group;
+  size_t longest = 0;
+  for (const auto& list : lists) longest = std::max(longest, list.size());
+  for (size_t j = longest; j-- > 0;) {
+    for (const auto& list : lists) {
+      if (j < list.size() && list[j] != kNullBlock) pool_.Release(list[j]);
+    }
+  }
   requests_.erase(it);
 }
 

@@ -61,13 +61,6 @@ void SingleTypeManager::CacheFullBlocks(const std::vector<BlockId>& blocks, std:
   *num_cached = std::max(*num_cached, end);
 }
 
-void SingleTypeManager::Free(std::vector<BlockId>& blocks) const {
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-    if (*it != kNullBlock) pool_.Release(*it);
-  }
-  blocks.clear();
-}
-
 std::unique_ptr<SingleTypeManager> MakeSingleTypeManager(const KvCacheGroupSpec& spec, int group, int64_t block_size,
                                                          BlockPool& pool) {
   switch (spec.kind) {

@@ -1,7 +1,7 @@
 // Per-group policy of the hybrid KV cache (vLLM's SingleTypeKVCacheManager): how a group finds
 // its part of a prefix-cache hit and which of a request's blocks it no longer needs. The
-// bookkeeping shared by every kind (growing a request's block list, caching full blocks,
-// freeing) lives here too; a request's block list for the group is passed in, so one manager
+// bookkeeping shared by every kind (growing a request's block list, caching full blocks) lives
+// here too; a request's block list for the group is passed in, so one manager
 // serves every request. Adding an attention kind = one subclass + one case in
 // MakeSingleTypeManager.
 #pragma once
@@ -55,10 +55,6 @@ class SingleTypeManager {
   // are skipped. Advances *num_cached.
   void CacheFullBlocks(const std::vector<BlockId>& blocks, std::span<const BlockHash> hashes,
                        int64_t num_full_blocks, int64_t* num_cached) const;
-  // Drops the request's references, last block first: released blocks join the free queue's tail
-  // in that order, so a sequence's tail is evicted before its head, which other prompts share more.
-  void Free(std::vector<BlockId>& blocks) const;
-
   int group() const { return group_; }
 
  protected:
