@@ -67,9 +67,11 @@ class KvCacheManager {
   void CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
                        uint64_t extra_key);
 
-  // Returns every block the request holds (cached ones stay reusable until evicted, LRU).
+  // Returns every block the request holds (cached ones stay reusable until evicted, LRU); the
+  // request's next AllocateSlots is a first call again. A request holding nothing is ignored.
   void Free(uint64_t request);
 
+  // Every block the request holds, per group; the request must hold blocks (checked).
   const KvBlocks& Blocks(uint64_t request) const;
   int64_t num_free_blocks() const;  // including evictable cached blocks
   double usage() const;             // fraction of usable blocks in use by requests

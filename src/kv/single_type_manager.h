@@ -1,9 +1,8 @@
 // Per-group policy of the hybrid KV cache (vLLM's SingleTypeKVCacheManager): how a group finds
 // its part of a prefix-cache hit and which of a request's blocks it no longer needs. The
 // bookkeeping shared by every kind (growing a request's block list, caching full blocks) lives
-// here too; a request's block list for the group is passed in, so one manager
-// serves every request. Adding an attention kind = one subclass + one case in
-// MakeSingleTypeManager.
+// here too. A request's block list for the group is passed in, so one manager serves every
+// request. Adding an attention kind = one subclass + one case in MakeSingleTypeManager.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +54,6 @@ class SingleTypeManager {
   // are skipped. Advances *num_cached.
   void CacheFullBlocks(const std::vector<BlockId>& blocks, std::span<const BlockHash> hashes,
                        int64_t num_full_blocks, int64_t* num_cached) const;
-  int group() const { return group_; }
 
  protected:
   int64_t NumBlocks(int64_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
