@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "kv/spec.h"
 
 namespace ember::kv {
@@ -34,20 +36,29 @@ struct CacheHit {
 
 class KvCacheManager {
  public:
+  // config.num_blocks (>= 2, see NumBlocksForBudget) and config.groups must be set.
   KvCacheManager(KvCacheConfig config, KvCacheManagerOptions options);
+  ~KvCacheManager();
+  KvCacheManager(KvCacheManager&&) noexcept;
+  KvCacheManager& operator=(KvCacheManager&&) noexcept;
 
   const KvCacheConfig& config() const;
   int num_groups() const;
 
   // Prefix-cache lookup for a request that holds no blocks yet. `extra_key` (e.g. a hash of the
-  // cache salt) separates requests that must not share blocks. Takes no references.
+  // cache salt) separates requests that must not share blocks. Takes no references, so the hit is
+  // valid only until the next AllocateSlots/Free/ResetPrefixCache: look up right before
+  // allocating. Empty (and not counted in the stats) when prefix caching is off.
   CacheHit FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key);
 
   // Makes the request able to hold num_computed_tokens + num_new_tokens (+ num_lookahead) token
   // slots in every group. On a request's first call, `hit` (from FindCachedPrefix, or null) is
   // taken over with references. Releases sliding-window blocks that no query from
-  // num_computed_tokens on can read. Returns the blocks appended per group this call, or nullopt
-  // when the pool is short (then nothing changed).
+  // num_computed_tokens on can read (their entries become kNullBlock in Blocks(); the runner's
+  // copy may keep the old ids, which sliding attention never reads). Returns the entries appended
+  // per group this call (on the first call every entry, hit blocks included; kNullBlock where a
+  // sliding group pads), or nullopt when the pool is short (then nothing changed). A later call
+  // ignores `hit`.
   std::optional<KvBlocks> AllocateSlots(uint64_t request, int64_t num_computed_tokens, int64_t num_new_tokens,
                                         const CacheHit* hit, int64_t num_lookahead = 0);
 
@@ -56,15 +67,26 @@ class KvCacheManager {
   void CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
                        uint64_t extra_key);
 
-  // Returns every block the request holds (cached ones stay reusable until evicted, LRU).
+  // Returns every block the request holds (cached ones stay reusable until evicted, LRU); the
+  // request's next AllocateSlots is a first call again. A request holding nothing is ignored.
   void Free(uint64_t request);
 
+  // Every block the request holds, per group; the request must hold blocks (checked).
   const KvBlocks& Blocks(uint64_t request) const;
   int64_t num_free_blocks() const;  // including evictable cached blocks
   double usage() const;             // fraction of usable blocks in use by requests
   const PrefixCacheStats& prefix_cache_stats() const;
   // Drops every cached hash (blocks in use keep their data); used by tests and admin endpoints.
+  // Blocks that requests hold stay held but are no longer found or re-registered.
   void ResetPrefixCache();
+
+  // Debug check for tests: pool links and counts, reference counts equal to the requests' block
+  // lists, one group per block, cache map consistent. Ok, or Internal with the first violation.
+  Status CheckInvariants() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ember::kv

@@ -1,0 +1,100 @@
+#include "kv/kv_cache_manager.h"
+
+#include <unordered_map>
+#include <utility>
+
+#include "core/check.h"
+#include "kv/block_hash.h"
+#include "kv/kv_cache_coordinator.h"
+
+namespace ember::kv {
+
+class KvCacheManager::Impl {
+ public:
+  Impl(KvCacheConfig config, KvCacheManagerOptions options)
+      : config_(std::move(config)), options_(options), coordinator_(config_) {}
+
+  KvCacheConfig config_;
+  KvCacheManagerOptions options_;
+  KvCacheCoordinator coordinator_;
+  PrefixCacheStats stats_;
+  // Each running request's chain of full-block hashes, grown as its tokens are computed.
+  struct Chain {
+    uint64_t extra_key = 0;
+    std::vector<BlockHash> hashes;
+  };
+  std::unordered_map<uint64_t, Chain> chains_;
+};
+
+KvCacheManager::KvCacheManager(KvCacheConfig config, KvCacheManagerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(config), options)) {}
+KvCacheManager::~KvCacheManager() = default;
+KvCacheManager::KvCacheManager(KvCacheManager&&) noexcept = default;
+KvCacheManager& KvCacheManager::operator=(KvCacheManager&&) noexcept = default;
+
+const KvCacheConfig& KvCacheManager::config() const { return impl_->config_; }
+int KvCacheManager::num_groups() const { return impl_->coordinator_.num_groups(); }
+
+CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key) {
+  if (!impl_->options_.enable_prefix_caching) {
+    CacheHit none;
+    none.blocks.per_group.resize(num_groups());
+    return none;
+  }
+  // At least the last token is computed again: its logits are what the step samples from.
+  const int64_t bs = impl_->config_.block_size;
+  const int64_t max_blocks = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
+  std::vector<BlockHash> hashes;
+  hashes.reserve(max_blocks);
+  ExtendBlockHashes(tokens.first(max_blocks * bs), bs, extra_key, hashes);
+  CacheHit hit = impl_->coordinator_.FindLongestHit(hashes, max_blocks);
+  impl_->stats_.queries += static_cast<int64_t>(tokens.size());
+  impl_->stats_.hits += hit.num_tokens;
+  return hit;
+}
+
+std::optional<KvBlocks> KvCacheManager::AllocateSlots(uint64_t request, int64_t num_computed_tokens,
+                                                      int64_t num_new_tokens, const CacheHit* hit,
+                                                      int64_t num_lookahead) {
+  EMBER_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0 && num_lookahead >= 0,
+              "AllocateSlots({}, {}, {}, lookahead {})", request, num_computed_tokens, num_new_tokens, num_lookahead);
+  return impl_->coordinator_.AllocateSlots(request, num_computed_tokens,
+                                           num_computed_tokens + num_new_tokens + num_lookahead, hit);
+}
+
+void KvCacheManager::CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
+                                     uint64_t extra_key) {
+  if (!impl_->options_.enable_prefix_caching) return;
+  EMBER_CHECK(num_computed_tokens >= 0 && num_computed_tokens <= static_cast<int64_t>(tokens.size()),
+              "request {}: {} computed tokens of {}", request, num_computed_tokens, tokens.size());
+  const auto [it, inserted] = impl_->chains_.try_emplace(request);
+  Impl::Chain& chain = it->second;
+  if (inserted) chain.extra_key = extra_key;
+  EMBER_CHECK(chain.extra_key == extra_key, "request {} changed its extra key", request);
+  const int64_t bs = impl_->config_.block_size;
+  const int64_t num_full = num_computed_tokens / bs;
+  ExtendBlockHashes(tokens.first(num_full * bs), bs, extra_key, chain.hashes);
+  impl_->coordinator_.CacheFullBlocks(request, chain.hashes, num_full);
+}
+
+void KvCacheManager::Free(uint64_t request) {
+  impl_->coordinator_.Free(request);
+  impl_->chains_.erase(request);
+}
+
+const KvBlocks& KvCacheManager::Blocks(uint64_t request) const { return impl_->coordinator_.Blocks(request); }
+
+int64_t KvCacheManager::num_free_blocks() const { return impl_->coordinator_.pool().num_free_blocks(); }
+
+double KvCacheManager::usage() const {
+  const int64_t usable = impl_->coordinator_.pool().num_blocks() - 1;
+  return static_cast<double>(usable - num_free_blocks()) / static_cast<double>(usable);
+}
+
+const PrefixCacheStats& KvCacheManager::prefix_cache_stats() const { return impl_->stats_; }
+
+void KvCacheManager::ResetPrefixCache() { impl_->coordinator_.pool().ResetPrefixCache(); }
+
+Status KvCacheManager::CheckInvariants() const { return impl_->coordinator_.CheckInvariants(); }
+
+}  // namespace ember::kv
