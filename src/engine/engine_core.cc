@@ -1,0 +1,41 @@
+#include "engine/engine_core.h"
+
+#include <memory>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace ember {
+
+Expected<std::unique_ptr<EngineCore>> EngineCore::Create(EngineCoreConfig config, Executor* executor) {
+  EMBER_RETURN_IF_ERROR(config.scheduler.Validate());
+  if (executor == nullptr) return InvalidArgument("EngineCore needs an executor");
+  if (config.kv.groups.empty() || config.kv.block_size < 1) {
+    return InvalidArgument("the KV cache config has no groups or no block size: plan it with kv::PlanKvGroups");
+  }
+  if (config.kv.num_blocks < 2) {
+    return InvalidArgument(fmt::format("the KV cache has {} blocks; it needs at least 2 (the null block and one "
+                                       "usable): give it more memory",
+                                       config.kv.num_blocks));
+  }
+  return std::unique_ptr<EngineCore>(new EngineCore(std::move(config), executor));
+}
+
+EngineCore::EngineCore(EngineCoreConfig config, Executor* executor)
+    : kv_(std::move(config.kv), config.kv_options), scheduler_(std::move(config.scheduler), &kv_), executor_(executor) {}
+
+Status EngineCore::AddRequest(RequestIndex index, RequestInput input) { return scheduler_.Add(index, std::move(input)); }
+
+bool EngineCore::AbortRequest(RequestIndex index) { return scheduler_.Abort(index); }
+
+std::vector<RequestOutput> EngineCore::Step() {
+  const SchedulerOutput scheduled = scheduler_.Schedule();
+  ModelRunnerOutput output;
+  // The runner must hear about finished and preempted requests even in a step with no tokens.
+  if (!scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty()) {
+    output = executor_->Execute(scheduled);
+  }
+  return scheduler_.UpdateFromOutput(scheduled, output);
+}
+
+}  // namespace ember

@@ -1,0 +1,53 @@
+// The engine core: one Scheduler, the KvCacheManager it allocates from, and an Executor that runs
+// the scheduled steps. Single-threaded (reference/codebases.md §9.5); server threads talk to it
+// through EngineClient (engine/engine_client.h).
+#pragma once
+
+#include <vector>
+
+#include "core/status.h"
+#include "engine/executor.h"
+#include "engine/request.h"
+#include "engine/request_output.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+
+namespace ember {
+
+struct EngineCoreConfig {
+  SchedulerConfig scheduler;
+  kv::KvCacheConfig kv;
+  kv::KvCacheManagerOptions kv_options;
+};
+
+class EngineCore {
+ public:
+  // Fails with a message naming the field when the configuration is inconsistent. `executor`
+  // must outlive the engine core.
+  static Expected<std::unique_ptr<EngineCore>> Create(EngineCoreConfig config, Executor* executor);
+
+  // Admits a request under an index unique for the engine's lifetime; errors say what to fix.
+  Status AddRequest(RequestIndex index, RequestInput input);
+  // Finishes a request wherever it is; its final event comes out of the next Step(). False if
+  // it is unknown or already finished.
+  bool AbortRequest(RequestIndex index);
+  // Schedules, executes and applies one step. Returns the events of every request that got
+  // tokens or finished (aborts and errors included).
+  std::vector<RequestOutput> Step();
+  // True while a request is unfinished, or the executor has yet to hear that one finished (one
+  // more Step() tells it), so a `while (HasUnfinished()) Step();` loop leaves nothing behind.
+  bool HasUnfinished() const { return scheduler_.HasUnfinished() || scheduler_.HasPendingRunnerUpdates(); }
+
+  SchedulerStats Stats() const { return scheduler_.Stats(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const kv::KvCacheManager& kv_cache() const { return kv_; }
+
+ private:
+  EngineCore(EngineCoreConfig config, Executor* executor);
+
+  kv::KvCacheManager kv_;
+  Scheduler scheduler_;
+  Executor* executor_;
+};
+
+}  // namespace ember

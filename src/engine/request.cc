@@ -1,0 +1,58 @@
+#include "engine/request.h"
+
+#include <utility>
+
+#include "core/check.h"
+
+namespace ember {
+
+std::string_view RequestStatusName(RequestStatus status) {
+  switch (status) {
+    case RequestStatus::kWaiting: return "waiting";
+    case RequestStatus::kRunning: return "running";
+    case RequestStatus::kPreempted: return "preempted";
+    case RequestStatus::kFinished: return "finished";
+  }
+  return "?";
+}
+
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+Request::Request(RequestIndex index, RequestInput input, uint64_t arrival_seq, uint64_t default_seed)
+    : index_(index),
+      input_(std::move(input)),
+      sampling_(input_.sampling),
+      arrival_seq_(arrival_seq),
+      tokens_(std::move(input_.prompt_token_ids)),  // the prompt lives only in tokens_
+      num_prompt_tokens_(static_cast<int64_t>(tokens_.size())) {
+  if (!sampling_.seed) sampling_.seed = default_seed;
+  times_.arrival = input_.arrival_time.value_or(Clock::now());
+}
+
+void Request::Finish(FinishReason reason, std::string message, std::optional<int32_t> stop_token) {
+  EMBER_CHECK(reason != FinishReason::kNone);
+  EMBER_CHECK(!finished(), "request {} finished twice", index_);
+  status_ = RequestStatus::kFinished;
+  finish_reason_ = reason;
+  error_ = std::move(message);
+  stop_token_ = stop_token;
+  times_.finished = Clock::now();
+}
+
+void Request::Preempt() {
+  EMBER_CHECK(status_ == RequestStatus::kRunning);
+  status_ = RequestStatus::kPreempted;
+  num_computed_tokens_ = 0;
+  ++num_preemptions_;
+}
+
+}  // namespace ember

@@ -1,0 +1,341 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "engine/token_stop.h"
+
+namespace ember {
+namespace {
+
+// SplitMix64 finalizer: decorrelates the seeds of neighbouring request indices.
+uint64_t MixSeed(uint64_t base, uint64_t index) {
+  uint64_t z = base + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Status SchedulerConfig::Validate() const {
+  if (max_num_seqs < 1) return InvalidArgument(fmt::format("max_num_seqs is {}: it must be at least 1", max_num_seqs));
+  if (max_model_len < 2) {
+    return InvalidArgument(fmt::format("max_model_len is {}: it must be at least 2 (one prompt and one output token)",
+                                       max_model_len));
+  }
+  if (max_num_batched_tokens < max_num_seqs) {
+    // Otherwise a full batch of decodes could not run in one step.
+    return InvalidArgument(fmt::format("max_num_batched_tokens ({}) must be at least max_num_seqs ({})",
+                                       max_num_batched_tokens, max_num_seqs));
+  }
+  if (!enable_chunked_prefill && max_num_batched_tokens < max_model_len) {
+    return InvalidArgument(fmt::format(
+        "without chunked prefill max_num_batched_tokens ({}) must be at least max_model_len ({}), or a long "
+        "prompt could never be scheduled: raise it or enable chunked prefill",
+        max_num_batched_tokens, max_model_len));
+  }
+  if (long_prefill_token_threshold < 0) {
+    return InvalidArgument("long_prefill_token_threshold must be 0 (off) or positive");
+  }
+  return Status::Ok();
+}
+
+Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager* kv)
+    : config_(std::move(config)), kv_(kv), waiting_(config_.policy) {
+  const Status valid = config_.Validate();
+  EMBER_CHECK(valid.ok(), "invalid SchedulerConfig: {}", valid.message());
+  EMBER_CHECK(kv_ != nullptr);
+}
+
+Status Scheduler::Add(RequestIndex index, RequestInput input) {
+  const int64_t prompt_len = static_cast<int64_t>(input.prompt_token_ids.size());
+  if (prompt_len == 0) return InvalidArgument("the prompt is empty: send at least one token");
+  if (prompt_len >= config_.max_model_len) {
+    return InvalidArgument(fmt::format(
+        "the prompt has {} tokens but this model's context is {} tokens (max_model_len), which must also hold "
+        "at least one generated token: shorten the prompt to at most {} tokens",
+        prompt_len, config_.max_model_len, config_.max_model_len - 1));
+  }
+  if (input.sampling.max_tokens < 1) {
+    return InvalidArgument(fmt::format("max_tokens is {}: it must be at least 1", input.sampling.max_tokens));
+  }
+  if (requests_.contains(index)) return InvalidArgument(fmt::format("request index {} is already in use", index));
+  auto req = std::make_unique<Request>(index, std::move(input), next_arrival_seq_++, MixSeed(config_.seed, index));
+  waiting_.Add(req.get());
+  requests_.emplace(index, std::move(req));
+  return Status::Ok();
+}
+
+const Request* Scheduler::Find(RequestIndex index) const {
+  auto it = requests_.find(index);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats stats;
+  stats.num_running = static_cast<int64_t>(running_.size());
+  stats.num_waiting = static_cast<int64_t>(waiting_.size());
+  stats.kv_usage = kv_->usage();
+  stats.num_preemptions = num_preemptions_;
+  stats.prefix_cache = kv_->prefix_cache_stats();
+  return stats;
+}
+
+// ---- Schedule ------------------------------------------------------------------------------
+
+SchedulerOutput Scheduler::Schedule() {
+  StepPlan plan{config_.max_num_batched_tokens, {}, {}};
+  ScheduleRunning(plan);
+  // After a preemption the pool is known to be short: admitting new work would only thrash.
+  if (plan.preempted.empty()) ScheduleWaiting(plan);
+  return BuildOutput(plan);
+}
+
+int64_t Scheduler::TokensToSchedule(const Request& req, int64_t budget) const {
+  int64_t n = req.num_tokens_to_compute();
+  if (!config_.enable_chunked_prefill) return n <= budget ? n : 0;  // whole prompts only
+  if (config_.long_prefill_token_threshold > 0) n = std::min(n, config_.long_prefill_token_threshold);
+  return std::min(n, budget);
+}
+
+void Scheduler::ScheduleRunning(StepPlan& plan) {
+  // Decodes first, so streaming requests keep their pace while long prompts (and recomputes
+  // after preemption) share what is left of the budget.
+  std::vector<Request*> order = running_;
+  std::stable_partition(order.begin(), order.end(), [](const Request* r) { return r->num_tokens_to_compute() == 1; });
+  for (Request* req : order) {
+    if (plan.budget == 0) break;
+    // Preempted earlier in this loop (still alive, now waiting). Only `req` itself can fail and
+    // be destroyed, and it is not visited again.
+    if (req->status() != RequestStatus::kRunning) continue;
+    int64_t n = TokensToSchedule(*req, plan.budget);
+    if (n == 0) continue;
+    std::optional<kv::KvBlocks> blocks = AllocateForRunning(req, n, plan);
+    if (!blocks) continue;
+    plan.entries.push_back({req, n, false, std::move(*blocks)});
+    plan.budget -= n;
+  }
+}
+
+std::optional<kv::KvBlocks> Scheduler::AllocateForRunning(Request* req, int64_t& num_tokens, StepPlan& plan) {
+  while (true) {
+    auto blocks = kv_->AllocateSlots(req->index(), req->num_computed_tokens(), num_tokens, nullptr);
+    if (blocks) return blocks;
+    if (running_.size() == 1) {
+      // Alone, nothing can be preempted. A smaller chunk may still fit where sliding-window
+      // groups release blocks as the request advances; one token that does not fit never will.
+      if (config_.enable_chunked_prefill && num_tokens > 1) {
+        num_tokens /= 2;
+        continue;
+      }
+      FailAlone(req);
+      return std::nullopt;
+    }
+    Request* victim = LowestRankedRunning();
+    Preempt(victim, plan);
+    if (victim == req) return std::nullopt;
+  }
+}
+
+Request* Scheduler::LowestRankedRunning() const {
+  EMBER_CHECK(!running_.empty());
+  return *std::max_element(running_.begin(), running_.end(), [this](const Request* a, const Request* b) {
+    return RanksBefore(config_.policy, *a, *b);
+  });
+}
+
+void Scheduler::Preempt(Request* victim, StepPlan& plan) {
+  // Under the priority policy the victim may already have a share of this step: give it back.
+  auto it = std::find_if(plan.entries.begin(), plan.entries.end(), [victim](const Scheduled& s) { return s.req == victim; });
+  if (it != plan.entries.end()) {
+    plan.budget += it->num_tokens;
+    plan.entries.erase(it);
+  }
+  kv_->Free(victim->index());
+  RemoveFromRunning(victim);
+  victim->Preempt();
+  waiting_.Add(victim);
+  plan.preempted.push_back(victim->index());
+  ++num_preemptions_;
+}
+
+void Scheduler::ScheduleWaiting(StepPlan& plan) {
+  while (!waiting_.empty() && plan.budget > 0 &&
+         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+    Request* req = waiting_.Peek();
+    const RequestIndex index = req->index();
+    const kv::CacheHit hit = kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
+    EMBER_CHECK(hit.num_tokens < req->num_tokens());
+    req->set_num_computed_tokens(hit.num_tokens);
+    int64_t n = TokensToSchedule(*req, plan.budget);
+    if (n == 0) break;  // whole prompt only, and it does not fit this step's budget: keep order
+    std::optional<kv::KvBlocks> blocks = AllocateForWaiting(req, hit, n);
+    if (!blocks) {
+      if (!requests_.contains(index)) continue;  // could never fit: failed and gone
+      req->set_num_computed_tokens(0);
+      break;  // wait for running requests to free blocks; later ones must not overtake
+    }
+    waiting_.Pop();
+    if (!req->times().first_scheduled) {
+      req->times().first_scheduled = Clock::now();
+      req->set_num_cached_tokens(hit.num_tokens);
+    }
+    req->set_status(RequestStatus::kRunning);
+    running_.push_back(req);
+    plan.entries.push_back({req, n, true, {}});
+    plan.budget -= n;
+  }
+}
+
+std::optional<kv::KvBlocks> Scheduler::AllocateForWaiting(Request* req, const kv::CacheHit& hit, int64_t& num_tokens) {
+  while (true) {
+    auto blocks = kv_->AllocateSlots(req->index(), hit.num_tokens, num_tokens, &hit);
+    if (blocks || !running_.empty()) return blocks;
+    // Nothing else holds blocks: same reasoning as for a running request alone.
+    if (config_.enable_chunked_prefill && num_tokens > 1) {
+      num_tokens /= 2;
+      continue;
+    }
+    waiting_.Remove(req);
+    FailAlone(req);
+    return std::nullopt;
+  }
+}
+
+void Scheduler::FailAlone(Request* req) {
+  std::string message = fmt::format(
+      "a request of {} tokens needs more KV cache than the whole pool holds, even with no other request "
+      "running: shorten the prompt or max_tokens, or give the engine more KV cache memory",
+      req->num_tokens());
+  pending_outputs_.push_back(Finish(req, FinishReason::kError, std::move(message)));
+}
+
+SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
+  SchedulerOutput out;
+  out.step_id = next_step_id_++;
+  out.finished_reqs = std::exchange(finished_for_runner_, {});
+  out.preempted_reqs = std::move(plan.preempted);
+  for (Scheduled& s : plan.entries) {
+    Request* req = s.req;
+    out.scheduled_reqs.push_back(req->index());
+    out.num_scheduled_tokens.push_back(static_cast<int32_t>(s.num_tokens));
+    out.total_num_scheduled_tokens += s.num_tokens;
+    if (s.is_new) {
+      NewRequestData data;
+      data.req = req->index();
+      data.prompt_token_ids.assign(req->prompt_token_ids().begin(), req->prompt_token_ids().end());
+      data.output_token_ids.assign(req->output_token_ids().begin(), req->output_token_ids().end());
+      data.sampling = req->sampling();
+      data.block_ids = kv_->Blocks(req->index());
+      data.num_computed_tokens = req->num_computed_tokens();
+      out.new_reqs.push_back(std::move(data));
+    } else {
+      out.cached_reqs.push_back({req->index(), std::move(s.new_blocks), req->num_computed_tokens()});
+    }
+    // The step's tokens count as computed from now on (vLLM does the same): the next Schedule
+    // can already plan the following decode while this step runs.
+    req->set_num_computed_tokens(req->num_computed_tokens() + s.num_tokens);
+  }
+  EMBER_CHECK(out.total_num_scheduled_tokens <= config_.max_num_batched_tokens);
+  EMBER_CHECK(static_cast<int64_t>(running_.size()) <= config_.max_num_seqs);
+  return out;
+}
+
+// ---- After the step ------------------------------------------------------------------------
+
+std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& scheduled,
+                                                       const ModelRunnerOutput& output) {
+  std::vector<RequestOutput> events = std::exchange(pending_outputs_, {});
+  if (!output.reqs.empty()) {
+    EMBER_CHECK(output.step_id == scheduled.step_id, "runner answered step {} for step {}", output.step_id,
+                scheduled.step_id);
+    EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
+  }
+  // Newly full blocks become reusable as soon as their K/V exists, partial prefills included.
+  for (RequestIndex index : scheduled.scheduled_reqs) {
+    auto it = requests_.find(index);
+    if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;  // aborted meanwhile
+    const Request& req = *it->second;
+    kv_->CacheFullBlocks(index, req.all_token_ids(), req.num_computed_tokens(), req.cache_salt_key());
+  }
+  for (size_t i = 0; i < output.reqs.size(); ++i) {
+    if (output.sampled_token_ids[i].empty()) continue;  // partial prefill
+    auto it = requests_.find(output.reqs[i]);
+    if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;
+    const std::vector<TokenLogprobs>* logprobs = i < output.logprobs.size() ? &output.logprobs[i] : nullptr;
+    events.push_back(AppendTokens(it->second.get(), output.sampled_token_ids[i], logprobs));
+  }
+  return events;
+}
+
+RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& tokens,
+                                      const std::vector<TokenLogprobs>* logprobs) {
+  EMBER_CHECK(req->num_computed_tokens() == req->num_tokens(), "request {} sampled before its tokens were computed",
+              req->index());
+  if (!req->times().first_token) req->times().first_token = Clock::now();
+  std::vector<int32_t> new_tokens;
+  std::vector<TokenLogprobs> new_logprobs;
+  std::optional<StopDecision> stop;
+  for (size_t k = 0; k < tokens.size() && !stop; ++k) {
+    req->AppendOutputToken(tokens[k]);
+    new_tokens.push_back(tokens[k]);
+    if (logprobs && k < logprobs->size()) new_logprobs.push_back((*logprobs)[k]);
+    stop = CheckTokenStop(*req, config_.max_model_len);
+  }
+  RequestOutput event = stop ? Finish(req, stop->reason, {}, stop->stop_token) : MakeOutput(*req);
+  event.new_token_ids = std::move(new_tokens);
+  event.new_logprobs = std::move(new_logprobs);
+  return event;
+}
+
+// ---- Finishing -------------------------------------------------------------------------------
+
+bool Scheduler::Abort(RequestIndex index) {
+  auto it = requests_.find(index);
+  if (it == requests_.end()) return false;
+  pending_outputs_.push_back(Finish(it->second.get(), FinishReason::kAbort));
+  return true;
+}
+
+RequestOutput Scheduler::Finish(Request* req, FinishReason reason, std::string message,
+                               std::optional<int32_t> stop_token) {
+  if (req->status() == RequestStatus::kRunning) {
+    // Only running requests are known to the runner (preempted ones were dropped there).
+    finished_for_runner_.push_back(req->index());
+    RemoveFromRunning(req);
+  } else {
+    waiting_.Remove(req);
+  }
+  kv_->Free(req->index());
+  req->Finish(reason, std::move(message), stop_token);
+  RequestOutput event = MakeOutput(*req);
+  requests_.erase(req->index());  // `req` dangles from here on
+  return event;
+}
+
+RequestOutput Scheduler::MakeOutput(const Request& req) const {
+  RequestOutput out;
+  out.req = req.index();
+  out.external_id = req.external_id();
+  out.finished = req.finished();
+  out.finish_reason = req.finish_reason();
+  out.stop_token = req.stop_token();
+  out.error = req.error();
+  out.num_prompt_tokens = req.num_prompt_tokens();
+  out.num_output_tokens = req.num_output_tokens();
+  out.num_cached_tokens = req.num_cached_tokens();
+  out.times = req.times();
+  return out;
+}
+
+void Scheduler::RemoveFromRunning(Request* req) {
+  auto it = std::find(running_.begin(), running_.end(), req);
+  EMBER_CHECK(it != running_.end());
+  running_.erase(it);
+}
+
+}  // namespace ember

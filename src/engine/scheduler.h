@@ -1,0 +1,130 @@
+// The continuous-batching scheduler (vLLM v1's design, reference/codebases.md §2): there are no
+// prefill and decode phases. Each step hands out a token budget so that every running request's
+// num_computed_tokens catches up with its token count — a decode needs 1 token, a prompt many,
+// a request resumed after preemption all of its prompt and output again.
+//
+// One step: Schedule() -> SchedulerOutput -> (runner) -> UpdateFromOutput() -> RequestOutputs.
+//   1. running requests, decodes first, each allocating KV slots for its new tokens; when the
+//      pool is short the lowest-ranked running request is preempted (blocks freed, recomputed
+//      later from scratch);
+//   2. if nothing was preempted, waiting requests in policy order, each starting from its
+//      prefix-cache hit, while the budget, max_num_seqs and the pool allow.
+// A request that cannot fit even with nothing else running finishes with an error instead of
+// preempting forever. Single-threaded: EngineCore drives it from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/request.h"
+#include "engine/request_output.h"
+#include "engine/request_queue.h"
+#include "engine/scheduler_output.h"
+#include "kv/kv_cache_manager.h"
+
+namespace ember {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;              // running requests at most
+  int64_t max_num_batched_tokens = 2048;   // tokens computed per step at most
+  int64_t max_model_len = 4096;            // prompt + output tokens at most
+  // Split long prompts across steps. Without it a prompt is computed in one step, so
+  // max_num_batched_tokens must be at least max_model_len.
+  bool enable_chunked_prefill = true;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // With chunked prefill: tokens of one request per step at most, so one long prompt leaves room
+  // for others' prefills (vLLM's long_prefill_token_threshold). 0 = no cap.
+  int64_t long_prefill_token_threshold = 0;
+  uint64_t seed = 0;  // mixed with the request index into the seed of requests that bring none
+
+  Status Validate() const;
+};
+
+struct SchedulerStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;  // including preempted requests waiting to resume
+  double kv_usage = 0.0;    // fraction of the KV pool held by requests
+  int64_t num_preemptions = 0;  // since the scheduler started
+  kv::PrefixCacheStats prefix_cache;
+};
+
+class Scheduler {
+ public:
+  // `config` must pass Validate(). `kv` outlives the scheduler and is used by it alone.
+  Scheduler(SchedulerConfig config, kv::KvCacheManager* kv);
+
+  // Admits a request (index unique for the engine's lifetime) or says why not: empty prompt, a
+  // prompt leaving no room for one output token within max_model_len, a duplicate index.
+  Status Add(RequestIndex index, RequestInput input);
+  // Finishes a request wherever it is and frees its blocks; false if it is unknown or finished.
+  bool Abort(RequestIndex index);
+
+  SchedulerOutput Schedule();
+  // Appends the sampled tokens, registers newly full blocks for prefix caching, applies the
+  // token-level stop checks and frees finished requests. Returns one event per request that
+  // produced tokens or finished since the previous call (aborts and errors included).
+  std::vector<RequestOutput> UpdateFromOutput(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
+
+  bool HasUnfinished() const { return !requests_.empty(); }
+  int64_t num_unfinished() const { return static_cast<int64_t>(requests_.size()); }
+  // True when finished or preempted requests must still be reported to the runner.
+  bool HasPendingRunnerUpdates() const { return !finished_for_runner_.empty(); }
+  const Request* Find(RequestIndex index) const;  // null once finished and reported
+  SchedulerStats Stats() const;
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct Scheduled {  // one request's share of the step being planned
+    Request* req;
+    int64_t num_tokens;
+    bool is_new;                // first schedule or resumption: the runner gets all of it
+    kv::KvBlocks new_blocks;    // for requests the runner already knows
+  };
+  struct StepPlan {
+    int64_t budget;
+    std::vector<Scheduled> entries;
+    std::vector<RequestIndex> preempted;
+  };
+
+  void ScheduleRunning(StepPlan& plan);
+  void ScheduleWaiting(StepPlan& plan);
+  // Tokens `req` may compute this step within `budget` (0 = none this step).
+  int64_t TokensToSchedule(const Request& req, int64_t budget) const;
+  // Allocates slots for a running request, preempting lower-ranked ones while the pool is short.
+  // Returns nullopt if `req` itself was preempted or failed. May shrink `num_tokens`.
+  std::optional<kv::KvBlocks> AllocateForRunning(Request* req, int64_t& num_tokens, StepPlan& plan);
+  // Allocates slots for a waiting request from its prefix-cache hit; nullopt when it must wait
+  // (or failed because it cannot fit alone). May shrink `num_tokens`.
+  std::optional<kv::KvBlocks> AllocateForWaiting(Request* req, const kv::CacheHit& hit, int64_t& num_tokens);
+  Request* LowestRankedRunning() const;
+  void Preempt(Request* victim, StepPlan& plan);
+  void FailAlone(Request* req);  // finishes with an error: cannot fit even alone
+  SchedulerOutput BuildOutput(StepPlan& plan);
+
+  // Appends one step's sampled tokens to a running request, stopping at the first stop.
+  RequestOutput AppendTokens(Request* req, const std::vector<int32_t>& tokens,
+                             const std::vector<TokenLogprobs>* logprobs);
+  // Ends a request: frees its blocks, drops it from the queues and destroys it. Returns its
+  // final event.
+  RequestOutput Finish(Request* req, FinishReason reason, std::string message = {},
+              std::optional<int32_t> stop_token = {});
+  RequestOutput MakeOutput(const Request& req) const;
+  void RemoveFromRunning(Request* req);
+
+  SchedulerConfig config_;
+  kv::KvCacheManager* kv_;
+  std::unordered_map<RequestIndex, std::unique_ptr<Request>> requests_;  // unfinished ones
+  RequestQueue waiting_;
+  std::vector<Request*> running_;  // in the order they started running
+  std::vector<RequestIndex> finished_for_runner_;  // reported in the next SchedulerOutput
+  std::vector<RequestOutput> pending_outputs_;     // final events of aborts and errors
+  uint64_t next_step_id_ = 0;
+  uint64_t next_arrival_seq_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace ember
