@@ -1,0 +1,81 @@
+// Admission: bad requests and configurations are rejected up front with messages that say what
+// to change; nothing about them reaches the scheduler's queues.
+#include <gtest/gtest.h>
+
+#include "engine_harness.h"
+
+namespace ember::test {
+namespace {
+
+SchedulerConfig Small() {
+  SchedulerConfig c;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 32;
+  return c;
+}
+
+TEST(SchedulerAdmission, RejectsEmptyPrompt) {
+  EngineHarness h(Small(), FullOnlyKv(4, 64));
+  RequestInput input;
+  const Status s = h.core().AddRequest(100, std::move(input));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt is empty"), std::string::npos) << s.message();
+  EXPECT_FALSE(h.core().HasUnfinished());
+}
+
+TEST(SchedulerAdmission, PromptMustLeaveRoomForOneToken) {
+  EngineHarness h(Small(), FullOnlyKv(4, 64));
+  RequestInput too_long;
+  too_long.prompt_token_ids = Prompt(32, 1);  // = max_model_len
+  const Status s = h.core().AddRequest(100, std::move(too_long));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("32 tokens"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("max_model_len"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("at most 31"), std::string::npos) << s.message();
+
+  // One token shorter fits, and generation stops at max_model_len.
+  const RequestIndex ok = h.Add(Prompt(31, 1), /*max_tokens=*/10);
+  h.RunToCompletion(100);
+  EXPECT_EQ(h.result(ok).reason, FinishReason::kLength);
+  EXPECT_EQ(h.result(ok).tokens, ExpectedOutput(Prompt(31, 1), 10, 32));
+  EXPECT_EQ(h.result(ok).tokens.size(), 1u);
+  h.ExpectAllReleased();
+}
+
+TEST(SchedulerAdmission, RejectsDuplicateIndexAndZeroMaxTokens) {
+  EngineHarness h(Small(), FullOnlyKv(4, 64));
+  const RequestIndex first = h.Add(Prompt(5, 1), 3);
+  RequestInput dup;
+  dup.prompt_token_ids = Prompt(5, 2);
+  EXPECT_EQ(h.core().AddRequest(first, std::move(dup)).code(), StatusCode::kInvalidArgument);
+  RequestInput zero;
+  zero.prompt_token_ids = Prompt(5, 3);
+  zero.sampling.max_tokens = 0;
+  const Status s = h.core().AddRequest(77, std::move(zero));
+  EXPECT_NE(s.message().find("max_tokens"), std::string::npos) << s.message();
+  h.RunToCompletion(100);
+  h.ExpectAllReleased();
+}
+
+TEST(SchedulerAdmission, ConfigValidationNamesTheField) {
+  SchedulerConfig c = Small();
+  c.enable_chunked_prefill = false;
+  c.max_num_batched_tokens = 16;  // < max_model_len
+  Status s = c.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("chunked prefill"), std::string::npos) << s.message();
+
+  c = Small();
+  c.max_num_batched_tokens = 2;  // < max_num_seqs
+  EXPECT_NE(c.Validate().message().find("max_num_seqs"), std::string::npos);
+
+  FakeExecutor executor(Small(), 1, 4);
+  EngineCoreConfig bad{Small(), FullOnlyKv(4, 1), {}};
+  auto core = EngineCore::Create(bad, &executor);
+  ASSERT_FALSE(core.ok());
+  EXPECT_NE(core.status().message().find("at least 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ember::test
