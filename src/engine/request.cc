@@ -30,11 +30,10 @@ std::string_view FinishReasonName(FinishReason reason) {
 Request::Request(RequestIndex index, RequestInput input, uint64_t arrival_seq, uint64_t default_seed)
     : index_(index),
       input_(std::move(input)),
-      sampling_(input_.sampling),
+      seed_(input_.sampling.seed.value_or(default_seed)),
       arrival_seq_(arrival_seq),
       tokens_(std::move(input_.prompt_token_ids)),  // the prompt lives only in tokens_
       num_prompt_tokens_(static_cast<int64_t>(tokens_.size())) {
-  if (!sampling_.seed) sampling_.seed = default_seed;
   times_.arrival = input_.arrival_time.value_or(Clock::now());
 }
 

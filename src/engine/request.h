@@ -59,17 +59,17 @@ struct RequestTimes {
 class Request {
  public:
   // `arrival_seq` orders requests that arrive at the same priority; `default_seed` is used when
-  // the client gave no seed, so every request samples from its own reproducible stream.
+  // the client gave no seed, so every request samples from its own stream, whatever the batch.
   Request(RequestIndex index, RequestInput input, uint64_t arrival_seq, uint64_t default_seed);
 
   RequestIndex index() const { return index_; }
   const std::string& external_id() const { return input_.external_id; }
-  const SamplingParams& sampling() const { return sampling_; }
+  const SamplingParams& sampling() const { return input_.sampling; }
   int32_t priority() const { return input_.priority; }
   uint64_t arrival_seq() const { return arrival_seq_; }
   uint64_t cache_salt_key() const { return input_.cache_salt_key; }
   int32_t eos_token_id() const { return input_.eos_token_id; }
-  uint64_t seed() const { return *sampling_.seed; }
+  uint64_t seed() const { return seed_; }  // sampling().seed, or the engine's default_seed
 
   // Prompt and output tokens live in one array so prefix caching can hash them as one sequence.
   std::span<const int32_t> all_token_ids() const { return tokens_; }
@@ -108,7 +108,7 @@ class Request {
  private:
   RequestIndex index_;
   RequestInput input_;
-  SamplingParams sampling_;  // input_.sampling with the seed resolved
+  uint64_t seed_;
   uint64_t arrival_seq_;
   std::vector<int32_t> tokens_;  // prompt then output
   int64_t num_prompt_tokens_;

@@ -73,7 +73,7 @@ class Scheduler {
   int64_t num_unfinished() const { return static_cast<int64_t>(requests_.size()); }
   // True when finished or preempted requests must still be reported to the runner.
   bool HasPendingRunnerUpdates() const { return !finished_for_runner_.empty(); }
-  const Request* Find(RequestIndex index) const;  // null once finished and reported
+  const Request* Find(RequestIndex index) const;  // null once finished
   SchedulerStats Stats() const;
   const SchedulerConfig& config() const { return config_; }
 

@@ -77,5 +77,28 @@ TEST(SchedulerAdmission, ConfigValidationNamesTheField) {
   EXPECT_NE(core.status().message().find("at least 2"), std::string::npos);
 }
 
+TEST(SchedulerAdmission, RunnerGetsTheClientsSeedOrADerivedOne) {
+  EngineHarness h(Small(), FullOnlyKv(4, 64));
+  RequestInput seeded;
+  seeded.prompt_token_ids = Prompt(5, 1);
+  seeded.sampling.seed = 1234;
+  h.Add(seeded);
+  h.Add(Prompt(5, 2), 3);
+  h.Add(Prompt(5, 3), 3);
+  h.Step();
+  const auto& news = h.executor().last_output().new_reqs;
+  ASSERT_EQ(news.size(), 3u);
+  EXPECT_EQ(news[0].seed, 1234u);
+  EXPECT_NE(news[1].seed, news[2].seed);
+  // Derived seeds depend only on SchedulerConfig::seed and the index: a rerun gets the same ones.
+  EngineHarness again(Small(), FullOnlyKv(4, 64));
+  again.Add(seeded);
+  again.Add(Prompt(5, 2), 3);
+  again.Step();
+  EXPECT_EQ(again.executor().last_output().new_reqs[1].seed, news[1].seed);
+  h.RunToCompletion(100);
+  h.ExpectAllReleased();
+}
+
 }  // namespace
 }  // namespace ember::test
