@@ -88,14 +88,15 @@ TEST(SchedulerAdmission, RunnerGetsTheClientsSeedOrADerivedOne) {
   h.Step();
   const auto& news = h.executor().last_output().new_reqs;
   ASSERT_EQ(news.size(), 3u);
-  EXPECT_EQ(news[0].seed, 1234u);
-  EXPECT_NE(news[1].seed, news[2].seed);
+  EXPECT_EQ(news[0].sampling.seed, 1234u);
+  ASSERT_TRUE(news[1].sampling.seed && news[2].sampling.seed);
+  EXPECT_NE(*news[1].sampling.seed, *news[2].sampling.seed);
   // Derived seeds depend only on SchedulerConfig::seed and the index: a rerun gets the same ones.
   EngineHarness again(Small(), FullOnlyKv(4, 64));
   again.Add(seeded);
   again.Add(Prompt(5, 2), 3);
   again.Step();
-  EXPECT_EQ(again.executor().last_output().new_reqs[1].seed, news[1].seed);
+  EXPECT_EQ(again.executor().last_output().new_reqs[1].sampling.seed, news[1].sampling.seed);
   h.RunToCompletion(100);
   h.ExpectAllReleased();
 }
