@@ -80,8 +80,12 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   const int64_t per_sequence = kv::KvBytesPerSequence(kv_config, max_model_len);
   engine->plan_.max_concurrency_at_max_len = (kv_config.num_blocks - 1) * kv_config.BytesPerBlock() / per_sequence;
 
+  // EOS ids the vocabulary cannot produce (e.g. tiny test models cut from a large tokenizer's
+  // config) can never be sampled, so they need no masking.
   std::vector<int32_t> eos;
-  for (int64_t id : model->info().eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+  for (int64_t id : model->info().eos_token_ids) {
+    if (id >= 0 && id < model->info().vocab_size) eos.push_back(static_cast<int32_t>(id));
+  }
   engine->model_ = std::move(model);
   engine->kv_ = std::make_unique<KvStore>(std::move(store));
   engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), eos);

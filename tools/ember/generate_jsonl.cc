@@ -89,7 +89,10 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
       chat_template = std::make_unique<ChatTemplate>(std::move(*parsed));
     }
   }
-  const std::vector<int64_t> eos = (*model)->info().eos_token_ids;
+  std::vector<int64_t> eos;
+  for (int64_t id : (*model)->info().eos_token_ids) {
+    if (id >= 0 && id < (*model)->info().vocab_size) eos.push_back(id);
+  }
   std::vector<Job> jobs;
   if (Status s = ReadJobs(jsonl_path, **tokenizer, chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
     return Fail(s);

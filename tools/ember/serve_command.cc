@@ -80,7 +80,11 @@ int RunServe(ServeOptions& o) {
   if (!model.ok()) return Fail(model.status());
   const std::string architecture = (*model)->info().architecture;
   const int64_t vocab = (*model)->info().vocab_size;
-  const std::vector<int64_t> eos = (*model)->info().eos_token_ids;
+  // End-of-sequence ids the vocabulary can produce (tiny test models may name larger ones).
+  std::vector<int64_t> eos;
+  for (int64_t id : (*model)->info().eos_token_ids) {
+    if (id >= 0 && id < vocab) eos.push_back(id);
+  }
   auto tokenizer = LoadModelTokenizer(o.model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   std::unique_ptr<ChatTemplate> chat_template;
