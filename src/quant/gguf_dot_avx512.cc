@@ -93,22 +93,53 @@ struct Sums {
   __m128 shift = _mm_setzero_ps();
 };
 
-// kStep(weight block, activation block, its Q8_0BlockSum bytes, sums) adds one block.
-template <typename WeightBlock, auto kStep>
-float SumBlocks(int64_t nb, const void* w, const void* x, float shift_factor) {
+// kStep(weight block, activation block, its Q8_0BlockSum bytes, sums) adds one block. kRows
+// activation rows (spaced `stride` bytes) go through each weight block together: the weight's
+// nibbles and scales are decoded once (the compiler shares them across the inlined steps) and
+// every row keeps its own sums, so row r gets exactly the operations of a one-row call, in the
+// same order: bit-identical results whatever kRows is (GgufMatMul's batch invariance).
+template <typename WeightBlock, auto kStep, int kRows>
+void SumBlocks(int64_t nb, const void* w, const void* x, int64_t stride, float shift_factor, float* out) {
   const auto* wb = static_cast<const WeightBlock*>(w);
-  const auto* xb = static_cast<const BlockQ8_0*>(x);
-  const uint8_t* sums = BlockSums(x, nb);
+  const BlockQ8_0* xb[kRows];
+  const uint8_t* sums[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const void* row = static_cast<const uint8_t*>(x) + r * stride;
+    xb[r] = static_cast<const BlockQ8_0*>(row);
+    sums[r] = BlockSums(row, nb);
+  }
   constexpr int64_t kSumBytes = 2 * sizeof(float);
-  Sums even, odd;
+  Sums even[kRows], odd[kRows];
   int64_t i = 0;
   for (; i + 1 < nb; i += 2) {
-    kStep(wb[i], xb[i], sums + i * kSumBytes, even);
-    kStep(wb[i + 1], xb[i + 1], sums + (i + 1) * kSumBytes, odd);
+    for (int r = 0; r < kRows; ++r) kStep(wb[i], xb[r][i], sums[r] + i * kSumBytes, even[r]);
+    for (int r = 0; r < kRows; ++r) kStep(wb[i + 1], xb[r][i + 1], sums[r] + (i + 1) * kSumBytes, odd[r]);
   }
-  if (i < nb) kStep(wb[i], xb[i], sums + i * kSumBytes, even);
-  const float shift = _mm_cvtss_f32(_mm_add_ss(even.shift, odd.shift));
-  return HorizontalSum(_mm256_add_ps(even.scaled, odd.scaled)) + shift_factor * shift;
+  if (i < nb) {
+    for (int r = 0; r < kRows; ++r) kStep(wb[i], xb[r][i], sums[r] + i * kSumBytes, even[r]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    const float shift = _mm_cvtss_f32(_mm_add_ss(even[r].shift, odd[r].shift));
+    out[r] = HorizontalSum(_mm256_add_ps(even[r].scaled, odd[r].scaled)) + shift_factor * shift;
+  }
+}
+
+// The VecDotFn (one row) and VecDotRowsFn (up to kMaxDotRows) of a 32-element format.
+template <typename WeightBlock, auto kStep, int kShift>
+float DotBlocks(int64_t n, const void* w, const void* x) {
+  float out;
+  SumBlocks<WeightBlock, kStep, 1>(n / kQK, w, x, 0, static_cast<float>(kShift), &out);
+  return out;
+}
+template <typename WeightBlock, auto kStep, int kShift>
+void DotBlocksRows(int64_t n, const void* w, const void* x, int64_t stride, int rows, float* out) {
+  constexpr float kFactor = static_cast<float>(kShift);
+  switch (rows) {
+    case 4: return SumBlocks<WeightBlock, kStep, 4>(n / kQK, w, x, stride, kFactor, out);
+    case 3: return SumBlocks<WeightBlock, kStep, 3>(n / kQK, w, x, stride, kFactor, out);
+    case 2: return SumBlocks<WeightBlock, kStep, 2>(n / kQK, w, x, stride, kFactor, out);
+    default: return SumBlocks<WeightBlock, kStep, 1>(n / kQK, w, x, stride, kFactor, out);
+  }
 }
 
 // Q4_0/Q5_0: scaled += dot(q, a) * d * da; shift += d * (da * sum(a)); result scaled - offset * shift.
@@ -132,29 +163,17 @@ void MinStep(const Block& wb, __m256i isum, const uint8_t* sums, Sums& s) {
 void StepQ4_0(const BlockQ4_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   OffsetStep(Dot4(Nibbles(wb.qs), LoadBytes(xb.qs)), wb.d, sums, s);
 }
-float DotQ4_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ4_0, StepQ4_0>(n / kQK, w, x, -8.0f);
-}
 
 void StepQ5_0(const BlockQ5_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   OffsetStep(Dot4(AddQ5HighBits(Nibbles(wb.qs), wb.qh), LoadBytes(xb.qs)), wb.d, sums, s);
-}
-float DotQ5_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ5_0, StepQ5_0>(n / kQK, w, x, -16.0f);
 }
 
 void StepQ4_1(const BlockQ4_1& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   MinStep(wb, Dot4(Nibbles(wb.qs), LoadBytes(xb.qs)), sums, s);
 }
-float DotQ4_1(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ4_1, StepQ4_1>(n / kQK, w, x, 1.0f);
-}
 
 void StepQ5_1(const BlockQ5_1& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   MinStep(wb, Dot4(AddQ5HighBits(Nibbles(wb.qs), wb.qh), LoadBytes(xb.qs)), sums, s);
-}
-float DotQ5_1(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ5_1, StepQ5_1>(n / kQK, w, x, 1.0f);
 }
 
 // Signed x signed: |w| times a with w's sign moved onto it (a is never -128).
@@ -162,9 +181,6 @@ void StepQ8_0(const BlockQ8_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sum
   const __m256i wq = LoadBytes(wb.qs);
   const __m256i isum = Dot4(_mm256_abs_epi8(wq), _mm256_sign_epi8(LoadBytes(xb.qs), wq));
   s.scaled = Accumulate(isum, _mm256_mul_ps(BroadcastF16(wb.d), BroadcastF32(sums)), s.scaled);
-}
-float DotQ8_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ8_0, StepQ8_0>(n / kQK, w, x, 0.0f);
 }
 
 // Q4_K/Q5_K packed 6-bit scales and mins, four at a time with 32-bit masks (a local version of
@@ -303,14 +319,17 @@ const DotVariant kDotAvx512 = {
     &ref::DotF32,
     &ref::DotF16,
     &ref::DotBF16,
-    &DotQ4_0,
-    &DotQ4_1,
-    &DotQ5_0,
-    &DotQ5_1,
-    &DotQ8_0,
+    &DotBlocks<BlockQ4_0, StepQ4_0, -8>,
+    &DotBlocks<BlockQ4_1, StepQ4_1, 1>,
+    &DotBlocks<BlockQ5_0, StepQ5_0, -16>,
+    &DotBlocks<BlockQ5_1, StepQ5_1, 1>,
+    &DotBlocks<BlockQ8_0, StepQ8_0, 0>,
     &DotQ45_K<BlockQ4_K, false>,
     &DotQ45_K<BlockQ5_K, true>,
     &DotQ6_K,
+    {&DotBlocksRows<BlockQ4_0, StepQ4_0, -8>, &DotBlocksRows<BlockQ4_1, StepQ4_1, 1>,
+     &DotBlocksRows<BlockQ5_0, StepQ5_0, -16>, &DotBlocksRows<BlockQ5_1, StepQ5_1, 1>,
+     &DotBlocksRows<BlockQ8_0, StepQ8_0, 0>},
 };
 
 }  // namespace ember::quant
