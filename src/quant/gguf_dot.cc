@@ -137,6 +137,12 @@ VecDotRowsFn DotVariant::RowsFor(GgmlType weight_type) const {
       return rows.q5_1;
     case GgmlType::kQ8_0:
       return rows.q8_0;
+    case GgmlType::kQ4_K:
+      return rows.q4_k;
+    case GgmlType::kQ5_K:
+      return rows.q5_k;
+    case GgmlType::kQ6_K:
+      return rows.q6_k;
     default:
       return nullptr;
   }

@@ -80,7 +80,7 @@ struct DotVariant {
   VecDotFn q4_k, q5_k, q6_k;
   // Multi-row forms where the variant has them (null: callers loop the one-row dot).
   struct Rows {
-    VecDotRowsFn q4_0, q4_1, q5_0, q5_1, q8_0;
+    VecDotRowsFn q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
   } rows;
 
   // The dot product for `weight_type`, or null.
