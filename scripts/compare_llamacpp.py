@@ -174,7 +174,7 @@ def llama_perplexity(llm, ids, ctx, bos_first, bos):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=[*MODELS, "all"], default="all")
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=64, help="greedy tokens per prompt (0: perplexity only)")
     parser.add_argument("--ppl-tokens", type=int, default=-1, help="tokens of the text to use (-1: all; 0: skip)")
     parser.add_argument("--kv-type", choices=KV_TYPES, default="f16", help="llama.cpp's KV cache type")
     parser.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench/results/compare")
@@ -194,7 +194,7 @@ def main():
                     n_threads_batch=args.threads, logits_all=True, verbose=False,
                     type_k=KV_TYPES[args.kv_type], type_v=KV_TYPES[args.kv_type])
         add_bos = bool(llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true")
-        gen = compare_generation(name, llm, args.ember, path, add_bos, args.tokens, args.threads)
+        gen = compare_generation(name, llm, args.ember, path, add_bos, args.tokens, args.threads) if args.tokens else []
         report = {"model": name, "gguf": str(path), "llama_cpp_kv_type": args.kv_type, "tokens": args.tokens,
                   "generation": gen, "divergence_summary": summarise_divergences(gen)}
         print(f"\n## {name}: greedy {args.tokens}-token continuations (llama.cpp KV {args.kv_type})\n")
@@ -230,7 +230,8 @@ def main():
                                     "ember": ours["perplexity"], "relative_difference": ours["perplexity"] / ref_ppl - 1}
             print(f"\nperplexity over {len(ids)} tokens ({scored} scored, ctx {args.ctx}): llama.cpp {ref_ppl:.4f}, "
                   f"ember {ours['perplexity']:.4f} ({100 * (ours['perplexity'] / ref_ppl - 1):+.3f}%)")
-        (out_dir / f"{name}_kv{args.kv_type}.json").write_text(json.dumps(report, indent=1))
+        stem = f"{name}_kv{args.kv_type}" + ("" if args.tokens else "_ppl")  # --tokens 0: perplexity alone
+        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
