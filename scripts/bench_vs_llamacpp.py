@@ -10,7 +10,10 @@ that in-process, after an untimed warm-up); llama.cpp runs through llama-cpp-pyt
 (llama_decode on llama_batch_get_one batches, n_threads = n_threads_batch = T, n_batch = n_ubatch =
 N, KV cleared before each run, one untimed warm-up per context). The machine is shared and noisy,
 so the engines alternate (the order flips every round) and each (model, threads, engine) gets
---rounds x --reps timed runs; the report gives best and median tokens/s and ember/llama.cpp ratios.
+--rounds x --reps timed runs; the report gives best and median tokens/s and ember/llama.cpp ratios,
+per wall-clock second and per process CPU-second (with one thread the CPU-time rate is what the run
+would do with the core to itself: preemption by other processes costs wall time, not CPU time; with
+more threads it counts spinning workers too, so read it with care).
 
   .venv/bin/python scripts/bench_vs_llamacpp.py [--model all] [--threads 1,2] [--rounds 5]
       [--out bench/results/bench_vs_llamacpp.json]
@@ -75,19 +78,20 @@ class LlamaBench:
             sys.exit("llama_decode failed")
 
     def run_pp(self, count):
+        """(wall seconds, process CPU seconds) of one pp run."""
         self.clear()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         self.decode(0, count)
         self.l.llama_synchronize(self.ctx)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
     def run_tg(self, count):
         self.clear()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(count):
             self.decode(i, 1)
             self.l.llama_synchronize(self.ctx)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
     def close(self):
         self.l.llama_free(self.ctx)
@@ -98,7 +102,8 @@ def ember_run(ember, path, threads, pp, tg, reps):
     cmd = [str(ember), "bench", "--model", str(path), "--pp", str(pp), "--tg", str(tg), "--reps", str(reps),
            "--threads", str(threads), "--json"]
     out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    return out["pp"]["tokens_per_second"], out["tg"]["tokens_per_second"]
+    return {f"{test}{kind}": out[test][key] for test in ("pp", "tg")
+            for kind, key in (("", "tokens_per_second"), ("_cpu", "tokens_per_cpu_second"))}
 
 
 def stats(values):
@@ -129,26 +134,28 @@ def main():
             sys.exit(f"{path} is missing: run scripts/fetch_models.py --model {name}")
         for threads in threads_list:
             ref = LlamaBench(llama_cpp, path, threads, args.pp, args.tg, args.llama_kv_type)
-            runs = {"ember": {"pp": [], "tg": []}, "llama_cpp": {"pp": [], "tg": []}}
+            tests = ("pp", "tg", "pp_cpu", "tg_cpu")
+            runs = {"ember": {t: [] for t in tests}, "llama_cpp": {t: [] for t in tests}}
             for r in range(args.rounds):
                 order = ["ember", "llama_cpp"] if r % 2 == 0 else ["llama_cpp", "ember"]
                 for engine in order:
                     if engine == "ember":
-                        pp, tg = ember_run(args.ember, path, threads, args.pp, args.tg, args.reps)
+                        got = ember_run(args.ember, path, threads, args.pp, args.tg, args.reps)
                     else:
-                        pp, tg = [], []
+                        got = {t: [] for t in tests}
                         for _ in range(args.reps):
-                            pp.append(args.pp / ref.run_pp(args.pp))
-                            tg.append(args.tg / ref.run_tg(args.tg))
-                    runs[engine]["pp"] += pp
-                    runs[engine]["tg"] += tg
+                            for test, n, run in (("pp", args.pp, ref.run_pp), ("tg", args.tg, ref.run_tg)):
+                                wall, cpu = run(n)
+                                got[test].append(n / wall)
+                                got[test + "_cpu"].append(n / cpu)
+                    for t in tests:
+                        runs[engine][t] += got[t]
                 print(f"{name} t{threads} round {r + 1}/{args.rounds}: "
-                      f"ember pp {runs['ember']['pp'][-1]:.1f} tg {runs['ember']['tg'][-1]:.1f}, "
-                      f"llama.cpp pp {runs['llama_cpp']['pp'][-1]:.1f} tg {runs['llama_cpp']['tg'][-1]:.1f}",
+                      + ", ".join(f"{e} " + " ".join(f"{t} {runs[e][t][-1]:.1f}" for t in tests) for e in runs),
                       file=sys.stderr, flush=True)
             ref.close()
             row = {"model": name, "gguf": path.name, "threads": threads}
-            for test in ("pp", "tg"):
+            for test in tests:
                 e, l = stats(runs["ember"][test]), stats(runs["llama_cpp"][test])
                 row[test] = {"ember": e, "llama_cpp": l, "ratio_best": e["best"] / l["best"],
                              "ratio_median": e["median"] / l["median"]}
@@ -160,13 +167,15 @@ def main():
               "cpu_count": os.cpu_count(), "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"\n| model | threads | test | ember best | llama.cpp best | ratio (best) | ember median | llama.cpp median | ratio (median) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n| model | threads | test | per | ember best | llama.cpp best | ratio (best) | ember median | llama.cpp median | ratio (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in results:
         for test, n in (("pp", args.pp), ("tg", args.tg)):
-            t = row[test]
-            print(f"| {row['model']} | {row['threads']} | {test}{n} | {t['ember']['best']:.1f} | {t['llama_cpp']['best']:.1f} | "
-                  f"{t['ratio_best']:.2f} | {t['ember']['median']:.1f} | {t['llama_cpp']['median']:.1f} | {t['ratio_median']:.2f} |")
+            for key, per in ((test, "wall s"), (test + "_cpu", "CPU s")):
+                t = row[key]
+                print(f"| {row['model']} | {row['threads']} | {test}{n} | {per} | {t['ember']['best']:.1f} | "
+                      f"{t['llama_cpp']['best']:.1f} | {t['ratio_best']:.2f} | {t['ember']['median']:.1f} | "
+                      f"{t['llama_cpp']['median']:.1f} | {t['ratio_median']:.2f} |")
     print(f"\nwritten to {args.out}")
 
 

@@ -1,7 +1,8 @@
 // ember bench --model FILE --pp 512 --tg 128: prompt-processing and generation tokens/s of a real
 // model, measured the way llama-bench does (pp: one Forward of N prompt tokens into an empty cache,
 // last-token logits only; tg: N single-token Forwards from an empty cache, no sampling), so that
-// scripts/bench_vs_llamacpp.py can put the two side by side.
+// scripts/bench_vs_llamacpp.py can put the two side by side. Rates per wall second and per process
+// CPU-second (steadier on a shared machine).
 //
 // ember bench decode: batch-1 decode tokens/s of a Muse Spark configuration with random BF16
 // weights, printed beside its roofline (weight bytes streamed per token / STREAM triad bandwidth
@@ -11,9 +12,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "core/cpu_features.h"
 #include "core/logging.h"
@@ -152,20 +155,45 @@ std::vector<int32_t> BenchTokens(int64_t count, int64_t vocab) {
   return ids;
 }
 
-double Seconds(const std::function<Status()>& body, Status* status) {
-  const auto start = std::chrono::steady_clock::now();
-  *status = body();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// Wall-clock and process CPU seconds of one run. On a shared machine the CPU time is the steadier
+// measure: a run that is preempted loses wall time but not CPU time (with one thread, tokens per
+// CPU-second is the rate the run would have had with the core to itself).
+struct RunTime {
+  double wall = 0;
+  double cpu = 0;
+};
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-nlohmann::json RateStats(int64_t tokens, std::vector<double> seconds) {
-  std::vector<double> tps;
-  for (double s : seconds) tps.push_back(tokens / s);
-  std::vector<double> sorted = tps;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  return {{"tokens", tokens}, {"tokens_per_second", tps}, {"best", sorted.back()}, {"median", median}};
+RunTime Time(const std::function<Status()>& body, Status* status) {
+  const double cpu_start = ProcessCpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  *status = body();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          ProcessCpuSeconds() - cpu_start};
+}
+
+std::pair<double, double> BestAndMedian(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return {values.back(), n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2])};
+}
+
+nlohmann::json RateStats(int64_t tokens, const std::vector<RunTime>& runs) {
+  std::vector<double> tps, cpu_tps;
+  for (const RunTime& r : runs) {
+    tps.push_back(tokens / r.wall);
+    cpu_tps.push_back(tokens / r.cpu);
+  }
+  const auto [best, median] = BestAndMedian(tps);
+  const auto [cpu_best, cpu_median] = BestAndMedian(cpu_tps);
+  return {{"tokens", tokens},   {"tokens_per_second", tps},          {"best", best},
+          {"median", median},   {"tokens_per_cpu_second", cpu_tps}, {"cpu_best", cpu_best},
+          {"cpu_median", cpu_median}};
 }
 
 int RunModelBench(const ModelBenchOptions& o) {
@@ -194,15 +222,15 @@ int RunModelBench(const ModelBenchOptions& o) {
   };
   // Warm-up (page in the weights, size the scratch buffers), untimed, like llama-bench's.
   Status status;
-  if (o.pp > 0) Seconds([&] { return prompt(o.pp); }, &status);
+  if (o.pp > 0) Time([&] { return prompt(o.pp); }, &status);
   if (!status.ok()) return Fail(status);
-  if (o.tg > 0) Seconds([&] { return generate(std::min<int64_t>(o.tg, 4)); }, &status);
+  if (o.tg > 0) Time([&] { return generate(std::min<int64_t>(o.tg, 4)); }, &status);
   if (!status.ok()) return Fail(status);
-  std::vector<double> pp_seconds, tg_seconds;
+  std::vector<RunTime> pp_seconds, tg_seconds;
   for (int64_t r = 0; r < o.reps; ++r) {
-    if (o.pp > 0) pp_seconds.push_back(Seconds([&] { return prompt(o.pp); }, &status));
+    if (o.pp > 0) pp_seconds.push_back(Time([&] { return prompt(o.pp); }, &status));
     if (!status.ok()) return Fail(status);
-    if (o.tg > 0) tg_seconds.push_back(Seconds([&] { return generate(o.tg); }, &status));
+    if (o.tg > 0) tg_seconds.push_back(Time([&] { return generate(o.tg); }, &status));
     if (!status.ok()) return Fail(status);
   }
   const int threads = ThreadPool::Global().num_threads();
@@ -217,8 +245,9 @@ int RunModelBench(const ModelBenchOptions& o) {
   for (const char* test : {"pp", "tg"}) {
     if (!out.contains(test)) continue;
     const nlohmann::json& t = out[test];
-    std::printf("  %s%-5lld %9.2f tok/s best, %9.2f tok/s median\n", test, static_cast<long long>(t["tokens"]),
-                t["best"].get<double>(), t["median"].get<double>());
+    std::printf("  %s%-5lld %9.2f tok/s best, %9.2f tok/s median (per CPU-second: %.2f best, %.2f median)\n",
+                test, static_cast<long long>(t["tokens"]), t["best"].get<double>(), t["median"].get<double>(),
+                t["cpu_best"].get<double>(), t["cpu_median"].get<double>());
   }
   return 0;
 }
