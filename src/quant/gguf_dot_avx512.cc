@@ -8,6 +8,7 @@
 // K-quants: 64 elements (two Q4_K sub-blocks, four Q6_K ones) per 512-bit register; pmaddubsw
 // gives int16 pairs and vpdpwssd multiplies them by the sub-block scales (shuffled into place
 // with vpshufb) and accumulates int32, so a super-block needs one float conversion.
+// Every kernel also has a multi-row form (VecDotRowsFn, for prefill) made from the same code.
 //
 // Everything here has internal linkage (see gguf_blocks.h for why that matters).
 #include <immintrin.h>
@@ -93,22 +94,53 @@ struct Sums {
   __m128 shift = _mm_setzero_ps();
 };
 
-// kStep(weight block, activation block, its Q8_0BlockSum bytes, sums) adds one block.
-template <typename WeightBlock, auto kStep>
-float SumBlocks(int64_t nb, const void* w, const void* x, float shift_factor) {
+// kStep(weight block, activation block, its Q8_0BlockSum bytes, sums) adds one block. kRows
+// activation rows (spaced `stride` bytes) go through each weight block together: the weight's
+// nibbles and scales are decoded once (the compiler shares them across the inlined steps) and
+// every row keeps its own sums, so row r gets exactly the operations of a one-row call, in the
+// same order: bit-identical results whatever kRows is (GgufMatMul's batch invariance).
+template <typename WeightBlock, auto kStep, int kRows>
+void SumBlocks(int64_t nb, const void* w, const void* x, int64_t stride, float shift_factor, float* out) {
   const auto* wb = static_cast<const WeightBlock*>(w);
-  const auto* xb = static_cast<const BlockQ8_0*>(x);
-  const uint8_t* sums = BlockSums(x, nb);
+  const BlockQ8_0* xb[kRows];
+  const uint8_t* sums[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const void* row = static_cast<const uint8_t*>(x) + r * stride;
+    xb[r] = static_cast<const BlockQ8_0*>(row);
+    sums[r] = BlockSums(row, nb);
+  }
   constexpr int64_t kSumBytes = 2 * sizeof(float);
-  Sums even, odd;
+  Sums even[kRows], odd[kRows];
   int64_t i = 0;
   for (; i + 1 < nb; i += 2) {
-    kStep(wb[i], xb[i], sums + i * kSumBytes, even);
-    kStep(wb[i + 1], xb[i + 1], sums + (i + 1) * kSumBytes, odd);
+    for (int r = 0; r < kRows; ++r) kStep(wb[i], xb[r][i], sums[r] + i * kSumBytes, even[r]);
+    for (int r = 0; r < kRows; ++r) kStep(wb[i + 1], xb[r][i + 1], sums[r] + (i + 1) * kSumBytes, odd[r]);
   }
-  if (i < nb) kStep(wb[i], xb[i], sums + i * kSumBytes, even);
-  const float shift = _mm_cvtss_f32(_mm_add_ss(even.shift, odd.shift));
-  return HorizontalSum(_mm256_add_ps(even.scaled, odd.scaled)) + shift_factor * shift;
+  if (i < nb) {
+    for (int r = 0; r < kRows; ++r) kStep(wb[i], xb[r][i], sums[r] + i * kSumBytes, even[r]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    const float shift = _mm_cvtss_f32(_mm_add_ss(even[r].shift, odd[r].shift));
+    out[r] = HorizontalSum(_mm256_add_ps(even[r].scaled, odd[r].scaled)) + shift_factor * shift;
+  }
+}
+
+// The VecDotFn (one row) and VecDotRowsFn (up to kMaxDotRows) of a 32-element format.
+template <typename WeightBlock, auto kStep, int kShift>
+float DotBlocks(int64_t n, const void* w, const void* x) {
+  float out;
+  SumBlocks<WeightBlock, kStep, 1>(n / kQK, w, x, 0, static_cast<float>(kShift), &out);
+  return out;
+}
+template <typename WeightBlock, auto kStep, int kShift>
+void DotBlocksRows(int64_t n, const void* w, const void* x, int64_t stride, int rows, float* out) {
+  constexpr float kFactor = static_cast<float>(kShift);
+  switch (rows) {
+    case 4: return SumBlocks<WeightBlock, kStep, 4>(n / kQK, w, x, stride, kFactor, out);
+    case 3: return SumBlocks<WeightBlock, kStep, 3>(n / kQK, w, x, stride, kFactor, out);
+    case 2: return SumBlocks<WeightBlock, kStep, 2>(n / kQK, w, x, stride, kFactor, out);
+    default: return SumBlocks<WeightBlock, kStep, 1>(n / kQK, w, x, stride, kFactor, out);
+  }
 }
 
 // Q4_0/Q5_0: scaled += dot(q, a) * d * da; shift += d * (da * sum(a)); result scaled - offset * shift.
@@ -132,29 +164,17 @@ void MinStep(const Block& wb, __m256i isum, const uint8_t* sums, Sums& s) {
 void StepQ4_0(const BlockQ4_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   OffsetStep(Dot4(Nibbles(wb.qs), LoadBytes(xb.qs)), wb.d, sums, s);
 }
-float DotQ4_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ4_0, StepQ4_0>(n / kQK, w, x, -8.0f);
-}
 
 void StepQ5_0(const BlockQ5_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   OffsetStep(Dot4(AddQ5HighBits(Nibbles(wb.qs), wb.qh), LoadBytes(xb.qs)), wb.d, sums, s);
-}
-float DotQ5_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ5_0, StepQ5_0>(n / kQK, w, x, -16.0f);
 }
 
 void StepQ4_1(const BlockQ4_1& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   MinStep(wb, Dot4(Nibbles(wb.qs), LoadBytes(xb.qs)), sums, s);
 }
-float DotQ4_1(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ4_1, StepQ4_1>(n / kQK, w, x, 1.0f);
-}
 
 void StepQ5_1(const BlockQ5_1& wb, const BlockQ8_0& xb, const uint8_t* sums, Sums& s) {
   MinStep(wb, Dot4(AddQ5HighBits(Nibbles(wb.qs), wb.qh), LoadBytes(xb.qs)), sums, s);
-}
-float DotQ5_1(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ5_1, StepQ5_1>(n / kQK, w, x, 1.0f);
 }
 
 // Signed x signed: |w| times a with w's sign moved onto it (a is never -128).
@@ -162,9 +182,6 @@ void StepQ8_0(const BlockQ8_0& wb, const BlockQ8_0& xb, const uint8_t* sums, Sum
   const __m256i wq = LoadBytes(wb.qs);
   const __m256i isum = Dot4(_mm256_abs_epi8(wq), _mm256_sign_epi8(LoadBytes(xb.qs), wq));
   s.scaled = Accumulate(isum, _mm256_mul_ps(BroadcastF16(wb.d), BroadcastF32(sums)), s.scaled);
-}
-float DotQ8_0(int64_t n, const void* w, const void* x) {
-  return SumBlocks<BlockQ8_0, StepQ8_0>(n / kQK, w, x, 0.0f);
 }
 
 // Q4_K/Q5_K packed 6-bit scales and mins, four at a time with 32-bit masks (a local version of
@@ -212,18 +229,26 @@ __m512i SplitWords(int16_t lo, int16_t hi) {
   return _mm512_maskz_inserti64x4(kAll8, _mm512_set1_epi16(lo), _mm256_set1_epi16(hi), 1);
 }
 
-template <typename Block, bool kHasHighBit>
-float DotQ45_K(int64_t n, const void* w, const void* x) {
+// The K-quant dots take kRows activation rows (spaced `stride` bytes) per weight row, like
+// SumBlocks: the weight's scales and quants are unpacked once, and each row keeps its own
+// accumulators and sees the one-row operation sequence, so its result has the same bits.
+template <typename Block, bool kHasHighBit, int kRows>
+void SumQ45_K(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
   const auto* wb = static_cast<const Block*>(w);
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const BlockQ8_K* xb[kRows];
+  for (int r = 0; r < kRows; ++r) xb[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + r * stride);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   // The 32 bytes of a chunk sit in both halves; the low half keeps the low nibbles (sub-block
   // 2c), the high half shifts down the high nibbles (sub-block 2c + 1).
   const __m512i nibble_shift = SplitWords(0, 4);
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+  __m256 acc[kRows], acc_min[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = acc_min[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const ScalesMins sm = UnpackScales(wb[i].scales);
-    acc_min = Accumulate(MinTerms(sm.mins, xb[i].bsums), F16(wb[i].dmin) * xb[i].d, acc_min);
+    const float dmin = F16(wb[i].dmin);
+    for (int r = 0; r < kRows; ++r) {
+      acc_min[r] = Accumulate(MinTerms(sm.mins, xb[r][i].bsums), dmin * xb[r][i].d, acc_min[r]);
+    }
     // The eight int16 scales in every 128-bit lane; vpshufb (one uop, unlike vpermw) then picks
     // scale 2c for words 0-15 and 2c + 1 for words 16-31 (index bytes 4c, 4c + 1 / 4c + 2, 4c + 3).
     const __m512i scales16 = _mm512_maskz_broadcast_i32x4(0xffff, BytesToWords(sm.scales));
@@ -234,7 +259,8 @@ float DotQ45_K(int64_t n, const void* w, const void* x) {
       high_select = SplitWords(0x0101, 0x0202);
     }
     __m512i pick = SplitWords(0x0100, 0x0302);
-    __m512i sumi = _mm512_setzero_si512();
+    __m512i sumi[kRows];
+    for (int r = 0; r < kRows; ++r) sumi[r] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       const __m512i bytes = Broadcast256(wb[i].qs + 32 * c);
       __m512i q = _mm512_and_si512(_mm512_srlv_epi16(bytes, nibble_shift), low4);
@@ -242,20 +268,26 @@ float DotQ45_K(int64_t n, const void* w, const void* x) {
         q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(high, high_select), q, _mm512_set1_epi8(16));
         high_select = _mm512_slli_epi16(high_select, 2);  // bytes stay <= 0x80: no carry across
       }
-      const __m512i pairs = _mm512_maddubs_epi16(q, LoadBytes512(xb[i].qs + 64 * c));
-      sumi = _mm512_dpwssd_epi32(sumi, pairs, _mm512_shuffle_epi8(scales16, pick));
+      const __m512i scale_words = _mm512_shuffle_epi8(scales16, pick);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i pairs = _mm512_maddubs_epi16(q, LoadBytes512(xb[r][i].qs + 64 * c));
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], pairs, scale_words);
+      }
       pick = _mm512_add_epi8(pick, _mm512_set1_epi8(4));
     }
-    acc = Accumulate(Reduce512(sumi), F16(wb[i].d) * xb[i].d, acc);
+    const float d = F16(wb[i].d);
+    for (int r = 0; r < kRows; ++r) acc[r] = Accumulate(Reduce512(sumi[r]), d * xb[r][i].d, acc[r]);
   }
-  return HorizontalSum(acc) - HorizontalSum(acc_min);
+  for (int r = 0; r < kRows; ++r) out[r] = HorizontalSum(acc[r]) - HorizontalSum(acc_min[r]);
 }
 
 // Q6_K: q in [0, 63] unsigned, value scale * (q - 32); the -32 is applied once per super-block
 // as 32 * sum_g scale_g * bsums_g.
-float DotQ6_K(int64_t n, const void* w, const void* x) {
+template <int kRows>
+void SumQ6_K(int64_t n, const void* w, const void* x, int64_t stride, float* out) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const BlockQ8_K* xb[kRows];
+  for (int r = 0; r < kRows; ++r) xb[r] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + r * stride);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   // Elements 0-31 of a half take qh bits 0-1 (shift left 4), 32-63 bits 2-3 (left 2);
@@ -269,14 +301,16 @@ float DotQ6_K(int64_t n, const void* w, const void* x) {
       0x07060706, 0x07060706, 0x07060706, 0x07060706, 0x05040504, 0x05040504, 0x05040504, 0x05040504,
       0x03020302, 0x03020302, 0x03020302, 0x03020302, 0x01000100, 0x01000100, 0x01000100, 0x01000100);
   const __m512i pick_second = _mm512_add_epi8(pick_first, _mm512_set1_epi8(8));
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const __m256i scales16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].scales)));
     const __m512i scales_lanes[2] = {
         _mm512_maskz_broadcast_i32x4(0xffff, _mm256_castsi256_si128(scales16)),
         _mm512_maskz_broadcast_i32x4(0xffff, _mm256_extracti128_si256(scales16, 1))};
-    __m512i sumi = _mm512_setzero_si512();
+    __m512i sumi[kRows];
+    for (int r = 0; r < kRows; ++r) sumi[r] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = LoadBytes512(wb[i].ql + 64 * h);
       const __m512i qh = Broadcast256(wb[i].qh + 32 * h);
@@ -284,17 +318,46 @@ float DotQ6_K(int64_t n, const void* w, const void* x) {
                                          _mm512_and_si512(_mm512_sllv_epi16(qh, shift_first), bits45));
       const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                          _mm512_and_si512(_mm512_srlv_epi16(qh, shift_second), bits45));
-      const __m512i p0 = _mm512_maddubs_epi16(q0, LoadBytes512(xb[i].qs + 128 * h));
-      const __m512i p1 = _mm512_maddubs_epi16(q1, LoadBytes512(xb[i].qs + 128 * h + 64));
-      sumi = _mm512_dpwssd_epi32(sumi, p0, _mm512_shuffle_epi8(scales_lanes[h], pick_first));
-      sumi = _mm512_dpwssd_epi32(sumi, p1, _mm512_shuffle_epi8(scales_lanes[h], pick_second));
+      const __m512i scale0 = _mm512_shuffle_epi8(scales_lanes[h], pick_first);
+      const __m512i scale1 = _mm512_shuffle_epi8(scales_lanes[h], pick_second);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i p0 = _mm512_maddubs_epi16(q0, LoadBytes512(xb[r][i].qs + 128 * h));
+        const __m512i p1 = _mm512_maddubs_epi16(q1, LoadBytes512(xb[r][i].qs + 128 * h + 64));
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], p0, scale0);
+        sumi[r] = _mm512_dpwssd_epi32(sumi[r], p1, scale1);
+      }
     }
-    const __m256i offset = _mm256_madd_epi16(scales16, LoadBytes(xb[i].bsums));
-    const __m256i total = _mm256_sub_epi32(Reduce512(sumi), _mm256_slli_epi32(offset, 5));
-    acc = Accumulate(total, F16(wb[i].d) * xb[i].d, acc);
+    const float d = F16(wb[i].d);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i offset = _mm256_madd_epi16(scales16, LoadBytes(xb[r][i].bsums));
+      const __m256i total = _mm256_sub_epi32(Reduce512(sumi[r]), _mm256_slli_epi32(offset, 5));
+      acc[r] = Accumulate(total, d * xb[r][i].d, acc[r]);
+    }
   }
-  return HorizontalSum(acc);
+  for (int r = 0; r < kRows; ++r) out[r] = HorizontalSum(acc[r]);
 }
+
+// VecDotFn and VecDotRowsFn forms of a kernel with the SumQ45_K / SumQ6_K signature.
+template <auto kSum1, auto kSum2, auto kSum3, auto kSum4>
+struct KDot {
+  static float One(int64_t n, const void* w, const void* x) {
+    float out;
+    kSum1(n, w, x, 0, &out);
+    return out;
+  }
+  static void Rows(int64_t n, const void* w, const void* x, int64_t stride, int rows, float* out) {
+    switch (rows) {
+      case 4: return kSum4(n, w, x, stride, out);
+      case 3: return kSum3(n, w, x, stride, out);
+      case 2: return kSum2(n, w, x, stride, out);
+      default: return kSum1(n, w, x, stride, out);
+    }
+  }
+};
+template <typename Block, bool kHigh>
+using DotQ45_K = KDot<SumQ45_K<Block, kHigh, 1>, SumQ45_K<Block, kHigh, 2>, SumQ45_K<Block, kHigh, 3>,
+                      SumQ45_K<Block, kHigh, 4>>;
+using DotQ6_K = KDot<SumQ6_K<1>, SumQ6_K<2>, SumQ6_K<3>, SumQ6_K<4>>;
 
 }  // namespace
 
@@ -303,14 +366,18 @@ const DotVariant kDotAvx512 = {
     &ref::DotF32,
     &ref::DotF16,
     &ref::DotBF16,
-    &DotQ4_0,
-    &DotQ4_1,
-    &DotQ5_0,
-    &DotQ5_1,
-    &DotQ8_0,
-    &DotQ45_K<BlockQ4_K, false>,
-    &DotQ45_K<BlockQ5_K, true>,
-    &DotQ6_K,
+    &DotBlocks<BlockQ4_0, StepQ4_0, -8>,
+    &DotBlocks<BlockQ4_1, StepQ4_1, 1>,
+    &DotBlocks<BlockQ5_0, StepQ5_0, -16>,
+    &DotBlocks<BlockQ5_1, StepQ5_1, 1>,
+    &DotBlocks<BlockQ8_0, StepQ8_0, 0>,
+    &DotQ45_K<BlockQ4_K, false>::One,
+    &DotQ45_K<BlockQ5_K, true>::One,
+    &DotQ6_K::One,
+    {&DotBlocksRows<BlockQ4_0, StepQ4_0, -8>, &DotBlocksRows<BlockQ4_1, StepQ4_1, 1>,
+     &DotBlocksRows<BlockQ5_0, StepQ5_0, -16>, &DotBlocksRows<BlockQ5_1, StepQ5_1, 1>,
+     &DotBlocksRows<BlockQ8_0, StepQ8_0, 0>, &DotQ45_K<BlockQ4_K, false>::Rows,
+     &DotQ45_K<BlockQ5_K, true>::Rows, &DotQ6_K::Rows},
 };
 
 }  // namespace ember::quant

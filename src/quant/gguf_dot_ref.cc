@@ -185,6 +185,7 @@ constexpr DotVariant RefKernels(std::string_view name) {
       &ref::DotQ45_K<BlockQ4_K, false>,
       &ref::DotQ45_K<BlockQ5_K, true>,
       &ref::DotQ6_K,
+      {},
   };
 }
 

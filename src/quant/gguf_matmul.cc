@@ -68,17 +68,28 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   const int64_t ahead = (kPrefetchBytes + w.row_bytes - 1) / std::max<int64_t>(1, w.row_bytes);
   const int64_t prefetch_bytes = *dense_row_bytes;  // not the padding of a strided view
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, w.row_bytes * m));
+  // With a multi-row dot, kMaxDotRows activation rows share each decoded weight block; rows left
+  // over (m not a multiple) take the one-row dot, which gives the same bits (gguf_dot.h).
+  const VecDotRowsFn dot_rows = m > 1 ? ActiveDotVariant().RowsFor(w.type) : nullptr;
+  const int64_t group = dot_rows != nullptr ? kMaxDotRows : 1;
   pool.ParallelFor(
       n,
       [&](int64_t begin, int64_t end) {
+        float out[kMaxDotRows];
         for (int64_t j0 = begin; j0 < end; j0 += kRowTile) {
           const int64_t j1 = std::min(end, j0 + kRowTile);
-          for (int64_t i = 0; i < m; ++i) {
+          for (int64_t i = 0; i < m; i += group) {
             const uint8_t* a = act + i * act_bytes;
-            float* yi = y + i * n;
+            const int64_t rows = std::min(group, m - i);
             for (int64_t j = j0; j < j1; ++j) {
               if (i == 0 && j + ahead < end) PrefetchRow(weights + (j + ahead) * w.row_bytes, prefetch_bytes);
-              yi[j] = dot(k, weights + j * w.row_bytes, a);
+              const uint8_t* wj = weights + j * w.row_bytes;
+              if (rows == group && dot_rows != nullptr) {
+                dot_rows(k, wj, a, act_bytes, static_cast<int>(rows), out);
+                for (int64_t r = 0; r < rows; ++r) y[(i + r) * n + j] = out[r];
+              } else {
+                for (int64_t r = 0; r < rows; ++r) y[(i + r) * n + j] = dot(k, wj, a + r * act_bytes);
+              }
             }
           }
         }

@@ -4,7 +4,9 @@
 // w [n, k] ("[out, in]", as GGUF stores matmul weights: each output row is k consecutive
 // elements, a whole number of blocks). Each activation row is quantized once per call
 // (ActivationFormatFor), then the n output rows are split across the global thread pool and
-// every (weight row, activation row) pair is one VecDotFn call of the active dot variant. Like
+// every (weight row, activation row) pair is one VecDotFn call of the active dot variant, or, for
+// m > 1 where the variant has one, one VecDotRowsFn call covers a weight row and kMaxDotRows
+// activation rows (decoding the weight once; bit-identical to the one-row calls). Like
 // kernels::MatMul, a weight row is read from memory once per call whatever m is.
 //
 // This lives in src/quant rather than src/kernels because it needs only core (the thread pool)
@@ -30,7 +32,7 @@ bool GgufMatMulSupports(GgmlType type);
 
 // y [m, w.rows] = x [m, w.cols] · w^T with the active dot variant (gguf_dot.h), threaded over
 // the output rows. The result for a given (i, j) does not depend on m, on the thread count or on
-// how rows are split: each is one dot-product call over the same quantized activation row.
+// how rows are split: each is the same dot product over the same quantized activation row.
 // Unsupported types and inconsistent shapes are bugs in the caller (checked, not returned):
 // loaders validate tensors with GgufMatMulSupports and GgmlRowBytes.
 void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y);

@@ -1,3 +1,9 @@
+// ember bench --model FILE --pp 512 --tg 128: prompt-processing and generation tokens/s of a real
+// model, measured the way llama-bench does (pp: one Forward of N prompt tokens into an empty cache,
+// last-token logits only; tg: N single-token Forwards from an empty cache, no sampling), so that
+// scripts/bench_vs_llamacpp.py can put the two side by side. Rates per wall second and per process
+// CPU-second (steadier on a shared machine).
+//
 // ember bench decode: batch-1 decode tokens/s of a Muse Spark configuration with random BF16
 // weights, printed beside its roofline (weight bytes streamed per token / STREAM triad bandwidth
 // measured in the same run).
@@ -6,7 +12,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 #include "core/cpu_features.h"
 #include "core/logging.h"
@@ -14,6 +24,7 @@
 #include "kernels/cpu/stream.h"
 #include "kernels/matmul.h"
 #include "model/arch/muse_spark.h"
+#include "model/causal_lm.h"
 #include "model/sequence.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
@@ -123,11 +134,136 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   return 0;
 }
 
+struct ModelBenchOptions {
+  std::string model;
+  int64_t pp = 512;
+  int64_t tg = 128;
+  int64_t reps = 5;
+  int threads = 0;
+  bool json = false;
+};
+
+// Token ids that look like text to nothing in the model: a fixed pseudo-random walk over the
+// vocabulary (the speed of a dense model does not depend on which ids it sees).
+std::vector<int32_t> BenchTokens(int64_t count, int64_t vocab) {
+  std::vector<int32_t> ids(count);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int64_t i = 0; i < count; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    ids[i] = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return ids;
+}
+
+// Wall-clock and process CPU seconds of one run. On a shared machine the CPU time is the steadier
+// measure: a run that is preempted loses wall time but not CPU time (with one thread, tokens per
+// CPU-second is the rate the run would have had with the core to itself).
+struct RunTime {
+  double wall = 0;
+  double cpu = 0;
+};
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+RunTime Time(const std::function<Status()>& body, Status* status) {
+  const double cpu_start = ProcessCpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  *status = body();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          ProcessCpuSeconds() - cpu_start};
+}
+
+std::pair<double, double> BestAndMedian(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return {values.back(), n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2])};
+}
+
+nlohmann::json RateStats(int64_t tokens, const std::vector<RunTime>& runs) {
+  std::vector<double> tps, cpu_tps;
+  for (const RunTime& r : runs) {
+    tps.push_back(tokens / r.wall);
+    cpu_tps.push_back(tokens / r.cpu);
+  }
+  const auto [best, median] = BestAndMedian(tps);
+  const auto [cpu_best, cpu_median] = BestAndMedian(cpu_tps);
+  return {{"tokens", tokens},   {"tokens_per_second", tps},          {"best", best},
+          {"median", median},   {"tokens_per_cpu_second", cpu_tps}, {"cpu_best", cpu_best},
+          {"cpu_median", cpu_median}};
+}
+
+int RunModelBench(const ModelBenchOptions& o) {
+  if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
+  auto loaded = LoadModelWithLog(o.model);
+  if (!loaded.ok()) return Fail(loaded.status());
+  CausalLM& lm = **loaded;
+  const std::vector<int32_t> ids = BenchTokens(std::max(o.pp, o.tg), lm.info().vocab_size);
+  std::vector<float> logits;
+  // The KV memory is allocated once, outside the timed runs (as llama.cpp's context is).
+  auto sequence = Sequence::Create(&lm, std::max(o.pp, o.tg), lm.DefaultKvDtype());
+  if (!sequence.ok()) return Fail(sequence.status());
+  // One pp run: the whole prompt in one call, logits of the last token only.
+  auto prompt = [&](int64_t count) {
+    sequence->Clear();
+    return sequence->Append(ids.data(), count, false, &logits);
+  };
+  // One tg run: `count` decode steps of one token each, from an empty cache.
+  auto generate = [&](int64_t count) {
+    sequence->Clear();
+    for (int64_t i = 0; i < count; ++i) {
+      Status status = sequence->Append(ids.data() + i, 1, false, &logits);
+      if (!status.ok()) return status;
+    }
+    return Status::Ok();
+  };
+  // Warm-up (page in the weights, size the scratch buffers), untimed, like llama-bench's.
+  Status status;
+  if (o.pp > 0) Time([&] { return prompt(o.pp); }, &status);
+  if (!status.ok()) return Fail(status);
+  if (o.tg > 0) Time([&] { return generate(std::min<int64_t>(o.tg, 4)); }, &status);
+  if (!status.ok()) return Fail(status);
+  std::vector<RunTime> pp_seconds, tg_seconds;
+  for (int64_t r = 0; r < o.reps; ++r) {
+    if (o.pp > 0) pp_seconds.push_back(Time([&] { return prompt(o.pp); }, &status));
+    if (!status.ok()) return Fail(status);
+    if (o.tg > 0) tg_seconds.push_back(Time([&] { return generate(o.tg); }, &status));
+    if (!status.ok()) return Fail(status);
+  }
+  const int threads = ThreadPool::Global().num_threads();
+  nlohmann::json out = {{"model", o.model}, {"threads", threads}, {"reps", o.reps}};
+  if (o.pp > 0) out["pp"] = RateStats(o.pp, pp_seconds);
+  if (o.tg > 0) out["tg"] = RateStats(o.tg, tg_seconds);
+  if (o.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s, %d threads, %lld reps\n", o.model.c_str(), threads, static_cast<long long>(o.reps));
+  for (const char* test : {"pp", "tg"}) {
+    if (!out.contains(test)) continue;
+    const nlohmann::json& t = out[test];
+    std::printf("  %s%-5lld %9.2f tok/s best, %9.2f tok/s median (per CPU-second: %.2f best, %.2f median)\n",
+                test, static_cast<long long>(t["tokens"]), t["best"].get<double>(), t["median"].get<double>(),
+                t["cpu_best"].get<double>(), t["cpu_median"].get<double>());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
-  bench->require_subcommand(1);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: --model FILE for pp/tg tokens/s, or a subcommand");
+  auto m = std::make_shared<ModelBenchOptions>();
+  bench->add_option("--model", m->model, "Model (GGUF file or model directory) for the pp/tg benchmark");
+  bench->add_option("--pp", m->pp, "Prompt tokens processed in one call (0: skip)")->check(CLI::NonNegativeNumber);
+  bench->add_option("--tg", m->tg, "Tokens generated one at a time (0: skip)")->check(CLI::NonNegativeNumber);
+  bench->add_option("--reps", m->reps, "Timed repetitions of each test")->check(CLI::PositiveNumber);
+  bench->add_option("--threads", m->threads, "Worker threads (default: all cores)");
+  bench->add_flag("--json", m->json, "Print JSON");
+  bench->require_subcommand(0, 1);
   auto o = std::make_shared<DecodeBenchOptions>();
   CLI::App* decode = bench->add_subcommand("decode", "Batch-1 decode tokens/s vs the memory-bandwidth roofline");
   decode->add_option("--layers", o->layers, "Decoder layers")->check(CLI::PositiveNumber);
@@ -146,6 +282,14 @@ void RegisterBenchCommand(CLI::App& app) {
   decode->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   decode->add_flag("--json", o->json, "Print JSON");
   decode->callback([o] { SetExitCode(RunDecodeBench(*o)); });
+  bench->callback([bench, m] {
+    if (!bench->get_subcommands().empty()) return;  // `ember bench decode` ran its own callback
+    if (m->model.empty()) {
+      SetExitCode(Fail(InvalidArgument("ember bench needs --model FILE (pp/tg benchmark) or a subcommand (decode)")));
+      return;
+    }
+    SetExitCode(RunModelBench(*m));
+  });
 }
 
 }  // namespace ember::tools

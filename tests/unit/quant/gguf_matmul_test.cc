@@ -99,11 +99,13 @@ TEST_F(GgufMatMulTest, MatchesReferenceDotsForEveryVariant) {
 }
 
 // Row i of a batched call equals a call with that row alone, bit for bit, with 1 or 2 threads:
-// every output is one dot call over the same quantized activation row, whatever the split.
+// every output is the same dot product over the same quantized activation row, whatever the
+// split, and whether it came from a multi-row dot (groups of kMaxDotRows rows; m = 17 leaves a
+// one-row tail) or a one-row one.
 TEST_F(GgufMatMulTest, BitIdenticalAcrossBatchingAndThreads) {
   std::mt19937 rng(5);
   const int64_t k = 1024, n = 300, m = 17;
-  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const Weights w = RandomWeights(type, n, k, rng);
     std::vector<float> x;
     for (int64_t i = 0; i < m; ++i) {
