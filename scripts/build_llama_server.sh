@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's OpenAI-compatible server (llama-server) once, for the
+# serving head-to-head (scripts/bench_vs_llamacpp_serve.sh). The source is the
+# llama.cpp tree bundled in the llama-cpp-python sdist pinned in
+# requirements/dev.txt, so ember's peer numbers come from the same llama.cpp
+# version the Python comparisons use.
+#
+#   scripts/build_llama_server.sh            # prints the binary's path
+#
+# Environment:
+#   LLAMA_CPP_SRC   an unpacked llama.cpp tree (default: the sdist's vendor/llama.cpp,
+#                   downloaded with pip into a temp dir when not already unpacked)
+#   EMBER_CACHE     cache root (default ~/.cache/ember); the binary lands in
+#                   $EMBER_CACHE/llama.cpp/bin/llama-server
+#   JOBS            parallel compile jobs (default: nproc)
+#
+# Idempotent: when the binary exists and was built from the same source
+# version, the script only prints its path.
+set -euo pipefail
+
+version=0.3.36
+cache="${EMBER_CACHE:-$HOME/.cache/ember}/llama.cpp"
+bin="$cache/bin/llama-server"
+stamp="$cache/bin/llama-server.version"
+
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "llama-cpp-python-$version" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+src="${LLAMA_CPP_SRC:-/tmp/lcp/llama_cpp_python-$version/vendor/llama.cpp}"
+if [[ ! -f "$src/CMakeLists.txt" ]]; then
+  repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+  pip="$repo_root/.venv/bin/pip"
+  [[ -x "$pip" ]] || pip=pip
+  tmp="$(mktemp -d)"
+  echo "fetching the llama-cpp-python $version sdist into $tmp" >&2
+  "$pip" download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$tmp" >&2
+  tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
+  src="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
+fi
+
+# Static libraries so the binary does not depend on the build tree; the web UI
+# is left out (no network, and the benchmark only needs the HTTP API).
+cmake -S "$src" -B "$cache/build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_CURL=OFF \
+  -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DGGML_NATIVE=ON >&2
+ninja -C "$cache/build" -j "${JOBS:-$(nproc)}" llama-server >&2
+
+mkdir -p "$cache/bin"
+cp "$cache/build/bin/llama-server" "$bin"
+echo "llama-cpp-python-$version" > "$stamp"
+echo "$bin"
