@@ -123,7 +123,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", default="smollm2")
     p.add_argument("--model", type=pathlib.Path, default=CACHE / "models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    p.add_argument("--ember", type=pathlib.Path, default=ROOT / "build/release/ember")
+    p.add_argument("--ember", type=pathlib.Path, default=ROOT / "build/release/tools/ember/ember")
     p.add_argument("--llama-server", type=pathlib.Path, default=CACHE / "llama.cpp/bin/llama-server")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=512, help="context per sequence")

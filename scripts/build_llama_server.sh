@@ -13,6 +13,11 @@
 #   EMBER_CACHE     cache root (default ~/.cache/ember); the binary lands in
 #                   $EMBER_CACHE/llama.cpp/bin/llama-server
 #   JOBS            parallel compile jobs (default: nproc)
+#   USE_WHEEL_LIBS  1: compile only the server's own sources (server, common, HTTP) and
+#                   link them against the shared libllama/libggml/libmtmd that the
+#                   installed llama-cpp-python wheel ships (the same llama.cpp version,
+#                   built on this machine by pip); about a third of the full build,
+#                   for machines where the full build takes too long
 #
 # Idempotent: when the binary exists and was built from the same source
 # version, the script only prints its path.
@@ -23,7 +28,7 @@ cache="${EMBER_CACHE:-$HOME/.cache/ember}/llama.cpp"
 bin="$cache/bin/llama-server"
 stamp="$cache/bin/llama-server.version"
 
-if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "llama-cpp-python-$version" ]]; then
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "llama-cpp-python-$version"* ]]; then
   echo "$bin"
   exit 0
 fi
@@ -54,9 +59,26 @@ cmake -S "$src" -B "$cache/build" -G Ninja \
   -DLLAMA_BUILD_UI=OFF \
   -DLLAMA_USE_PREBUILT_UI=OFF \
   -DGGML_NATIVE=ON >&2
-ninja -C "$cache/build" -j "${JOBS:-$(nproc)}" llama-server >&2
-
 mkdir -p "$cache/bin"
-cp "$cache/build/bin/llama-server" "$bin"
-echo "llama-cpp-python-$version" > "$stamp"
+if [[ "${USE_WHEEL_LIBS:-0}" == 1 ]]; then
+  python="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python"
+  wheel_lib="$("$python" -c 'import llama_cpp, os; print(os.path.join(os.path.dirname(llama_cpp.__file__), "lib"))')"
+  # The object files of the server's own static libraries; the linker takes
+  # llama, ggml and mtmd from the wheel instead of building them.
+  objs=()
+  for dir in tools/server/CMakeFiles/llama-server.dir tools/server/CMakeFiles/llama-server-impl.dir \
+             tools/server/CMakeFiles/server-context.dir common/CMakeFiles/llama-common.dir \
+             common/CMakeFiles/llama-common-base.dir vendor/hash/CMakeFiles/vendor-hash.dir \
+             tools/ui/CMakeFiles/llama-ui.dir vendor/cpp-httplib/CMakeFiles/cpp-httplib.dir; do
+    while read -r o; do objs+=("$o"); done < <(grep -oE "^build $dir/[^ :]+\.o" "$cache/build/build.ninja" | sed 's/^build //')
+  done
+  ninja -C "$cache/build" -j "${JOBS:-$(nproc)}" "${objs[@]}" >&2
+  (cd "$cache/build" && c++ -O3 "${objs[@]}" -o "$bin" -L"$wheel_lib" -Wl,-rpath,"$wheel_lib" \
+     -lmtmd -lllama -lggml -lggml-cpu -lggml-base -lgomp -lpthread -ldl -lm)
+  echo "llama-cpp-python-$version (server linked against $wheel_lib)" > "$stamp"
+else
+  ninja -C "$cache/build" -j "${JOBS:-$(nproc)}" llama-server >&2
+  cp "$cache/build/bin/llama-server" "$bin"
+  echo "llama-cpp-python-$version" > "$stamp"
+fi
 echo "$bin"
