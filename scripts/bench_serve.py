@@ -192,8 +192,10 @@ async def run_level(base_url: str, model: str, sessions: list[Session], concurre
                     request_rate: float | None, seed: int, extra: dict) -> tuple[list[Result], float]:
     url = base_url.rstrip("/") + "/v1/completions"
     limit = concurrency or 0
+    # A fresh connection per request: llama-server closes idle keep-alive connections, and a
+    # reused one then fails with "Server disconnected".
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=timeout) as http:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=True), timeout=timeout) as http:
         results: list[Result] = []
 
         async def run_session(s: Session) -> None:
