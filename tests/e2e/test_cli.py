@@ -132,3 +132,22 @@ def test_perplexity_scores_and_rejects_bad_input(ember_bin, golden_dir, tmp_path
     for extra, expected in cases:
         result = run(ember_bin, "perplexity", "--model", golden_dir / "tiny_a", *extra, check=False)
         assert result.returncode == 1 and expected in result.stderr, (extra, result.stderr)
+
+
+def test_generate_jsonl_runs_many_prompts_through_the_engine(ember_bin, golden_dir, tmp_path):
+    golden = json.loads((golden_dir / "tiny_a" / "golden.json").read_text())
+    n = len(golden["greedy_ids"])
+    lines = [{"prompt": golden["prompt_ids"], "max_tokens": n, "temperature": 0, "ignore_eos": True}]
+    lines += [{"prompt": [5 + i, 6, 7], "max_tokens": 3 + i, "temperature": 0.8, "seed": i} for i in range(5)]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    out = run(ember_bin, "generate", "--model", golden_dir / "tiny_a", "--jsonl", path, "--kv-cache-dtype", "f32",
+              "--max-model-len", "256", "--kv-cache-memory", "16MiB")
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["index"] for r in results] == list(range(6))
+    assert results[0]["token_ids"] == golden["greedy_ids"]  # batched with 5 others, same as alone
+    assert all(r["completion_tokens"] == 3 + i for i, r in enumerate(results[1:]))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": [1], "temperature": "hot"}\n')
+    result = run(ember_bin, "generate", "--model", golden_dir / "tiny_a", "--jsonl", bad, check=False)
+    assert result.returncode != 0 and "bad.jsonl:1" in result.stderr and "temperature" in result.stderr

@@ -33,7 +33,8 @@ struct Job {
 };
 
 // Reads the lines into jobs; errors name the line.
-Status ReadJobs(const std::string& path, const Tokenizer& tokenizer, const ChatTemplate* chat_template,
+// `tokenizer` may be null (a model without one): then only token-id prompts work.
+Status ReadJobs(const std::string& path, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
                 int64_t vocab, std::vector<Job>* jobs) {
   std::ifstream in(path);
   if (!in) return IoError(fmt::format("cannot read {}", path));
@@ -45,18 +46,20 @@ Status ReadJobs(const std::string& path, const Tokenizer& tokenizer, const ChatT
     if (!body.is_object()) return InvalidArgument(where("not a JSON object"));
     Job job;
     if (body.contains("messages")) {
-      if (chat_template == nullptr) return InvalidArgument(where("\"messages\" needs a model with a chat template"));
+      if (chat_template == nullptr || tokenizer == nullptr) {
+        return InvalidArgument(where("\"messages\" needs a model with a tokenizer and a chat template"));
+      }
       auto parsed = server::ParseChatCompletionRequest(body);
       if (auto* e = std::get_if<server::ApiError>(&parsed)) return InvalidArgument(where(e->message));
       auto& chat = std::get<server::ChatCompletionRequest>(parsed);
       ChatTemplateInputs inputs;
       inputs.messages = chat.messages;
       inputs.add_generation_prompt = true;
-      if (tokenizer.bos_id() >= 0) inputs.bos_token = tokenizer.TokenText(tokenizer.bos_id());
-      if (tokenizer.eos_id() >= 0) inputs.eos_token = tokenizer.TokenText(tokenizer.eos_id());
+      if (tokenizer->bos_id() >= 0) inputs.bos_token = tokenizer->TokenText(tokenizer->bos_id());
+      if (tokenizer->eos_id() >= 0) inputs.eos_token = tokenizer->TokenText(tokenizer->eos_id());
       auto rendered = chat_template->Render(inputs);
       if (!rendered.ok()) return InvalidArgument(where(rendered.status().message()));
-      job.prompt = tokenizer.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+      job.prompt = tokenizer->Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
       job.sampling = chat.common.sampling;
       if (!chat.common.max_tokens_given) job.sampling.max_tokens = 16;
     } else {
@@ -65,7 +68,10 @@ Status ReadJobs(const std::string& path, const Tokenizer& tokenizer, const ChatT
       auto& completion = std::get<server::CompletionRequest>(parsed);
       if (completion.prompts.size() != 1) return InvalidArgument(where("give exactly one prompt per line"));
       const server::Prompt& p = completion.prompts.front();
-      job.prompt = p.token_ids.empty() ? tokenizer.Encode(p.text, true, true) : p.token_ids;
+      if (p.token_ids.empty() && tokenizer == nullptr) {
+        return InvalidArgument(where("this model has no tokenizer: give \"prompt\" as token ids"));
+      }
+      job.prompt = p.token_ids.empty() ? tokenizer->Encode(p.text, true, true) : p.token_ids;
       job.sampling = completion.common.sampling;
     }
     if (job.sampling.n != 1) return InvalidArgument(where("n > 1 is not supported here; repeat the line"));
@@ -75,14 +81,24 @@ Status ReadJobs(const std::string& path, const Tokenizer& tokenizer, const ChatT
   return Status::Ok();
 }
 
+// Cuts `text` at the job's first stop string (offline, the whole text is known at once).
+std::string StopAtStrings(const std::string& text, Job* job) {
+  if (job->sampling.stop.empty()) return text;
+  StopStringMatcher matcher(job->sampling.stop, job->sampling.include_stop_str_in_output);
+  StopStringMatcher::Output cut = matcher.Feed(text);
+  if (!cut.stop_index) return cut.text + matcher.Flush();
+  job->finish_reason = "stop";
+  return cut.text;
+}
+
 }  // namespace
 
 int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_path, EngineFlags& flags) {
   if (Status s = flags.Finish(); !s.ok()) return Fail(s);
   auto model = LoadModelWithLog(model_path);
   if (!model.ok()) return Fail(model.status());
-  auto tokenizer = LoadModelTokenizer(model_path);
-  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (auto loaded = LoadModelTokenizer(model_path); loaded.ok()) tokenizer = std::move(*loaded);
   std::unique_ptr<ChatTemplate> chat_template;
   if (auto source = LoadModelChatTemplateSource(model_path); source.ok()) {
     if (auto parsed = ChatTemplate::Parse(*source); parsed.ok()) {
@@ -94,7 +110,7 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
     if (id >= 0 && id < (*model)->info().vocab_size) eos.push_back(id);
   }
   std::vector<Job> jobs;
-  if (Status s = ReadJobs(jsonl_path, **tokenizer, chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
+  if (Status s = ReadJobs(jsonl_path, tokenizer.get(), chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
     return Fail(s);
   }
   auto engine = LocalEngine::Create(std::move(*model), flags.engine);
@@ -135,18 +151,15 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];
+    json out = {{"index", i}};
     std::vector<int32_t> shown = job.output;
-    if (job.finish_reason == "stop" && !shown.empty() && (*tokenizer)->IsSpecial(shown.back())) shown.pop_back();
-    std::string text = (*tokenizer)->Decode(shown, /*skip_special=*/true);
-    if (!job.sampling.stop.empty()) {
-      StopStringMatcher matcher(job.sampling.stop, job.sampling.include_stop_str_in_output);
-      StopStringMatcher::Output cut = matcher.Feed(text);
-      text = cut.text + (cut.stop_index ? "" : matcher.Flush());
-      if (cut.stop_index) job.finish_reason = "stop";
+    if (tokenizer) {
+      if (job.finish_reason == "stop" && !shown.empty() && tokenizer->IsSpecial(shown.back())) shown.pop_back();
+      out["text"] = StopAtStrings(tokenizer->Decode(shown, /*skip_special=*/true), &job);
     }
-    json out = {{"index", i}, {"text", text}, {"token_ids", job.output}, {"finish_reason", job.finish_reason},
-                {"prompt_tokens", job.prompt.size()}, {"completion_tokens", job.output.size()},
-                {"cached_tokens", job.cached_tokens}};
+    out.update(json{{"token_ids", job.output}, {"finish_reason", job.finish_reason},
+                     {"prompt_tokens", job.prompt.size()}, {"completion_tokens", job.output.size()},
+                     {"cached_tokens", job.cached_tokens}});
     if (!job.error.empty()) out["error"] = job.error;
     std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   }
