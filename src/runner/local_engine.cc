@@ -30,10 +30,14 @@ Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o
   const int64_t per_sequence = kv::KvBytesPerSequence(config, max_model_len);
   int64_t budget = o.kv_cache_memory_bytes;
   if (budget == 0) {
-    // No more than the configured concurrency can use, and at most half of what is free.
-    const int64_t wanted = per_sequence * o.max_num_seqs + 2 * config.BytesPerBlock();
+    // No more than the configured concurrency can use; otherwise 4 GiB (vLLM's CPU default), or
+    // one full-length sequence if that needs more; never more than half of what is free.
+    constexpr int64_t kDefaultBudget = int64_t{4} << 30;
+    const int64_t one_sequence = per_sequence + 2 * config.BytesPerBlock();
+    budget = std::min(per_sequence * o.max_num_seqs + 2 * config.BytesPerBlock(),
+                      std::max(kDefaultBudget, one_sequence));
     const int64_t available = AvailableMemoryBytes();
-    budget = available > 0 ? std::min(wanted, available / 2) : wanted;
+    if (available > 0) budget = std::min(budget, available / 2);
   }
   EMBER_ASSIGN_OR_RETURN(config.num_blocks, kv::NumBlocksForBudget(config, budget));
   if ((config.num_blocks - 1) * config.BytesPerBlock() < per_sequence) {

@@ -22,7 +22,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
   std::string kv_cache_dtype = "auto"; // auto = the model's choice (f16 for GGUF as llama.cpp, bf16 for Muse Spark)
-  int64_t kv_cache_memory_bytes = 0;   // 0: what max_num_seqs full-length sequences need, at most half the free memory
+  int64_t kv_cache_memory_bytes = 0;   // 0: 4 GiB, less if max_num_seqs full-length sequences need less, at most half the free memory
   int64_t block_size = 16;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;

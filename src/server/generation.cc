@@ -63,6 +63,8 @@ std::optional<ChoiceDelta> GenerationJob::Next(std::chrono::milliseconds timeout
     ChoiceDelta out;
     out.choice = static_cast<int>(i);
     out.delta = c.text->Consume(event);
+    // vLLM's stop_reason names a stop string or a stop token the client asked for; EOS is null.
+    if (out.delta.stop_token && *out.delta.stop_token == context_->model.eos_token_id) out.delta.stop_token.reset();
     usage_.completion_tokens += static_cast<int64_t>(event.new_token_ids.size());
     if (out.delta.stop_string_hit) context_->engine->Abort(c.req);
     if (out.delta.finished) {

@@ -58,8 +58,8 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
     cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
   }
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
-                  "KV cache size, e.g. 4GiB (default: what --max-num-seqs full-length sequences need, at most half "
-                  "the free memory)");
+                  "KV cache size, e.g. 8GiB (default: 4 GiB, or less when --max-num-seqs full-length sequences need "
+                  "less; at most half the free memory)");
   cmd->add_option("--block-size", e.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024));
   cmd->add_option("--scheduling-policy", f->scheduling_policy, "fcfs or priority (lower priority value first)");
   cmd->add_option("--seed", e.seed, "Seed for requests that bring none");
