@@ -27,14 +27,6 @@ json LogprobsJson(const std::vector<LogprobEntry>& entries) {
   return content;
 }
 
-json UsageJson(const Usage& u) {
-  json usage = {{"prompt_tokens", u.prompt_tokens},
-                {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
-  if (u.cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
-  return usage;
-}
-
 json ToolCallJson(const ParsedToolCall& call, size_t index, bool with_index) {
   json c = {{"id", NewRequestId("call_").substr(0, 29)}, {"type", "function"},
             {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
@@ -190,9 +182,7 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
     json choice = {{"index", i}, {"message", message},
                    {"logprobs", want_logprobs ? json{{"content", LogprobsJson(logprobs[i])}} : json()},
                    {"finish_reason", FinishReason(last[i], !p.tool_calls.empty())}};
-    if (last[i].stop_string) choice["stop_reason"] = *last[i].stop_string;
-    else if (last[i].stop_token) choice["stop_reason"] = *last[i].stop_token;
-    else choice["stop_reason"] = nullptr;
+    choice["stop_reason"] = StopReason(last[i]);
     out_choices.push_back(std::move(choice));
   }
   SendJson(res, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},

@@ -32,20 +32,6 @@ struct CompletionLogprobs {
   }
 };
 
-json UsageJson(const Usage& u) {
-  json usage = {{"prompt_tokens", u.prompt_tokens},
-                {"completion_tokens", u.completion_tokens},
-                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
-  if (u.cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
-  return usage;
-}
-
-json StopReason(const TextDelta& d) {
-  if (d.stop_string) return *d.stop_string;
-  if (d.stop_token) return *d.stop_token;
-  return nullptr;
-}
-
 }  // namespace
 
 void HandleCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
@@ -120,7 +106,6 @@ void HandleCompletions(ServingContext& context, const httplib::Request& req, htt
     return StreamJob(res, job, std::move(format));
   }
 
-  std::vector<json> texts(job->num_choices(), "");
   std::vector<CompletionLogprobs> logprobs(job->num_choices());
   std::vector<int64_t> offsets(job->num_choices(), 0);
   std::vector<json> finish(job->num_choices()), stop_reason(job->num_choices());

@@ -39,6 +39,20 @@ void StreamJob(httplib::Response& res, std::shared_ptr<GenerationJob> job, Strea
       [job](bool) { job->AbortAll(); });
 }
 
+nlohmann::ordered_json UsageJson(const Usage& u) {
+  nlohmann::ordered_json usage = {{"prompt_tokens", u.prompt_tokens},
+                                  {"completion_tokens", u.completion_tokens},
+                                  {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  return usage;
+}
+
+nlohmann::ordered_json StopReason(const TextDelta& d) {
+  if (d.stop_string) return *d.stop_string;
+  if (d.stop_token) return *d.stop_token;
+  return nullptr;
+}
+
 void CollectJob(GenerationJob& job, const std::function<void(const ChoiceDelta&)>& on_delta) {
   while (!job.done()) {
     if (std::optional<ChoiceDelta> delta = job.Next(std::chrono::milliseconds(1000))) on_delta(*delta);

@@ -24,6 +24,11 @@ struct StreamFormat {
 
 void StreamJob(httplib::Response& res, std::shared_ptr<GenerationJob> job, StreamFormat format);
 
+// OpenAI's usage object (with prompt_tokens_details.cached_tokens when the prefix cache helped).
+nlohmann::ordered_json UsageJson(const Usage& usage);
+// vLLM's stop_reason: the stop string or stop token that ended a choice, null otherwise.
+nlohmann::ordered_json StopReason(const TextDelta& delta);
+
 // Runs the job to the end on this thread, passing each delta to `on_delta`.
 void CollectJob(GenerationJob& job, const std::function<void(const ChoiceDelta&)>& on_delta);
 
