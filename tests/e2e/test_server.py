@@ -76,7 +76,7 @@ class Server:
 def server(ember_bin):
     if not SMOLLM.exists():
         pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
-    s = Server(ember_bin, "--max-num-seqs", "8")
+    s = Server(ember_bin, "--max-num-seqs", "8", "--tool-call-parser", "hermes")
     yield s
     assert s.stop() == 0, s.proc.stderr.read()
 
@@ -129,6 +129,50 @@ def test_stop_strings_logprobs_and_token_prompts(client):
     assert all(len(t) <= 2 for t in choice.logprobs.top_logprobs)
     by_ids = client.completions.create(model="smollm", prompt=[1, 2, 3], max_tokens=3, temperature=0)
     assert by_ids.usage.prompt_tokens == 3
+
+
+WEATHER_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+WEATHER_MESSAGES = [
+    {"role": "system", "content": 'To call a tool, write <tool_call>{"name": "get_weather", "arguments": '
+                                  '{"city": "Paris"}}</tool_call>'},
+    {"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_forced_tool_calls_streaming_and_not(client, tool_choice):
+    # SmolLM2 does not call tools by itself; a forced choice starts the Hermes call for it, and the
+    # server must parse what follows into a call in both response shapes.
+    kwargs = dict(model="smollm", messages=WEATHER_MESSAGES, tools=WEATHER_TOOLS, tool_choice=tool_choice,
+                  temperature=0, max_tokens=48)
+    full = client.chat.completions.create(**kwargs)
+    choice = full.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert not choice.message.content
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert isinstance(json.loads(call.function.arguments), dict)
+
+    chunks = list(client.chat.completions.create(**kwargs, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert not "".join(d.content or "" for d in deltas)
+    streamed = [tc for d in deltas for tc in (d.tool_calls or [])]
+    assert len(streamed) == 1 and streamed[0].index == 0 and streamed[0].id.startswith("call_")
+    assert streamed[0].function.name == "get_weather"
+    assert json.loads(streamed[0].function.arguments) == json.loads(call.function.arguments)
+    assert [c for c in chunks if c.choices][-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_tool_choice_none_and_bad_tool_choice(server, client):
+    out = client.chat.completions.create(model="smollm", messages=WEATHER_MESSAGES, tools=WEATHER_TOOLS,
+                                         tool_choice="none", temperature=0, max_tokens=8)
+    assert not out.choices[0].message.tool_calls and out.choices[0].finish_reason != "tool_calls"
+    status, body = server.json("POST", "/v1/chat/completions", {
+        "model": "smollm", "messages": WEATHER_MESSAGES, "tools": WEATHER_TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "no_such_tool"}}})
+    assert status == 400 and body["error"]["param"] == "tool_choice"
 
 
 def test_info_routes(server):

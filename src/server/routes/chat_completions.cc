@@ -97,6 +97,9 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   auto parse = [&parser, tools_enabled, tools, forced](const std::string& text, bool final) {
     ParsedOutput out = parser.Parse(forced + text, final, tools);
     if (!tools_enabled) out.tool_calls.clear();
+    // A forced call (tool_choice required or named) answers with calls only, as OpenAI does;
+    // whatever the model writes after the call is not part of the answer.
+    if (!forced.empty()) out.content.clear();
     return out;
   };
 
