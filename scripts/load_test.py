@@ -120,18 +120,21 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--result-json", help="also write the report here")
     args = ap.parse_args()
 
     port = free_port()
     proc = subprocess.Popen([args.ember, "serve", args.model, "--port", str(port), "--served-model-name", "m",
                              "--max-model-len", "1024", "--kv-cache-memory", "128MiB", "--max-num-seqs", "16",
                              "--max-waiting-requests", "30"], stderr=subprocess.PIPE, text=True)
-    for _ in range(600):
+    launched = time.time()
+    for _ in range(1200):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
             break
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.05)
+    ready_seconds = time.time() - launched
     rss_start = rss_kib(proc.pid)
     start = time.time()
     half = asyncio.run(run(port, args.requests // 2, args.concurrency, args.seed))
@@ -152,10 +155,14 @@ def main():
         by_status[status] += n
         print(f"  {kind:14s} {status!s:6s} {n}")
     bad = {s: n for s, n in by_status.items() if isinstance(s, int) and s >= 500 and s != 503}
-    report = {"requests": args.requests, "seconds": round(elapsed, 1), "by_status": {str(k): v for k, v in by_status.items()},
+    report = {"requests": args.requests, "concurrency": args.concurrency, "ready_seconds": round(ready_seconds, 2),
+              "seconds": round(elapsed, 1), "requests_per_s": round(args.requests / elapsed, 1), "by_status": {str(k): v for k, v in by_status.items()},
               "server_alive": alive, "unexpected_5xx": bad, "running_after": running, "kv_usage_after": kv,
               "rss_kib": [rss_start, rss_mid, rss_end], "exit_code": code}
     print(json.dumps(report))
+    if args.result_json:
+        with open(args.result_json, "w") as f:
+            json.dump(report, f, indent=1)
     ok = alive and not bad and running == 0 and kv == 0 and code == 0 and rss_end < rss_mid * 1.2 + 20000
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

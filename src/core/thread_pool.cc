@@ -1,8 +1,10 @@
 #include "core/thread_pool.h"
 
+#include <immintrin.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 
@@ -15,6 +17,13 @@ int AvailableCores() {
 }
 
 namespace {
+// Chunks per thread: enough that a thread slowed by another process hands work to the others,
+// few enough that each chunk still streams a long run of weight rows.
+constexpr int64_t kChunksPerThread = 4;
+// How long an idle thread polls before sleeping: longer than the gap between the loops of one
+// forward pass, short enough that an idle server does not burn its cores.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+
 int ResolveThreadCount(int requested) {
   if (requested > 0) return requested;
   if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
@@ -28,10 +37,25 @@ std::unique_ptr<ThreadPool>& GlobalPoolStorage() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
+
+uint32_t GenerationOf(uint64_t claim) { return static_cast<uint32_t>(claim >> 32); }
+
+// Polls `ready` for up to kSpinTime; true once it holds.
+template <typename Ready>
+bool SpinUntil(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(ResolveThreadCount(num_threads)) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -39,55 +63,69 @@ ThreadPool::~ThreadPool() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  start_cv_.notify_all();
+  wake_cv_.notify_all();
   for (auto& worker : workers_) worker.join();
 }
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
-  const int chunks = static_cast<int>(std::min<int64_t>(num_threads_, max_chunks));
+  const int64_t chunks = std::min<int64_t>(num_threads_ == 1 ? 1 : num_threads_ * kChunksPerThread, max_chunks);
   if (chunks <= 1) {
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+  job_ = &fn;
+  job_n_ = n;
+  job_chunks_.store(static_cast<uint32_t>(chunks), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = GenerationOf(claim_.load(std::memory_order_relaxed)) + 1;
+  claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst) > 0) {
+    // Taking the mutex orders this publication against a worker about to sleep (no lost wake-up).
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_cv_.notify_all();
   }
-  start_cv_.notify_all();
-  fn(0, n / chunks);  // chunk 0 runs on the calling thread
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  RunChunks(generation);
+  const auto all_done = [&] { return done_.load(std::memory_order_acquire) == chunks; };
+  while (!SpinUntil(all_done)) std::this_thread::yield();
   job_ = nullptr;
 }
 
-void ThreadPool::WorkerLoop(int worker_index) {
-  uint64_t seen_generation = 0;
+void ThreadPool::RunChunks(uint32_t generation) {
+  uint64_t claim = claim_.load(std::memory_order_acquire);
   while (true) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stopping_ || generation_ != seen_generation; });
-      if (stopping_) return;
-      seen_generation = generation_;
-      job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
+    if (GenerationOf(claim) != generation) return;
+    const uint32_t chunk = static_cast<uint32_t>(claim);
+    if (chunk >= job_chunks_.load(std::memory_order_relaxed)) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      continue;
     }
-    if (worker_index < chunks) {
-      const int64_t begin = n * worker_index / chunks;
-      const int64_t end = n * (worker_index + 1) / chunks;
-      (*job)(begin, end);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    // Owning an unfinished chunk keeps the job alive until done_ counts it.
+    const int64_t chunks = job_chunks_.load(std::memory_order_relaxed);
+    const int64_t begin = job_n_ * chunk / chunks;
+    const int64_t end = job_n_ * (chunk + 1) / chunks;
+    (*job_)(begin, end);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    claim = claim_.load(std::memory_order_acquire);
+  }
+}
+
+bool ThreadPool::WaitForJob(uint32_t seen_generation) {
+  const auto new_job = [&] { return GenerationOf(claim_.load(std::memory_order_acquire)) != seen_generation; };
+  if (SpinUntil(new_job)) return true;
+  std::unique_lock<std::mutex> lock(mutex_);
+  sleeping_.fetch_add(1, std::memory_order_seq_cst);
+  wake_cv_.wait(lock, [&] { return stopping_ || new_job(); });
+  sleeping_.fetch_sub(1, std::memory_order_relaxed);
+  return !stopping_;
+}
+
+void ThreadPool::WorkerLoop() {
+  uint32_t seen_generation = 0;
+  while (WaitForJob(seen_generation)) {
+    seen_generation = GenerationOf(claim_.load(std::memory_order_acquire));
+    RunChunks(seen_generation);
   }
 }
 
