@@ -19,7 +19,7 @@
 #                   built on this machine by pip); about a third of the full build,
 #                   for machines where the full build takes too long
 #
-# Idempotent: when the binary exists and was built from the same source
+# Idempotent: when the binary exists, runs, and was built from the same source
 # version, the script only prints its path.
 set -euo pipefail
 
@@ -28,7 +28,8 @@ cache="${EMBER_CACHE:-$HOME/.cache/ember}/llama.cpp"
 bin="$cache/bin/llama-server"
 stamp="$cache/bin/llama-server.version"
 
-if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "llama-cpp-python-$version"* ]]; then
+if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "llama-cpp-python-$version"* ]] &&
+   "$bin" --version > /dev/null 2>&1; then
   echo "$bin"
   exit 0
 fi
@@ -62,7 +63,7 @@ cmake -S "$src" -B "$cache/build" -G Ninja \
 mkdir -p "$cache/bin"
 if [[ "${USE_WHEEL_LIBS:-0}" == 1 ]]; then
   python="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python"
-  wheel_lib="$("$python" -c 'import llama_cpp, os; print(os.path.join(os.path.dirname(llama_cpp.__file__), "lib"))')"
+  wheel_lib="$("$python" -c 'import llama_cpp, os; print(os.path.realpath(os.path.join(os.path.dirname(llama_cpp.__file__), "lib")))')"
   # The object files of the server's own static libraries; the linker takes
   # llama, ggml and mtmd from the wheel instead of building them.
   objs=()
