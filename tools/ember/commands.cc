@@ -15,6 +15,7 @@ void RegisterBenchCommand(CLI::App& app);
 void RegisterPerplexityCommand(CLI::App& app);
 void RegisterChatCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
+void RegisterRecipeCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
@@ -23,6 +24,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterPerplexityCommand(app);
   RegisterChatCommand(app);
   RegisterServeCommand(app);
+  RegisterRecipeCommand(app);
 }
 
 }  // namespace ember::tools
