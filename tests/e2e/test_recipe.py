@@ -1,0 +1,106 @@
+"""`ember recipe` as users run it: JSON figures, refusals with rule ids and exit status 2, the
+--check mode, and the emitted command started with the real `ember serve`, whose startup memory
+must match the prediction within 10%."""
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
+
+
+def recipe(ember_bin, *args):
+    return subprocess.run([str(ember_bin), "recipe", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_preset_reproduces_the_seed_figures(ember_bin):
+    sizes = {}
+    for checkpoint in ("bf16", "mxfp4", "nvfp4"):
+        out = recipe(ember_bin, "--hardware", "mi355x", "--checkpoint", checkpoint, "--json")
+        assert out.returncode in (0, 2), out.stderr
+        sizes[checkpoint] = json.loads(out.stdout)["weights"]["checkpoint_bytes"]
+    assert abs(sizes["bf16"] / 1.64e12 - 1) < 0.02
+    assert abs(sizes["mxfp4"] / 509e9 - 1) < 0.02
+    assert abs(sizes["nvfp4"] / 533e9 - 1) < 0.02
+
+
+def test_b200_throughput_recipe(ember_bin):
+    out = recipe(ember_bin, "--hardware", "b200", "--goal", "throughput", "--concurrency", 64, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    r = json.loads(out.stdout)
+    assert r["ok"] and r["checkpoint"] == "nvfp4"
+    assert r["parallelism"] == {**r["parallelism"], "kind": "tp_ep", "tp": 8, "ep": True}
+    assert r["decisions"]["parallelism"]["rule"] == "parallel.nvidia_tp_ep"
+    assert 0.25 < r["kv"]["hybrid_ratio"] < 0.27
+    assert "--tensor-parallel-size" in r["command"]["future_flags"]
+
+
+def test_refusal_names_the_rule_and_exits_2(ember_bin):
+    out = recipe(ember_bin, "--hardware", "mi355x", "--parallelism", "dp_attention_ep")
+    assert out.returncode == 2
+    assert "[platform.dp_disagg_nvidia_only]" in out.stdout and "REFUSED" in out.stdout
+
+
+def test_check_mode_validates_a_serve_command(ember_bin):
+    bad = recipe(ember_bin, "--hardware", "b200", "--check", "--", "serve", "meta-models/Muse-Spark-Open-816B-A42B-NVFP4",
+                 "--tensor-parallel-size", 4, "--enable-expert-parallel", "--max-model-len", 32768)
+    assert bad.returncode == 2 and "[nvidia.nvfp4_tp_equals_gpus]" in bad.stdout
+    good = recipe(ember_bin, "--hardware", "b200", "--check", "--json", "--", "serve",
+                  "meta-models/Muse-Spark-Open-816B-A42B-NVFP4", "--tensor-parallel-size", 8,
+                  "--enable-expert-parallel", "--max-model-len", 32768)
+    assert good.returncode == 0, good.stdout
+    unknown = recipe(ember_bin, "--hardware", "b200", "--check", "--", "serve", "m", "--frobnicate")
+    assert unknown.returncode == 1 and "--frobnicate" in unknown.stderr
+
+
+def test_list_hardware_and_explain(ember_bin):
+    listed = recipe(ember_bin, "--list-hardware")
+    assert listed.returncode == 0
+    for name in ("b200", "gb200", "b300", "h200", "mi350x", "mi355x", "tpu-v7", "cpu"):
+        assert re.search(rf"^{re.escape(name)}\s", listed.stdout, re.M), name
+    explained = recipe(ember_bin, "--explain", "amd.long_context_config")
+    assert explained.returncode == 0 and "no more than eight sequences" in explained.stdout
+    missing = recipe(ember_bin, "--explain", "no.such.rule")
+    assert missing.returncode == 1 and "amd.long_context_config" in missing.stderr
+
+
+def serve_startup_memory(ember_bin, argv):
+    """Starts the recipe's command (plus --port 0), returns the bytes of the startup memory line."""
+    proc = subprocess.Popen([str(ember_bin), *argv[1:], "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                raise AssertionError(f"ember serve exited ({proc.wait()}) before logging its memory plan")
+            match = re.search(r"memory: weights ([\d.]+) MiB, KV cache ([\d.]+) MiB", line)
+            if match:
+                return (float(match.group(1)) + float(match.group(2))) * 1048576
+        raise AssertionError("no memory line from ember serve")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.parametrize("model", ["tiny_a", "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"])
+def test_emitted_command_is_accepted_and_memory_matches(ember_bin, golden_dir, model):
+    path = golden_dir / model if model == "tiny_a" else CACHE / model
+    if not path.exists():
+        pytest.skip(f"{model} not fetched (scripts/fetch_models.py)")
+    out = recipe(ember_bin, "--model", path, "--hardware", "cpu", "--device-memory-gb", 8, "--concurrency", 4,
+                 "--context-len", 256 if model == "tiny_a" else 2048, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    r = json.loads(out.stdout)
+    assert r["command"]["future_flags"] == []
+    predicted = r["weights"]["per_device_bytes"] + r["kv"]["budget_bytes_per_device"]
+    actual = serve_startup_memory(ember_bin, r["command"]["argv"])
+    assert abs(predicted / actual - 1) < 0.10, (predicted, actual)
