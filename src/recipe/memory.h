@@ -27,7 +27,8 @@ struct ParallelShape {
   int64_t pp = 1;
   int64_t dp = 1;        // data-parallel attention ranks sharing the experts (DEP)
   int64_t replicas = 1;  // independent engine instances (2 for prefill/decode disaggregation)
-  bool ep = false;
+  // Expert parallelism changes where experts live, not how many bytes a rank holds, so it is not
+  // part of the shape the arithmetic needs.
   int64_t DevicesUsed() const { return tp * pp * dp * replicas; }
 };
 

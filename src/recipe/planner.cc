@@ -182,7 +182,6 @@ Expected<Recipe> PlanRecipe(const RecipeRequest& request) {
   EMBER_ASSIGN_OR_RETURN(in.shape.pp, WholeSetting(f, "pp", 1));
   EMBER_ASSIGN_OR_RETURN(in.shape.dp, WholeSetting(f, "dp", 1));
   EMBER_ASSIGN_OR_RETURN(in.shape.replicas, WholeSetting(f, "replicas", 1));
-  in.shape.ep = f.at("ep").boolean;
   in.device_memory_bytes = r.device_memory_bytes;
   in.memory_utilization = hw->memory_utilization;
   in.kv_as_needed = hw->kv_as_needed;
