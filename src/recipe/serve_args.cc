@@ -34,10 +34,16 @@ const std::string& Str(const Facts& f, const char* name) { return Get(f, name).s
 
 std::string ServeCommand::Line() const {
   std::string line;
-  for (const std::string& a : argv) line += (line.empty() ? "" : " ") + Quote(a);
+  for (const std::string& a : argv) {
+    if (!line.empty()) line += ' ';
+    line += Quote(a);
+  }
   if (!future_flags.empty()) {
     line += " \\\n    # future (not accepted by ember serve yet):";
-    for (const std::string& a : future_flags) line += " " + Quote(a);
+    for (const std::string& a : future_flags) {
+      line += ' ';
+      line += Quote(a);
+    }
   }
   return line;
 }
