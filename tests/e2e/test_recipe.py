@@ -91,13 +91,15 @@ def serve_startup_memory(ember_bin, argv):
             proc.kill()
 
 
-@pytest.mark.parametrize("model", ["tiny_a", "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"])
-def test_emitted_command_is_accepted_and_memory_matches(ember_bin, golden_dir, model):
-    path = golden_dir / model if model == "tiny_a" else CACHE / model
+# The tiny Muse models have no tokenizer, so ember serve cannot start on them; the unit test
+# tests/unit/recipe/planner_test.cc compares them with the engine directly.
+@pytest.mark.parametrize("model", ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"])
+def test_emitted_command_is_accepted_and_memory_matches(ember_bin, model):
+    path = CACHE / model
     if not path.exists():
         pytest.skip(f"{model} not fetched (scripts/fetch_models.py)")
     out = recipe(ember_bin, "--model", path, "--hardware", "cpu", "--device-memory-gb", 8, "--concurrency", 4,
-                 "--context-len", 256 if model == "tiny_a" else 2048, "--json")
+                 "--context-len", 2048, "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     r = json.loads(out.stdout)
     assert r["command"]["future_flags"] == []
