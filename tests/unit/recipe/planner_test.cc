@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "model/safetensors.h"
 #include "recipe/report.h"
 #include "runner/local_engine.h"
 
@@ -112,6 +113,40 @@ TEST(PlannerTest, BadInputsAreClearErrors) {
   fail([](RecipeRequest& r) { r.workload.context_len = 4 << 20; }, "exceeds the model's context length");
   fail([](RecipeRequest& r) { r.hardware = "b200"; r.devices_per_node = 3; r.fixed["parallelism"] = Value::String("pd_disagg"); },
        "not a whole number");
+}
+
+TEST(PlannerTest, UnknownParallelismIsRefusedByRule) {
+  RecipeRequest r;
+  r.hardware = "b200";
+  r.fixed["parallelism"] = Value::String("dp");
+  auto recipe = PlanRecipe(r);
+  ASSERT_TRUE(recipe.ok());
+  ASSERT_FALSE(recipe->ok());
+  EXPECT_EQ(recipe->refusals.front().rule_id, "settings.parallelism_known");
+}
+
+TEST(PlannerTest, ConfigJsonFileAndItsDirectoryDescribeTheSameModel) {
+  const std::string dir = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+  auto from_dir = DescribeModel(dir);
+  auto from_file = DescribeModel(dir + "/config.json");
+  ASSERT_TRUE(from_dir.ok() && from_file.ok());
+  EXPECT_EQ(from_file->path, dir);
+  EXPECT_EQ(from_file->num_layers, 6);
+  EXPECT_FALSE(from_file->has_dspark);  // the drafter is for the 816B shape only
+  auto a = CensusFor(*from_dir, "bf16");
+  auto b = CensusFor(*from_file, "bf16");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(TotalBytes(*a), TotalBytes(*b));
+  // The census of the config against the checkpoint's own text tensors: equal but for the
+  // residual gates, which muse_spark.md §1.2 lists as BF16 and this transformers-made file stores
+  // as F32 (6 layers x 2 gates x 128 x 2 bytes).
+  auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  int64_t text_bytes = 0;
+  for (const SafetensorTensor& t : (*file)->tensors()) {
+    if (t.name.rfind("model.language_model.", 0) == 0 || t.name == "lm_head.weight") text_bytes += t.NumBytes();
+  }
+  EXPECT_EQ(TotalBytes(*a) + 6 * 2 * 128 * 2, text_bytes);
 }
 
 TEST(ServeArgsTest, CheckParsesVllmStyleCommands) {
