@@ -179,14 +179,16 @@ std::vector<TensorEntry> GgufCensus(const GgufFile& file) {
   for (const GgufTensor& t : file.tensors()) {
     const std::string& n = t.name;
     Component c = Component::kNorms;
-    if (n.rfind("token_embd", 0) == 0) c = Component::kEmbeddings;
+    // Multimodal projector files name their encoder tensors v.*, a.* and mm.*; they have
+    // attention and FFN tensors of their own, so they are matched first.
+    if (n.rfind("v.", 0) == 0 || n.rfind("a.", 0) == 0 || n.rfind("mm.", 0) == 0) c = Component::kMultimodalTowers;
+    else if (n.rfind("token_embd", 0) == 0) c = Component::kEmbeddings;
     else if (n.rfind("output.", 0) == 0) c = Component::kLmHead;
     else if (n.find("_exps") != std::string::npos) c = Component::kExperts;
     else if (n.find("ffn_gate_inp") != std::string::npos || n.find("exp_probs_b") != std::string::npos) c = Component::kRouter;
     else if (n.find("norm") != std::string::npos) c = Component::kNorms;
     else if (n.find("attn_") != std::string::npos) c = Component::kAttention;
     else if (n.find("ffn_") != std::string::npos) c = Component::kDenseMlp;
-    else if (n.rfind("v.", 0) == 0 || n.rfind("a.", 0) == 0 || n.rfind("mm.", 0) == 0) c = Component::kMultimodalTowers;
     // GGUF dims are innermost first; the census uses PyTorch order.
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
     out.push_back(TensorEntry{n, c, std::move(shape), std::string(t.type.name), t.bytes});
