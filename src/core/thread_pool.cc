@@ -21,8 +21,15 @@ namespace {
 // few enough that each chunk still streams a long run of weight rows.
 constexpr int64_t kChunksPerThread = 4;
 // How long an idle thread polls before sleeping: longer than the gap between the loops of one
-// forward pass, short enough that an idle server does not burn its cores.
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+// forward pass, short enough that an idle server does not burn its cores. EMBER_SPIN_US
+// overrides it (0: sleep at once, for machines where other processes want the cores).
+std::chrono::microseconds SpinTime() {
+  static const std::chrono::microseconds spin = [] {
+    const char* env = std::getenv("EMBER_SPIN_US");
+    return std::chrono::microseconds(env != nullptr ? std::max(0, std::atoi(env)) : 200);
+  }();
+  return spin;
+}
 
 int ResolveThreadCount(int requested) {
   if (requested > 0) return requested;
@@ -40,16 +47,19 @@ std::unique_ptr<ThreadPool>& GlobalPoolStorage() {
 
 uint32_t GenerationOf(uint64_t claim) { return static_cast<uint32_t>(claim >> 32); }
 
-// Polls `ready` for up to kSpinTime; true once it holds.
+// Polls `ready` for up to SpinTime(); true once it holds.
 template <typename Ready>
 bool SpinUntil(Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  const auto deadline = std::chrono::steady_clock::now() + SpinTime();
   while (true) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
       _mm_pause();
     }
     if (std::chrono::steady_clock::now() >= deadline) return ready();
+    // On a machine with idle cores this returns at once; on a crowded one it lets the process
+    // that holds the core we are waiting for run.
+    std::this_thread::yield();
   }
 }
 }  // namespace
