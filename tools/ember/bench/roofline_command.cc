@@ -54,14 +54,17 @@ int RunRoofline(const RooflineOptions& o) {
   bench::RooflineSizes sizes;
   sizes.gemv_weight_bytes = big;
   sizes.attention_kv_bytes = big;
-  int64_t fma_iterations = 20'000'000;
+  // ~3 ms per run with AVX-512, best of 40: short runs, for the same reason as compute_repetitions.
+  int64_t fma_iterations = 1'000'000;
+  int fma_reps = 40;
   int stream_reps = 5;
   if (o.quick) {
     big = int64_t{1} << 20;
     sizes = {.gemv_weight_bytes = big, .gemv_k = 256, .gemm_m = 8, .gemm_n = 64, .gemm_k = 256,
-             .attention_tokens = 32, .attention_kv_bytes = big, .repetitions = 1};
+             .attention_tokens = 32, .attention_kv_bytes = big, .repetitions = 2, .compute_repetitions = 2};
     fma_iterations = 10'000;
-    stream_reps = 1;
+    fma_reps = 2;
+    stream_reps = 2;
   }
   std::vector<int> thread_counts = o.threads;
   if (thread_counts.empty()) {
@@ -83,7 +86,7 @@ int RunRoofline(const RooflineOptions& o) {
     ThreadPool::SetGlobalThreads(threads);
     const double triad = kernels::MeasureStreamTriadGBps(big, stream_reps, threads);
     const double copy = kernels::MeasureStreamCopyGBps(big, stream_reps, threads);
-    const kernels::PeakFlops peak = kernels::MeasurePeakF32Flops(fma_iterations, 3, threads);
+    const kernels::PeakFlops peak = kernels::MeasurePeakF32Flops(fma_iterations, fma_reps, threads);
     const std::vector<bench::KernelRate> rates = bench::MeasureKernels(sizes);
     nlohmann::ordered_json level = {{"threads", threads},
                                     {"stream_triad_gbps", triad},

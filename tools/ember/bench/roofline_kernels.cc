@@ -123,7 +123,8 @@ void MeasureDenseMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
       const TensorView view{dtype, Shape{n, k}, data};
       const std::vector<float> x = RandomFloats(m * k, 3);
       std::vector<float> y(static_cast<size_t>(m * n));
-      const double seconds = BestSeconds(s.repetitions, [&] { kernels::MatMul(x.data(), m, view, y.data()); });
+      const double seconds =
+          BestSeconds(s.compute_repetitions, [&] { kernels::MatMul(x.data(), m, view, y.data()); });
       out->push_back(Rate("gemm " + dname, fmt::format("m={} n={} k={}", m, n, k), Bound::kCompute,
                           2.0 * m * n * k, seconds));
     }
@@ -142,7 +143,8 @@ void MeasureQuantMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
       const quant::QuantMatrix matrix{q.type, w.get(), n, k, row_bytes};
       const std::vector<float> x = RandomFloats(m * k, 4);
       std::vector<float> y(static_cast<size_t>(m * n));
-      const double seconds = BestSeconds(s.repetitions, [&] { quant::GgufMatMul(x.data(), m, matrix, y.data()); });
+      const int reps = bound == Bound::kMemory ? s.repetitions : s.compute_repetitions;
+      const double seconds = BestSeconds(reps, [&] { quant::GgufMatMul(x.data(), m, matrix, y.data()); });
       if (bound == Bound::kMemory) {
         out->push_back(Rate("gemv " + tname, fmt::format("m=1 n={} k={} ({})", n, k, Mib(n * row_bytes)), bound,
                             static_cast<double>(n * row_bytes), seconds));
@@ -212,7 +214,7 @@ void MeasureAttention(const RooflineSizes& s, std::vector<KernelRate>* out) {
   // and head-dim element).
   {
     const int64_t t = s.attention_tokens;
-    const AttentionRun run = RunPagedAttention(1, t, t, s.repetitions);
+    const AttentionRun run = RunPagedAttention(1, t, t, s.compute_repetitions);
     const double flops = 4.0 * kHeads * kHeadDim * static_cast<double>(t) * static_cast<double>(t + 1) / 2.0;
     out->push_back(Rate("attention prefill f16", fmt::format("1 x {} tokens, 16/4 heads x 64", t), Bound::kCompute,
                         flops, run.seconds));

@@ -27,7 +27,10 @@ struct RooflineSizes {
   int64_t gemm_k = 1024;
   int64_t attention_tokens = 512;      // prefill attention: one request of this many tokens
   int64_t attention_kv_bytes = 0;      // decode attention: KV bytes read per step (larger than the LLC)
-  int repetitions = 5;
+  int repetitions = 5;           // timed runs of each memory-bound kernel (each streams `big` bytes)
+  // Timed runs of each compute-bound kernel: they take milliseconds, and on a shared machine the
+  // best of many short runs is the one that had its cores to itself.
+  int compute_repetitions = 20;
 };
 
 // All kernels at `sizes`, in table order. One weight matrix is resident at a time.
