@@ -4,7 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
-#include <memory>
+#include <thread>
+#include <vector>
 
 #include "core/check.h"
 #include "core/cpu_features.h"
@@ -43,28 +44,23 @@ PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threa
     loop = FmaLoopAvx2;
     result.isa = "avx2";
   }
-  std::unique_ptr<ThreadPool> own_pool;
-  ThreadPool* pool = &ThreadPool::Global();
-  if (num_threads > 0 && num_threads != pool->num_threads()) {
-    own_pool = std::make_unique<ThreadPool>(num_threads);
-    pool = own_pool.get();
-  }
-  const int threads = pool->num_threads();
+  // Plain threads, one loop each: the pool's dynamic chunk claiming could run two loops on one
+  // thread back to back, which would measure half the peak.
+  const int threads = num_threads > 0 ? num_threads : ThreadPool::Global().num_threads();
   int64_t flops_per_iteration = 0;
   std::atomic<double> sink{0};
   double best_seconds = std::numeric_limits<double>::infinity();
   for (int rep = 0; rep < repetitions; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    pool->ParallelFor(threads, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
         int64_t per = 0;
-        const double value = loop(iterations, &per);
-        double expected = sink.load();
-        while (!sink.compare_exchange_weak(expected, expected + value)) {
-        }
+        sink.fetch_add(loop(iterations, &per));
         if (t == 0) flops_per_iteration = per;
-      }
-    });
+      });
+    }
+    for (std::thread& w : workers) w.join();
     best_seconds = std::min(best_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   EMBER_CHECK(sink.load() > 0, "peak loop produced {}", sink.load());

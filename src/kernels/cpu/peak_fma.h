@@ -17,7 +17,7 @@ struct PeakFlops {
 };
 
 // Runs `iterations` rounds of the widest loop this host supports on each of `num_threads`
-// threads (<= 0: the global ThreadPool; otherwise a temporary pool), `repetitions` times, and
+// threads at once (<= 0: as many as the global ThreadPool has), `repetitions` times, and
 // returns the best rate.
 PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threads);
 

@@ -99,7 +99,9 @@ TEST(ServeDataset, PrefixSessionsShareThePrefixAndGrowTurnByTurn) {
     ASSERT_EQ(s.requests.size(), 3u);
     for (size_t t = 0; t < s.requests.size(); ++t) {
       EXPECT_EQ(s.requests[t].prompt.rfind(prefix, 0), 0u);
-      if (t > 0) EXPECT_EQ(s.requests[t].prompt.rfind(s.requests[t - 1].prompt, 0), 0u) << "turn " << t;
+      if (t > 0) {
+        EXPECT_EQ(s.requests[t].prompt.rfind(s.requests[t - 1].prompt, 0), 0u) << "turn " << t;
+      }
       EXPECT_TRUE(s.requests[t].prompt.ends_with("\nAssistant:"));
     }
   }
