@@ -89,14 +89,14 @@ void MeasureDenseMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
       const int64_t k = s.gemv_k;
       const int64_t n = std::max<int64_t>(64, s.gemv_weight_bytes / (k * elem) / 64 * 64);
       auto w = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(n * k * elem));
-      FillRandom(w.get(), n * k * elem);
+      // Real values, no NaN or subnormal (random f32 bits would hit those too often).
       if (dtype == DType::kF32) {
-        // Random bits are NaNs and subnormals too often for f32; use real values in [-1, 1).
         float* f = reinterpret_cast<float*>(w.get());
         ThreadPool::Global().ParallelFor(n * k, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) f[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
         });
       } else {
+        FillRandom(w.get(), n * k * elem);
         uint16_t* h = reinterpret_cast<uint16_t*>(w.get());
         ThreadPool::Global().ParallelFor(n * k, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) h[i] = static_cast<uint16_t>((h[i] & 0x807f) | 0x3c00);  // |x| in [2^-7, 2^-6)
