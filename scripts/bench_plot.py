@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Plots bench_serve.py results: throughput and latency against concurrency.
+"""Plots `ember bench serve` results: throughput and latency against concurrency.
 
   .venv/bin/python scripts/bench_plot.py ember.json llama.json -o serve.png
 
-Each input is one bench_serve.py --result-json file (or a file with a "runs"
+Each input is one `ember bench serve --result-json` file (or a file with a "runs"
 list of them, as scripts/bench_vs_llamacpp_serve.py writes); every run becomes
 one line per panel, labelled with its "label".
 """

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Independent cross-check of bench_serve.py: sequential streaming requests with the official openai client.
+"""Independent cross-check of `ember bench serve`: sequential streaming requests with the official openai client.
 
-Sends the same deterministic prompts as `bench_serve.py --dataset random` one at a
-time, times each by hand (first streamed text, then every further chunk) and
-prints the same headline numbers, so the two clients can be compared on one
-server at concurrency 1:
+Sends prompts like `ember bench serve --dataset random --range-ratio 0` does (the same
+word list and word counts, so the same token counts; its own random draws) one at a
+time, times each by hand (first streamed text, then every further chunk) and prints
+the same headline numbers, so the two clients can be compared on one server at
+concurrency 1. Use different seeds for the two runs, so neither hits the other's
+prefix cache:
 
-  .venv/bin/python scripts/bench_serve.py --base-url URL --concurrency 1 --num-prompts 16
-  .venv/bin/python scripts/bench_serve_check_openai.py --base-url URL --num-prompts 16
+  build/release/tools/ember/ember bench serve --base-url URL --concurrency 1 --num-prompts 16 --seed 1
+  .venv/bin/python scripts/bench_serve_check_openai.py --base-url URL --num-prompts 16 --seed 2
 """
 from __future__ import annotations
 
@@ -18,7 +20,18 @@ import time
 
 import openai
 
-from bench_serve import random_words
+# The word list of `ember bench serve` (tools/ember/bench/serve_dataset.cc): each word is one
+# token with its leading space, so a prompt of N words is N tokens.
+WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her she there one all we their has been would will more if no when what "
+    "so out up who about them can said into time than only some could new other then two may do "
+    "first any now such like its over also after most made world where these many very before way "
+    "state through well year back much how good work day long should great even still city own "
+    "same part while people know find take give next since place right small end under both high "
+    "life last man old us school water never house come home left few must found early each "
+    "light hand point line name open group make room game side again story face off far run set"
+).split()
 
 
 def main() -> None:
@@ -33,12 +46,8 @@ def main() -> None:
 
     client = openai.OpenAI(base_url=args.base_url.rstrip("/") + "/v1", api_key="none")
     model = args.model or client.models.list().data[0].id
-    # The same draws as bench_serve.py's random dataset with --range-ratio 0.
     rng = random.Random(args.seed)
-    prompts = []
-    for _ in range(args.num_prompts):
-        prompts.append(random_words(rng, rng.randint(args.input_len, args.input_len)))
-        rng.randint(args.output_len, args.output_len)
+    prompts = [" ".join(rng.choice(WORDS) for _ in range(args.input_len)) for _ in range(args.num_prompts)]
 
     client.completions.create(model=model, prompt="warm up", max_tokens=4)
     ttfts, itls, tokens = [], [], 0

@@ -4,7 +4,7 @@
 For every concurrency level C each server is started fresh on loopback with C
 parallel sequences and the same thread count (llama-server `-np C -c C*ctx
 --threads T`, ember `--max-num-seqs C --max-model-len ctx --threads T`), then
-scripts/bench_serve.py sends the same deterministic dataset at concurrency C.
+`ember bench serve` sends the same deterministic dataset at concurrency C.
 The servers alternate (ember first in even repeats, llama.cpp first in odd
 ones) so a slow phase of a shared machine does not always hit the same one.
 
@@ -74,7 +74,7 @@ def run_one(kind: str, args: argparse.Namespace, conc: int, repeat: int, log_dir
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, proc)
         n = max(args.min_prompts, args.prompts_per_slot * conc)
-        cmd = [sys.executable, str(ROOT / "scripts/bench_serve.py"), "--base-url", url, "--model", "model",
+        cmd = [str(args.ember), "bench", "serve", "--base-url", url, "--model", "model",
                "--label", kind, "--dataset", args.dataset, "--input-len", str(args.input_len),
                "--output-len", str(args.output_len), "--num-prompts", str(n), "--concurrency", str(conc),
                "--seed", str(args.seed), "--goodput", *args.goodput, "--result-json", str(out_json)]

@@ -4,6 +4,8 @@
 // scripts/bench_vs_llamacpp.py can put the two side by side. Rates per wall second and per process
 // CPU-second (steadier on a shared machine).
 //
+// The subcommands roofline, throughput and serve live in tools/ember/bench/.
+//
 // ember bench decode: batch-1 decode tokens/s of a Muse Spark configuration with random BF16
 // weights, printed beside its roofline (weight bytes streamed per token / STREAM triad bandwidth
 // measured in the same run).
@@ -26,6 +28,7 @@
 #include "model/arch/muse_spark.h"
 #include "model/causal_lm.h"
 #include "model/sequence.h"
+#include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -282,10 +285,14 @@ void RegisterBenchCommand(CLI::App& app) {
   decode->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   decode->add_flag("--json", o->json, "Print JSON");
   decode->callback([o] { SetExitCode(RunDecodeBench(*o)); });
+  RegisterBenchRooflineCommand(bench);
+  RegisterBenchThroughputCommand(bench);
+  RegisterBenchServeCommand(bench);
   bench->callback([bench, m] {
-    if (!bench->get_subcommands().empty()) return;  // `ember bench decode` ran its own callback
+    if (!bench->get_subcommands().empty()) return;  // the subcommand ran its own callback
     if (m->model.empty()) {
-      SetExitCode(Fail(InvalidArgument("ember bench needs --model FILE (pp/tg benchmark) or a subcommand (decode)")));
+      SetExitCode(Fail(InvalidArgument("ember bench needs --model FILE (pp/tg benchmark) or a subcommand (roofline, throughput, serve, "
+                                    "decode)")));
       return;
     }
     SetExitCode(RunModelBench(*m));

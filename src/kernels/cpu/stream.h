@@ -1,4 +1,5 @@
-// Memory-bandwidth yardstick: the STREAM "triad" kernel, a[i] = b[i] + s * c[i].
+// Memory-bandwidth yardsticks: the STREAM "triad" kernel, a[i] = b[i] + s * c[i], and "copy",
+// a[i] = b[i].
 //
 // A decode step (m = 1 matmul) streams every weight once and does almost no arithmetic per
 // byte, so its speed limit is the sustainable memory bandwidth. Comparing a GEMV's weight
@@ -23,5 +24,9 @@ namespace ember::kernels {
 // 260 MB L3). The arrays are first touched by the same threads that later use them, so on a
 // NUMA machine each chunk lives near its thread.
 double MeasureStreamTriadGBps(int64_t bytes_per_array, int repetitions, int num_threads);
+
+// The same for STREAM "copy", a[i] = b[i]: 2 * bytes_per_array counted per pass (read b, write
+// a), again without the write-allocate read of a.
+double MeasureStreamCopyGBps(int64_t bytes_per_array, int repetitions, int num_threads);
 
 }  // namespace ember::kernels

@@ -1,0 +1,31 @@
+// Compute yardstick: the peak f32 multiply-add rate of this host's widest vector unit.
+//
+// A prefill GEMM does many flops per weight byte, so its speed limit is arithmetic, not memory.
+// Comparing a kernel's GFLOP/s with this number (same machine, same thread count) says how close
+// it is to that limit. The loop keeps many independent accumulators in registers (more than FMA
+// latency x FMA ports), so nothing but the FMA units limits it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace ember::kernels {
+
+struct PeakFlops {
+  std::string_view isa;  // "avx512" (16 lanes, FMA), "avx2" (8 lanes, FMA), "generic" (SSE2 mul + add)
+  double gflops = 0;     // 1e9 f32 floating-point operations per second, an FMA counted as two
+};
+
+// Runs `iterations` rounds of the widest loop this host supports on each of `num_threads`
+// threads at once (<= 0: as many as the global ThreadPool has), `repetitions` times, and
+// returns the best rate.
+PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threads);
+
+// The per-ISA loops (cpu/avx2/, cpu/avx512/, peak_fma.cc): `iterations` rounds over their
+// accumulators; return a value derived from every accumulator so the work cannot be dropped.
+// *flops_per_iteration is the flops one round does.
+double FmaLoopAvx512(int64_t iterations, int64_t* flops_per_iteration);
+double FmaLoopAvx2(int64_t iterations, int64_t* flops_per_iteration);
+double FmaLoopGeneric(int64_t iterations, int64_t* flops_per_iteration);
+
+}  // namespace ember::kernels

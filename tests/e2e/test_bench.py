@@ -1,0 +1,109 @@
+"""`ember bench serve | throughput | roofline` end to end: the load generator against a live
+`ember serve` (SmolLM2), offline throughput on a tiny model, and a roofline smoke run. No timing
+assertions: the numbers depend on the machine; the tests check the counts and the JSON shape."""
+import json
+import subprocess
+
+import pytest
+
+from test_server import SMOLLM, Server
+
+
+def run(ember_bin, *args, check=True):
+    return subprocess.run([str(ember_bin), *map(str, args)], capture_output=True, text=True, timeout=600, check=check)
+
+
+@pytest.fixture(scope="module")
+def server(ember_bin):
+    if not SMOLLM.exists():
+        pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
+    s = Server(ember_bin, "--max-num-seqs", "4", "--threads", "1")
+    yield s
+    assert s.stop() == 0, s.proc.stderr.read()
+
+
+LEVEL_KEYS = {"completed", "failed", "errors", "duration_s", "total_input_tokens", "total_output_tokens",
+              "total_chunks", "chunks_equal_usage_tokens", "request_throughput", "input_throughput",
+              "output_throughput", "total_token_throughput", "goodput_targets_ms", "request_goodput", "ttft_ms",
+              "tpot_ms", "itl_ms", "e2el_ms"}
+
+
+def test_bench_serve_counts_what_the_server_generated(server, ember_bin, tmp_path):
+    result = tmp_path / "serve.json"
+    before = server.metric("ember:generation_tokens_total")
+    out = run(ember_bin, "bench", "serve", "--base-url", f"http://127.0.0.1:{server.port}", "--label", "ember",
+              "--dataset", "random", "--input-len", 16, "--output-len", 6, "--num-prompts", 4, "--concurrency", "1,2",
+              "--warmup", 0, "--goodput", "ttft:60000", "tpot:60000", "--result-json", result)
+    after = server.metric("ember:generation_tokens_total")
+    data = json.loads(result.read_text())
+    assert data["label"] == "ember" and data["model"] == "smollm"  # discovered from /v1/models
+    assert [level["concurrency"] for level in data["levels"]] == [1, 2]
+    for level in data["levels"]:
+        assert LEVEL_KEYS <= level.keys()
+        assert level["completed"] == 4 and level["failed"] == 0, level["errors"]
+        # ignore_eos: every request generates exactly --output-len tokens, one per streamed chunk.
+        assert level["total_output_tokens"] == 4 * 6
+        assert level["chunks_equal_usage_tokens"] and level["total_chunks"] == 4 * 6
+        # The word-list prompts are one token per word (plus BOS, if the tokenizer adds one).
+        assert 4 * 16 <= level["total_input_tokens"] <= 4 * 17
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+            d = level[metric]
+            assert 0 < d["median"] <= d["p90"] <= d["p99"]
+        assert level["request_goodput"] == pytest.approx(level["request_throughput"])
+    # The server counted the same tokens the client did.
+    assert after - before == sum(level["total_output_tokens"] for level in data["levels"])
+    assert "[ember concurrency=1] 4 ok, 0 failed" in out.stdout
+
+
+def test_bench_serve_poisson_prefix_and_failures(server, ember_bin, tmp_path):
+    result = tmp_path / "prefix.json"
+    run(ember_bin, "bench", "serve", "--base-url", f"http://127.0.0.1:{server.port}", "--model", "smollm",
+        "--dataset", "prefix", "--prefix-len", 32, "--turns", 2, "--input-len", 8, "--output-len", 3,
+        "--num-prompts", 4, "--request-rate", "50", "--warmup", 1, "--result-json", result)
+    level = json.loads(result.read_text())["levels"][0]
+    assert level["request_rate"] == 50 and level["completed"] == 4 and level["total_output_tokens"] == 12
+    # An unknown model fails every request and the exit status says so.
+    bad = run(ember_bin, "bench", "serve", "--base-url", f"http://127.0.0.1:{server.port}", "--model", "nope",
+              "--num-prompts", 2, "--input-len", 4, "--output-len", 2, "--warmup", 0, check=False)
+    assert bad.returncode == 1 and "HTTP 404" in bad.stdout
+    dead = run(ember_bin, "bench", "serve", "--base-url", "http://127.0.0.1:9", "--num-prompts", 1, check=False)
+    assert dead.returncode == 1 and "is the server up" in dead.stderr
+
+
+def test_bench_throughput_on_a_tiny_model(ember_bin, golden_dir):
+    out = run(ember_bin, "bench", "throughput", golden_dir / "tiny_a", "--input-len", 12, "--output-len", 5,
+              "--num-prompts", 6, "--range-ratio", 0.5, "--json", "--kv-cache-dtype", "f32")
+    data = json.loads(out.stdout)
+    assert data["num_requests"] == 6 and data["failed"] == 0
+    # ignore_eos and --range-ratio 0.5: output lengths are drawn in [2, 7].
+    assert 6 * 2 <= data["total_output_tokens"] <= 6 * 7
+    assert 6 * 6 <= data["total_input_tokens"] <= 6 * 18
+    for key in ("requests_per_second", "input_tokens_per_second", "output_tokens_per_second",
+                "total_tokens_per_second", "elapsed_s"):
+        assert data[key] > 0
+
+
+def test_bench_throughput_reads_a_dataset_file(ember_bin, golden_dir, tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"prompt": [1, 2, 3], "output_len": 4}\n{"prompt": [5, 6], "max_tokens": 2}\n')
+    data = json.loads(run(ember_bin, "bench", "throughput", golden_dir / "tiny_a", "--dataset", path, "--json").stdout)
+    assert data["num_requests"] == 2 and data["total_input_tokens"] == 5 and data["total_output_tokens"] == 6
+    path.write_text('{"prompt": [1, 2, 3]}\n')
+    bad = run(ember_bin, "bench", "throughput", golden_dir / "tiny_a", "--dataset", path, check=False)
+    assert bad.returncode == 1 and "prompts.jsonl:1" in bad.stderr and "output_len" in bad.stderr
+
+
+def test_bench_roofline_quick_smoke(ember_bin):
+    data = json.loads(run(ember_bin, "bench", "roofline", "--quick", "--threads", "1,2", "--json").stdout)
+    assert [level["threads"] for level in data["threads"]] == [1, 2]
+    for level in data["threads"]:
+        assert level["stream_triad_gbps"] > 0 and level["stream_copy_gbps"] > 0 and level["peak_f32_gflops"] > 0
+        names = [k["name"] for k in level["kernels"]]
+        for name in ("gemv f32", "gemm bf16", "gemv q4_1", "gemm q8_0", "gemv q4_K", "attention prefill f16",
+                     "attention decode f16"):
+            assert name in names
+        for k in level["kernels"]:
+            assert k["bound"] in ("memory", "compute") and k["achieved"] > 0
+            assert k["fraction"] == pytest.approx(k["achieved"] / k["ceiling"])
+    text = run(ember_bin, "bench", "roofline", "--quick", "--threads", "1").stdout
+    assert "STREAM triad" in text and "gemv q4_1" in text

@@ -1,0 +1,143 @@
+#include "tools/ember/bench/serve_dataset.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <string_view>
+
+#include "core/check.h"
+
+namespace ember::tools::bench {
+namespace {
+
+// Short, frequent English words: each is one token (with its leading space) in the vocabularies
+// of the models we benchmark, so a prompt of N words is close to N tokens.
+constexpr std::string_view kWords[] = {
+    "the",   "of",    "and",   "to",    "in",     "is",    "that",  "for",    "it",     "as",    "was",   "with",
+    "be",    "by",    "on",    "not",   "he",     "this",  "are",   "or",     "his",    "from",  "at",    "which",
+    "but",   "have",  "an",    "they",  "you",    "were",  "her",   "she",    "there",  "one",   "all",   "we",
+    "their", "has",   "been",  "would", "will",   "more",  "if",    "no",     "when",   "what",  "so",    "out",
+    "up",    "who",   "about", "them",  "can",    "said",  "into",  "time",   "than",   "only",  "some",  "could",
+    "new",   "other", "then",  "two",   "may",    "do",    "first", "any",    "now",    "such",  "like",  "its",
+    "over",  "also",  "after", "most",  "made",   "world", "where", "these",  "many",   "very",  "before", "way",
+    "state", "through", "well", "year", "back",   "much",  "how",   "good",   "work",   "day",   "long",  "should",
+    "great", "even",  "still", "city",  "own",    "same",  "part",  "while",  "people", "know",  "find",  "take",
+    "give",  "next",  "since", "place", "right",  "small", "end",   "under",  "both",   "high",  "life",  "last",
+    "man",   "old",   "us",    "school", "water", "never", "house", "come",   "home",   "left",  "few",   "must",
+    "found", "early", "each",  "light", "hand",   "point", "line",  "name",   "open",   "group", "make",  "room",
+    "game",  "side",  "again", "story", "face",   "off",   "far",   "run",    "set"};
+constexpr std::string_view kCodeNames[] = {"data", "value", "item", "result", "count", "index", "total", "node",
+                                           "key",  "buf",   "size", "name",   "path",  "line",  "text",  "user"};
+constexpr std::string_view kCodeOps[] = {"+", "-", "*", "//"};
+// Tokens of one generated function, as the SmolLM2 and Gemma tokenizers count it (roughly).
+constexpr int64_t kTokensPerFunction = 24;
+
+template <typename T, size_t N>
+const T& Pick(BenchRng& rng, const T (&items)[N]) {
+  return items[rng.UniformInt(0, static_cast<int64_t>(N) - 1)];
+}
+
+}  // namespace
+
+BenchRng::BenchRng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull) { Next(); }
+
+uint64_t BenchRng::Next() {
+  state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+  // Output permutation (xorshift + multiply) so that low bits are as good as high ones.
+  uint64_t x = state_;
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  return x;
+}
+
+int64_t BenchRng::UniformInt(int64_t lo, int64_t hi) {
+  EMBER_CHECK(lo <= hi, "UniformInt({}, {})", lo, hi);
+  const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+  if (span == 0) return static_cast<int64_t>(Next());  // the whole 64-bit range
+  // Rejection: draws from the top partial copy of [0, span) would bias the result.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % span;
+  uint64_t x = Next();
+  while (x >= limit) x = Next();
+  return lo + static_cast<int64_t>(x % span);
+}
+
+double BenchRng::Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+double BenchRng::Exponential(double rate) { return -std::log1p(-Uniform01()) / rate; }
+
+std::string RandomWords(BenchRng& rng, int64_t words) {
+  std::string out;
+  for (int64_t i = 0; i < words; ++i) {
+    if (i > 0) out += ' ';
+    out += Pick(rng, kWords);
+  }
+  return out;
+}
+
+std::string CodeText(BenchRng& rng, int64_t tokens) {
+  std::string out;
+  for (int64_t emitted = 0; emitted < tokens; emitted += kTokensPerFunction) {
+    // Three distinct names: two arguments and the local.
+    const std::string_view a = Pick(rng, kCodeNames);
+    std::string_view b = Pick(rng, kCodeNames);
+    while (b == a) b = Pick(rng, kCodeNames);
+    std::string_view c = Pick(rng, kCodeNames);
+    while (c == a || c == b) c = Pick(rng, kCodeNames);
+    const std::string_view op = Pick(rng, kCodeOps);
+    const int64_t k = rng.UniformInt(1, 99);
+    if (!out.empty()) out += '\n';
+    out += fmt::format("def {0}_{1}({0}, {1}):\n    {2} = {0} {3} {1} * {4}\n    return {2}\n", a, b, c, op, k);
+  }
+  return out;
+}
+
+int64_t SampleLength(BenchRng& rng, int64_t mean, double ratio) {
+  const int64_t lo = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(mean) * (1 - ratio)));
+  const int64_t hi = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(mean) * (1 + ratio)));
+  return rng.UniformInt(lo, hi);
+}
+
+Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
+  if (o.num_prompts < 1) return InvalidArgument("--num-prompts must be at least 1");
+  if (o.input_len < 1 || o.output_len < 1) return InvalidArgument("--input-len and --output-len must be at least 1");
+  if (!(o.range_ratio >= 0 && o.range_ratio < 1)) {
+    return InvalidArgument(fmt::format("--range-ratio must be in [0, 1), got {}", o.range_ratio));
+  }
+  BenchRng rng(o.seed);
+  std::vector<Session> sessions;
+  if (o.name == "random" || o.name == "code") {
+    for (int64_t i = 0; i < o.num_prompts; ++i) {
+      const int64_t input = SampleLength(rng, o.input_len, o.range_ratio);
+      std::string prompt = o.name == "random" ? RandomWords(rng, input) : CodeText(rng, input);
+      sessions.push_back({{{std::move(prompt), SampleLength(rng, o.output_len, o.range_ratio)}}});
+    }
+    return sessions;
+  }
+  if (o.name == "prefix") {
+    if (o.turns < 1 || o.prefix_len < 0) return InvalidArgument("--turns must be at least 1 and --prefix-len >= 0");
+    std::string prefix = "You are an agent. Tools: ";
+    prefix += RandomWords(rng, o.prefix_len);
+    const int64_t num_sessions = std::max<int64_t>(1, o.num_prompts / o.turns);
+    for (int64_t s = 0; s < num_sessions; ++s) {
+      Session session;
+      std::string history = prefix;
+      for (int64_t t = 0; t < o.turns; ++t) {
+        history += fmt::format("\nUser {}.{}: ", s, t);
+        history += RandomWords(rng, SampleLength(rng, o.input_len, o.range_ratio));
+        history += "\nAssistant:";
+        session.requests.push_back({history, SampleLength(rng, o.output_len, o.range_ratio)});
+        // The next turn carries a fixed stand-in for this turn's answer, so the dataset does not
+        // depend on what the server generated.
+        history += ' ';
+        history += RandomWords(rng, o.output_len);
+      }
+      sessions.push_back(std::move(session));
+    }
+    return sessions;
+  }
+  return InvalidArgument(fmt::format("--dataset must be random, prefix or code; got '{}'", o.name));
+}
+
+}  // namespace ember::tools::bench
