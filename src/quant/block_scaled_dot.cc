@@ -1,0 +1,98 @@
+#include "quant/block_scaled_dot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/cpu_features.h"
+#include "quant/block_scaled_dot_variants.h"
+
+namespace ember::quant {
+namespace {
+
+std::atomic<const BlockDotVariant*> g_active{nullptr};
+
+const BlockDotVariant* FindVariant(std::string_view name) {
+  for (const BlockDotVariant* v : AvailableBlockDotVariants()) {
+    if (v->name == name) return v;
+  }
+  return nullptr;
+}
+
+int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
+
+}  // namespace
+
+ActivationLayout Int8ActivationLayout(int64_t k) {
+  ActivationLayout l;
+  l.q = 0;
+  l.scale = Align64(l.q + k);
+  l.abs = Align64(l.scale + k / 16 * 4);
+  l.flip = Align64(l.abs + k);
+  l.lane_scale = Align64(l.flip + k);
+  l.bytes = Align64(l.lane_scale + k / 8 * 4);
+  return l;
+}
+
+void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out) {
+  EMBER_CHECK(k % 16 == 0, "int8 activations need a multiple of 16 elements, got {}", k);
+  const ActivationLayout l = Int8ActivationLayout(k);
+  auto* q = reinterpret_cast<int8_t*>(out + l.q);
+  for (int64_t g = 0; g < k / 16; ++g) {
+    float amax = 0.0f;
+    for (int i = 0; i < 16; ++i) amax = std::fmax(amax, std::fabs(x[g * 16 + i]));
+    const float d = amax / 127.0f;
+    const float inverse = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      q[g * 16 + i] = static_cast<int8_t>(std::nearbyint(std::fmin(127.0f, std::fmax(-127.0f, x[g * 16 + i] * inverse))));
+    }
+    std::memcpy(out + l.scale + g * 4, &d, 4);
+    std::memcpy(out + l.lane_scale + g * 8, &d, 4);
+    std::memcpy(out + l.lane_scale + g * 8 + 4, &d, 4);
+  }
+  for (int64_t c0 = 0; c0 < k; c0 += kChunk) {
+    const int64_t half = std::min(kChunk, k - c0) / 2;
+    for (int64_t j = 0; j < half; ++j) {
+      for (int odd = 0; odd < 2; ++odd) {
+        const int8_t v = q[c0 + 2 * j + odd];
+        out[l.abs + c0 + odd * half + j] = static_cast<uint8_t>(v < 0 ? -v : v);
+        out[l.flip + c0 + odd * half + j] = v < 0 ? 0x08 : 0x00;
+      }
+    }
+  }
+}
+
+const std::vector<const BlockDotVariant*>& AvailableBlockDotVariants() {
+  static const std::vector<const BlockDotVariant*> variants = [] {
+    std::vector<const BlockDotVariant*> list = {&kBlockDotRef, &kBlockDotGeneric};
+    const CpuFeatures& cpu = HostCpuFeatures();
+    if (cpu.HasAvx2Set()) list.push_back(&kBlockDotAvx2);
+    if (cpu.HasAvx512Set()) list.push_back(&kBlockDotAvx512);
+    return list;
+  }();
+  return variants;
+}
+
+const BlockDotVariant& ActiveBlockDotVariant() {
+  const BlockDotVariant* active = g_active.load(std::memory_order_acquire);
+  if (active == nullptr) {
+    const char* forced = std::getenv("EMBER_ISA");
+    if (forced != nullptr) active = FindVariant(forced);
+    if (active == nullptr) active = AvailableBlockDotVariants().back();
+    // Racing first callers compute the same answer, so the last store wins harmlessly.
+    g_active.store(active, std::memory_order_release);
+  }
+  return *active;
+}
+
+bool SelectBlockDotVariant(std::string_view name) {
+  const BlockDotVariant* v = FindVariant(name);
+  if (v == nullptr) return false;
+  g_active.store(v, std::memory_order_release);
+  return true;
+}
+
+}  // namespace ember::quant

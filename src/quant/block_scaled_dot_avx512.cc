@@ -1,0 +1,176 @@
+// AVX-512 (F, BW, VL) + VNNI block-scaled dots (built with those flags; offered only when CPUID
+// has the whole set, CpuFeatures::HasAvx512Set).
+//
+// FP4: a 128-element chunk is 64 code bytes, one zmm. Low and high nibbles (even and odd
+// elements) are XORed with the activation's sign flags (bit 3), looked up with vpshufb in the
+// table of 2 * e2m1 (signed int8), and vpdpbusd multiplies them by the unsigned |q| activations,
+// summing groups of four bytes: after both halves, int32 lane j holds the exact sum over elements
+// 8j..8j+7. The block scales are expanded to the 16 lanes (e8m0: shifted into an f32 exponent;
+// e4m3: made an f16 bit pattern and widened by vcvtph2ps), multiplied by the activation's lane
+// scales, and applied with one FMA per chunk. Per chunk and activation row: 2 XOR, 2 vpshufb,
+// 2 vpdpbusd, a convert, a multiply and an FMA; the nibble split and the scale expansion are shared
+// by the up to four activation rows of a prefill call.
+//
+// FP8: 16 codes at a time become f16 bit patterns (sign-extend to 16 bits, shift left 7, clear
+// bit 14: e4m3 * 2^-8 exactly) and vcvtph2ps widens them; four accumulators per activation row
+// hide the FMA latency; each 128-element block is scaled once.
+//
+// Everything here has internal linkage (see gguf_blocks.h for why that matters).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/block_scaled_dot_variants.h"
+
+namespace ember::quant {
+namespace {
+
+// 2 * e2m1 by code: sign << 3 | magnitude.
+__m512i E2m1Table() {
+  return _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+}
+
+// The four e8m0 scales of a chunk as f32, each in the four lanes of its 32 elements.
+__m512 Mxfp4LaneScales(const uint8_t* scales) {
+  uint32_t bytes;
+  std::memcpy(&bytes, scales, 4);
+  const __m512i pick = _mm512_setr_epi32(
+      static_cast<int>(0x80808000u), static_cast<int>(0x80808000u), static_cast<int>(0x80808000u),
+      static_cast<int>(0x80808000u), static_cast<int>(0x80808001u), static_cast<int>(0x80808001u),
+      static_cast<int>(0x80808001u), static_cast<int>(0x80808001u), static_cast<int>(0x80808002u),
+      static_cast<int>(0x80808002u), static_cast<int>(0x80808002u), static_cast<int>(0x80808002u),
+      static_cast<int>(0x80808003u), static_cast<int>(0x80808003u), static_cast<int>(0x80808003u),
+      static_cast<int>(0x80808003u));
+  const __m512i e = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(bytes)), pick);
+  const __m512 value = _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  // Code 0 is 2^-127, an f32 subnormal the shift cannot make.
+  return _mm512_mask_mov_ps(value, _mm512_testn_epi32_mask(e, e), _mm512_set1_ps(0x1p-127f));
+}
+
+// The eight e4m3 scales of a chunk times 2^-8 as f32, each in the two lanes of its 16 elements.
+__m512 Nvfp4LaneScales(const uint8_t* scales) {
+  uint64_t bytes;
+  std::memcpy(&bytes, scales, 8);
+  // Word j of each 128-bit lane gets scale byte (lane * 4 + j / 2) in its high byte.
+  const __m256i pick = _mm256_setr_epi8(-128, 0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3,
+                                        -128, 4, -128, 4, -128, 5, -128, 5, -128, 6, -128, 6, -128, 7, -128, 7);
+  const __m256i high = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(bytes)), pick);
+  // (sign << 15) | (code & 0x7f) << 7: the f16 pattern of e4m3 * 2^-8, subnormals included.
+  const __m256i f16 = _mm256_and_si256(_mm256_srai_epi16(high, 1), _mm256_set1_epi16(static_cast<short>(0xbf80)));
+  return _mm512_cvtph_ps(f16);
+}
+
+template <bool kNvfp4, int kRows>
+void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride,
+                float* out) {
+  const ActivationLayout l = Int8ActivationLayout(k);
+  const int64_t chunks = k / kChunk;
+  const __m512i table = E2m1Table();
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const __m512i bytes = _mm512_loadu_si512(codes + c * 64);
+    const __m512i lo = _mm512_and_si512(bytes, low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
+    const __m512 w_scale = kNvfp4 ? Nvfp4LaneScales(scales + c * 8) : Mxfp4LaneScales(scales + c * 4);
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* a = act + r * act_stride;
+      const __m512i flip_lo = _mm512_load_si512(a + l.flip + c * kChunk);
+      const __m512i flip_hi = _mm512_load_si512(a + l.flip + c * kChunk + 64);
+      const __m512i w_lo = _mm512_shuffle_epi8(table, _mm512_xor_si512(lo, flip_lo));
+      const __m512i w_hi = _mm512_shuffle_epi8(table, _mm512_xor_si512(hi, flip_hi));
+      __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(a + l.abs + c * kChunk), w_lo);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_load_si512(a + l.abs + c * kChunk + 64), w_hi);
+      const __m512 scale =
+          _mm512_mul_ps(w_scale, _mm512_load_ps(reinterpret_cast<const float*>(a + l.lane_scale) + c * 16));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[r]);
+    }
+  }
+  // 0.5 undoes the doubled e2m1 table; 2^8 the f16 trick's 2^-8 (NVFP4).
+  const float unit = kNvfp4 ? 128.0f : 0.5f;
+  for (int r = 0; r < kRows; ++r) {
+    out[r] = unit * _mm512_reduce_add_ps(acc[r]) +
+             ref::Fp4Range(kNvfp4, k, chunks * kChunk, k, codes, scales, act + r * act_stride);
+  }
+}
+
+template <bool kNvfp4>
+void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride, int rows,
+            float* out) {
+  switch (rows) {
+    case 1:
+      return Fp4DotRows<kNvfp4, 1>(k, codes, scales, act, act_stride, out);
+    case 2:
+      return Fp4DotRows<kNvfp4, 2>(k, codes, scales, act, act_stride, out);
+    case 3:
+      return Fp4DotRows<kNvfp4, 3>(k, codes, scales, act, act_stride, out);
+    default:
+      return Fp4DotRows<kNvfp4, 4>(k, codes, scales, act, act_stride, out);
+  }
+}
+
+// 16 e4m3 codes as f32 times 2^-8.
+__m512 Fp8Times2PowMinus8(const uint8_t* codes) {
+  const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+  const __m256i f16 = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xbf80)));
+  return _mm512_cvtph_ps(f16);
+}
+
+template <int kRows>
+void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride,
+                float* out) {
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b0 = 0; b0 < k; b0 += kFp8ScaleBlock) {
+    const int64_t steps = (k - b0 < kFp8ScaleBlock ? k - b0 : kFp8ScaleBlock) / 16;
+    __m512 part[kRows][4];
+    for (int r = 0; r < kRows; ++r)
+      for (int p = 0; p < 4; ++p) part[r][p] = _mm512_setzero_ps();
+    int64_t s = 0;
+    for (; s + 4 <= steps; s += 4) {
+      const uint8_t* c = codes + b0 + s * 16;
+      const __m512 w[4] = {Fp8Times2PowMinus8(c), Fp8Times2PowMinus8(c + 16), Fp8Times2PowMinus8(c + 32),
+                           Fp8Times2PowMinus8(c + 48)};
+      for (int r = 0; r < kRows; ++r) {
+        const float* xr = x + r * x_stride + b0 + s * 16;
+        for (int p = 0; p < 4; ++p) part[r][p] = _mm512_fmadd_ps(w[p], _mm512_loadu_ps(xr + 16 * p), part[r][p]);
+      }
+    }
+    for (; s < steps; ++s) {  // a last block shorter than 128
+      const __m512 w = Fp8Times2PowMinus8(codes + b0 + s * 16);
+      for (int r = 0; r < kRows; ++r) {
+        part[r][0] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + r * x_stride + b0 + s * 16), part[r][0]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 block =
+          _mm512_add_ps(_mm512_add_ps(part[r][0], part[r][1]), _mm512_add_ps(part[r][2], part[r][3]));
+      acc[r] = block_scales != nullptr
+                   ? _mm512_fmadd_ps(block, _mm512_set1_ps(block_scales[b0 / kFp8ScaleBlock]), acc[r])
+                   : _mm512_add_ps(block, acc[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) out[r] = 256.0f * _mm512_reduce_add_ps(acc[r]);
+}
+
+void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride, int rows,
+            float* out) {
+  switch (rows) {
+    case 1:
+      return Fp8DotRows<1>(k, codes, block_scales, x, x_stride, out);
+    case 2:
+      return Fp8DotRows<2>(k, codes, block_scales, x, x_stride, out);
+    case 3:
+      return Fp8DotRows<3>(k, codes, block_scales, x, x_stride, out);
+    default:
+      return Fp8DotRows<4>(k, codes, block_scales, x, x_stride, out);
+  }
+}
+
+}  // namespace
+
+const BlockDotVariant kBlockDotAvx512 = {"avx512", Fp4Dot<false>, Fp4Dot<true>, Fp8Dot};
+
+}  // namespace ember::quant

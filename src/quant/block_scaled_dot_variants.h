@@ -1,0 +1,25 @@
+// The block-scaled dot variants compiled into ember (internal to src/quant).
+#pragma once
+
+#include <cstdint>
+
+#include "quant/block_scaled_dot.h"
+
+namespace ember::quant {
+
+extern const BlockDotVariant kBlockDotRef;      // block_scaled_dot_ref.cc: scalar oracle
+extern const BlockDotVariant kBlockDotGeneric;  // block_scaled_dot_generic.cc
+extern const BlockDotVariant kBlockDotAvx2;     // block_scaled_dot_avx2.cc
+extern const BlockDotVariant kBlockDotAvx512;   // block_scaled_dot_avx512.cc
+
+namespace ref {
+// sum over elements [k0, k1) of one FP4 weight row of k elements (k0, k1 multiples of 16) against the
+// natural-order int8 activations of `act`: per 16 elements the exact integer sum of
+// (2 * e2m1) * q, times (block scale * activation scale), accumulated in f32 in element order,
+// times 0.5 at the end. The SIMD variants call it for the part of a row after the last whole
+// 128-element chunk. Not inline: ISA-specific files must not share inline code (gguf_blocks.h).
+float Fp4Range(bool nvfp4, int64_t k, int64_t k0, int64_t k1, const uint8_t* codes, const uint8_t* scales,
+               const uint8_t* act);
+}  // namespace ref
+
+}  // namespace ember::quant
