@@ -195,6 +195,12 @@ float AbsMax(const float* x, int64_t n) {
 
 namespace {
 
+// e2m1 code of a value already divided by its block scale, with ModelOpt's sign rule (x < 0): -0
+// encodes as +0, as nvidia-modelopt's encoder does, so that converted checkpoints match its bytes.
+uint8_t EncodeElement(float v) {
+  return static_cast<uint8_t>(FloatToE2m1(std::fabs(v)) | (v < 0.0f ? 0x8 : 0x0));
+}
+
 Status CheckQuantizeShape(std::string_view name, int64_t rows, int64_t cols, int64_t block) {
   if (rows < 0 || cols < 0 || cols % block != 0) {
     return InvalidArgument(
@@ -216,7 +222,7 @@ Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes,
       const float scale = E8m0ToFloat(e);
       uint8_t* out = codes + r * (cols / 2) + b * (kMxfp4BlockSize / 2);
       for (int64_t i = 0; i < kMxfp4BlockSize; i += 2) {
-        out[i / 2] = static_cast<uint8_t>(FloatToE2m1(block[i] / scale) | FloatToE2m1(block[i + 1] / scale) << 4);
+        out[i / 2] = static_cast<uint8_t>(EncodeElement(block[i] / scale) | EncodeElement(block[i + 1] / scale) << 4);
       }
     }
   }
@@ -233,11 +239,6 @@ Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_sc
                                        "tensor that is not all zero)",
                                        weight_scale_2));
   }
-  // ModelOpt: e2m1 code of a value already divided by its block's scale; sign from x < 0.
-  auto encode = [](float v) -> uint8_t {
-    const uint8_t magnitude = FloatToE2m1(std::fabs(v));
-    return static_cast<uint8_t>(magnitude | (v < 0.0f ? 0x8 : 0x0));
-  };
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < cols / kNvfp4BlockSize; ++b) {
       const float* block = x + r * cols + b * kNvfp4BlockSize;
@@ -249,7 +250,7 @@ Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_sc
       const float divisor = E4m3ToFloat(s) * weight_scale_2;
       uint8_t* out = codes + r * (cols / 2) + b * (kNvfp4BlockSize / 2);
       for (int64_t i = 0; i < kNvfp4BlockSize; i += 2) {
-        out[i / 2] = static_cast<uint8_t>(encode(block[i] / divisor) | encode(block[i + 1] / divisor) << 4);
+        out[i / 2] = static_cast<uint8_t>(EncodeElement(block[i] / divisor) | EncodeElement(block[i + 1] / divisor) << 4);
       }
     }
   }

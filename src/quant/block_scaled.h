@@ -114,7 +114,8 @@ void DequantizeRow(const BlockScaledMatrix& w, int64_t row, float* out);
 void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y);
 
 // ---- scalar reference quantizers (dense outputs; x is [rows, cols] f32) -------------------------
-// MXFP4 per OCP MX v1.0: per 32 elements, e = FloatToE8m0(amax), codes = FloatToE2m1(x / 2^(e-127)).
+// MXFP4 per OCP MX v1.0: per 32 elements, e = FloatToE8m0(amax), codes = FloatToE2m1(x / 2^(e-127))
+// (round to nearest even, saturating at 6; -0 encodes as +0, as ModelOpt's encoder does).
 // codes: rows * cols/2 bytes, scales: rows * cols/32 bytes.
 Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales);
 
