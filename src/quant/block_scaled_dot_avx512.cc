@@ -26,9 +26,19 @@
 namespace ember::quant {
 namespace {
 
+// GCC 12's headers build several unmasked intrinsics (_mm512_reduce_add_ps, _mm512_cvtph_ps, ...)
+// from an uninitialised temporary and -Wall warns; the maskz forms with a full mask do not.
+float HorizontalSum(__m512 v) {
+  const __m256 half = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0), _mm512_maskz_extractf32x8_ps(0xff, v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // 2 * e2m1 by code: sign << 3 | magnitude.
 __m512i E2m1Table() {
-  return _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  return _mm512_maskz_broadcast_i32x4(0xffff, _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
 }
 
 // The four e8m0 scales of a chunk as f32, each in the four lanes of its 32 elements.
@@ -43,7 +53,7 @@ __m512 Mxfp4LaneScales(const uint8_t* scales) {
       static_cast<int>(0x80808003u), static_cast<int>(0x80808003u), static_cast<int>(0x80808003u),
       static_cast<int>(0x80808003u));
   const __m512i e = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(bytes)), pick);
-  const __m512 value = _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  const __m512 value = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, e, 23));
   // Code 0 is 2^-127, an f32 subnormal the shift cannot make.
   return _mm512_mask_mov_ps(value, _mm512_testn_epi32_mask(e, e), _mm512_set1_ps(0x1p-127f));
 }
@@ -58,7 +68,7 @@ __m512 Nvfp4LaneScales(const uint8_t* scales) {
   const __m256i high = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(bytes)), pick);
   // (sign << 15) | (code & 0x7f) << 7: the f16 pattern of e4m3 * 2^-8, subnormals included.
   const __m256i f16 = _mm256_and_si256(_mm256_srai_epi16(high, 1), _mm256_set1_epi16(static_cast<short>(0xbf80)));
-  return _mm512_cvtph_ps(f16);
+  return _mm512_maskz_cvtph_ps(0xffff, f16);
 }
 
 template <bool kNvfp4, int kRows>
@@ -85,13 +95,13 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
       sum = _mm512_dpbusd_epi32(sum, _mm512_load_si512(a + l.abs + c * kChunk + 64), w_hi);
       const __m512 scale =
           _mm512_mul_ps(w_scale, _mm512_load_ps(reinterpret_cast<const float*>(a + l.lane_scale) + c * 16));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, sum), scale, acc[r]);
     }
   }
   // 0.5 undoes the doubled e2m1 table; 2^8 the f16 trick's 2^-8 (NVFP4).
   const float unit = kNvfp4 ? 128.0f : 0.5f;
   for (int r = 0; r < kRows; ++r) {
-    out[r] = unit * _mm512_reduce_add_ps(acc[r]) +
+    out[r] = unit * HorizontalSum(acc[r]) +
              ref::Fp4Range(kNvfp4, k, chunks * kChunk, k, codes, scales, act + r * act_stride);
   }
 }
@@ -115,7 +125,7 @@ void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_
 __m512 Fp8Times2PowMinus8(const uint8_t* codes) {
   const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
   const __m256i f16 = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xbf80)));
-  return _mm512_cvtph_ps(f16);
+  return _mm512_maskz_cvtph_ps(0xffff, f16);
 }
 
 template <int kRows>
@@ -152,7 +162,7 @@ void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, cons
                    : _mm512_add_ps(block, acc[r]);
     }
   }
-  for (int r = 0; r < kRows; ++r) out[r] = 256.0f * _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < kRows; ++r) out[r] = 256.0f * HorizontalSum(acc[r]);
 }
 
 void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride, int rows,

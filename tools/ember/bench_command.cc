@@ -4,7 +4,7 @@
 // scripts/bench_vs_llamacpp.py can put the two side by side. Rates per wall second and per process
 // CPU-second (steadier on a shared machine).
 //
-// The subcommands roofline, throughput and serve live in tools/ember/bench/.
+// The subcommands roofline, throughput, serve and quant live in tools/ember/bench/.
 //
 // ember bench decode: batch-1 decode tokens/s of a Muse Spark configuration with random BF16
 // weights, printed beside its roofline (weight bytes streamed per token / STREAM triad bandwidth
@@ -288,11 +288,12 @@ void RegisterBenchCommand(CLI::App& app) {
   RegisterBenchRooflineCommand(bench);
   RegisterBenchThroughputCommand(bench);
   RegisterBenchServeCommand(bench);
+  RegisterBenchQuantCommand(bench);
   bench->callback([bench, m] {
     if (!bench->get_subcommands().empty()) return;  // the subcommand ran its own callback
     if (m->model.empty()) {
       SetExitCode(Fail(InvalidArgument("ember bench needs --model FILE (pp/tg benchmark) or a subcommand (roofline, throughput, serve, "
-                                    "decode)")));
+                                    "decode, quant)")));
       return;
     }
     SetExitCode(RunModelBench(*m));

@@ -1,0 +1,196 @@
+// ember bench quant: weight-streaming rate of the block-scaled kernels (MXFP4, NVFP4, FP8) at decode
+// shapes, printed beside the STREAM triad bandwidth measured in the same run and thread count.
+//
+// A decode step reads each expert matrix once, from DRAM: no single Muse expert (8192 x 4096 at
+// 4.25-4.5 bits is ~18 MB) exceeds a server's last-level cache, but the experts of a whole forward
+// pass do. So each measurement cycles through a pool of copies of the matrix totalling
+// --pool-mib (default 1 GiB, four times a 260 MB L3): every call streams a matrix that is not
+// in cache, as in decode. The rate counts packed weight bytes (codes + scales) per second; the
+// activation row stays in cache.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/stream.h"
+#include "quant/block_scaled.h"
+#include "quant/block_scaled_dot.h"
+#include "tools/ember/bench/bench_commands.h"
+#include "tools/ember/commands.h"
+#include "tools/ember/common.h"
+
+namespace ember::tools {
+namespace {
+
+struct QuantBenchOptions {
+  std::vector<std::string> shapes = {"4096x4096", "8192x4096", "16384x4096"};
+  std::vector<std::string> formats = {"mxfp4", "nvfp4", "fp8"};
+  std::vector<std::string> variants;  // empty: every available one but ref
+  std::vector<int> threads = {1, 2};
+  int64_t m = 1;
+  int64_t pool_mib = 1024;
+  int64_t stream_mib = 512;
+  int reps = 5;
+};
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+Expected<Shape> ParseShape(const std::string& text) {
+  const size_t x = text.find('x');
+  if (x == std::string::npos) return InvalidArgument(fmt::format("shape '{}' is not ROWSxCOLS", text));
+  Shape s{std::atoll(text.substr(0, x).c_str()), std::atoll(text.substr(x + 1).c_str())};
+  if (s.rows <= 0 || s.cols <= 0 || s.cols % 32 != 0) {
+    return InvalidArgument(fmt::format("shape '{}' needs positive sizes and COLS a multiple of 32", text));
+  }
+  return s;
+}
+
+Expected<quant::WeightFormat> ParseFormat(const std::string& name) {
+  for (quant::WeightFormat f : {quant::WeightFormat::kMxfp4, quant::WeightFormat::kNvfp4, quant::WeightFormat::kFp8E4m3}) {
+    if (quant::WeightFormatName(f) == name) return f;
+  }
+  return InvalidArgument(fmt::format("unknown format '{}' (mxfp4, nvfp4, fp8)", name));
+}
+
+// Copies of one matrix with random codes and realistic scales (FP8: per-channel), totalling at
+// least pool_bytes.
+struct Pool {
+  std::vector<std::vector<uint8_t>> codes, scales;
+  std::vector<quant::BlockScaledMatrix> matrices;
+};
+
+Pool MakePool(quant::WeightFormat format, Shape shape, int64_t pool_bytes, std::mt19937& rng) {
+  Pool pool;
+  const bool fp8 = format == quant::WeightFormat::kFp8E4m3;
+  const int64_t code_bytes = shape.rows * quant::CodesRowBytes(format, shape.cols);
+  const int64_t scale_bytes = fp8 ? shape.rows * 4 : shape.rows * quant::ScalesRowBytes(format, shape.cols);
+  const int64_t copies = std::max<int64_t>(2, (pool_bytes + code_bytes + scale_bytes - 1) / (code_bytes + scale_bytes));
+  for (int64_t c = 0; c < copies; ++c) {
+    std::vector<uint8_t> codes(code_bytes), scales(scale_bytes);
+    for (auto& b : codes) b = static_cast<uint8_t>(rng());
+    if (fp8) {
+      for (auto& b : codes) b &= 0xf7;  // no 0x7f / 0xff NaN codes
+      auto* f = reinterpret_cast<float*>(scales.data());
+      for (int64_t r = 0; r < shape.rows; ++r) f[r] = 1e-3f * static_cast<float>(1 + rng() % 100);
+    } else {
+      // e8m0 around 2^-6, e4m3 scales in [0.5, 8).
+      for (auto& b : scales) b = format == quant::WeightFormat::kMxfp4 ? 118 + rng() % 4 : 0x30 + rng() % 32;
+    }
+    pool.codes.push_back(std::move(codes));
+    pool.scales.push_back(std::move(scales));
+    pool.matrices.push_back(quant::DenseBlockScaledMatrix(
+        format, shape.rows, shape.cols, pool.codes.back().data(), pool.scales.back().data(),
+        format == quant::WeightFormat::kNvfp4 ? 1e-3f : 1.0f,
+        fp8 ? quant::Fp8ScaleKind::kPerChannel : quant::Fp8ScaleKind::kPerTensor));
+  }
+  return pool;
+}
+
+// Best rate over `reps` sweeps through the pool, in GB/s of packed weight bytes.
+double MeasureGBps(const Pool& pool, const std::vector<float>& x, int64_t m, int reps) {
+  std::vector<float> y(m * pool.matrices[0].rows);
+  for (const auto& w : pool.matrices) quant::BlockScaledMatMul(x.data(), m, w, y.data());  // warm-up: page in
+  double best = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    int64_t bytes = 0;
+    for (const auto& w : pool.matrices) {
+      quant::BlockScaledMatMul(x.data(), m, w, y.data());
+      bytes += w.PackedBytes();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, bytes / seconds / 1e9);
+  }
+  return best;
+}
+
+std::string LoadAverage() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "unknown";
+  return fmt::format("{:.2f} {:.2f} {:.2f}", load[0], load[1], load[2]);
+}
+
+int RunQuantBench(const QuantBenchOptions& o) {
+  std::vector<Shape> shapes;
+  for (const std::string& s : o.shapes) {
+    auto parsed = ParseShape(s);
+    if (!parsed.ok()) return Fail(parsed.status());
+    shapes.push_back(*parsed);
+  }
+  std::vector<quant::WeightFormat> formats;
+  for (const std::string& f : o.formats) {
+    auto parsed = ParseFormat(f);
+    if (!parsed.ok()) return Fail(parsed.status());
+    formats.push_back(*parsed);
+  }
+  std::vector<std::string> variants = o.variants;
+  if (variants.empty()) {
+    for (const quant::BlockDotVariant* v : quant::AvailableBlockDotVariants()) {
+      if (v->name != "ref") variants.emplace_back(v->name);
+    }
+  }
+  for (const std::string& v : variants) {
+    if (!quant::SelectBlockDotVariant(v)) {
+      return Fail(InvalidArgument(fmt::format("kernel variant '{}' is unknown or unsupported here", v)));
+    }
+  }
+
+  std::printf("Block-scaled GEMV weight streaming (m = %lld), pool %lld MiB per measurement, best of %d sweeps\n",
+              static_cast<long long>(o.m), static_cast<long long>(o.pool_mib), o.reps);
+  std::printf("machine: %s; load average at start: %s\n", HostCpuFeatures().ToString().c_str(),
+              LoadAverage().c_str());
+  std::mt19937 rng(1);
+  for (int threads : o.threads) {
+    ThreadPool::SetGlobalThreads(threads);
+    const double triad = kernels::MeasureStreamTriadGBps(o.stream_mib << 20, o.reps, threads);
+    std::printf("\n%d thread(s): STREAM triad %.2f GB/s (%lld MiB arrays)\n", threads, triad,
+                static_cast<long long>(o.stream_mib));
+    std::printf("  %-6s %-12s %-8s %10s %9s\n", "format", "shape", "variant", "GB/s", "of triad");
+    for (quant::WeightFormat format : formats) {
+      for (const Shape& shape : shapes) {
+        const Pool pool = MakePool(format, shape, o.pool_mib << 20, rng);
+        std::vector<float> x(o.m * shape.cols);
+        std::normal_distribution<float> normal;
+        for (float& v : x) v = normal(rng);
+        for (const std::string& v : variants) {
+          quant::SelectBlockDotVariant(v);
+          const double gbps = MeasureGBps(pool, x, o.m, o.reps);
+          std::printf("  %-6s %-12s %-8s %10.2f %8.0f%%\n", std::string(quant::WeightFormatName(format)).c_str(),
+                      fmt::format("{}x{}", shape.rows, shape.cols).c_str(), v.c_str(), gbps, 100 * gbps / triad);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  std::printf("\nload average at end: %s\n", LoadAverage().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBenchQuantCommand(CLI::App* bench) {
+  auto o = std::make_shared<QuantBenchOptions>();
+  CLI::App* cmd = bench->add_subcommand("quant", "MXFP4 / NVFP4 / FP8 kernel weight GB/s vs STREAM triad");
+  cmd->add_option("--shapes", o->shapes, "Weight shapes ROWSxCOLS (out x in)");
+  cmd->add_option("--formats", o->formats, "mxfp4, nvfp4, fp8 (FP8 with per-channel scales)");
+  cmd->add_option("--variants", o->variants, "Kernel variants (default: all available but ref)");
+  cmd->add_option("--threads", o->threads, "Thread counts to measure");
+  cmd->add_option("--m", o->m, "Activation rows (1: decode GEMV)")->check(CLI::PositiveNumber);
+  cmd->add_option("--pool-mib", o->pool_mib, "Bytes of distinct matrices cycled through per measurement")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--stream-mib", o->stream_mib, "STREAM array size in MiB (3 arrays)")->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", o->reps, "Sweeps per measurement (best is reported)")->check(CLI::PositiveNumber);
+  cmd->callback([o] { SetExitCode(RunQuantBench(*o)); });
+}
+
+}  // namespace ember::tools
