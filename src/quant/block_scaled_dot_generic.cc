@@ -14,11 +14,24 @@ namespace {
 constexpr int8_t kE2m1Twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 constexpr int kLanes = kChunk / 8;
 
+// f32 value of every scale byte (e4m3 for NVFP4, e8m0 for MXFP4), so that the inner loops look up
+// instead of decoding.
+template <bool kNvfp4>
+const std::array<float, 256>& ScaleTable() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = kNvfp4 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E8m0ToFloat(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table;
+}
+
 template <bool kNvfp4>
 void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride, int rows,
             float* out) {
   const ActivationLayout l = Int8ActivationLayout(k);
   const int64_t chunks = k / kChunk;
+  const std::array<float, 256>& scale_value = ScaleTable<kNvfp4>();
   for (int r = 0; r < rows; ++r) {
     const uint8_t* a = act + r * act_stride;
     float acc[kLanes] = {};
@@ -28,14 +41,14 @@ void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_
       const uint8_t* flip = a + l.flip + c * kChunk;
       float lane_scale[kLanes];
       std::memcpy(lane_scale, a + l.lane_scale + c * kLanes * 4, sizeof(lane_scale));
+      int32_t sum[kLanes] = {};
+      for (int b = 0; b < 64; ++b) {
+        sum[b / 4] += abs[b] * kE2m1Twice[(chunk[b] & 0xf) ^ flip[b]] +
+                      abs[64 + b] * kE2m1Twice[(chunk[b] >> 4) ^ flip[64 + b]];
+      }
       for (int lane = 0; lane < kLanes; ++lane) {
-        int32_t sum = 0;
-        for (int b = 4 * lane; b < 4 * lane + 4; ++b) {
-          sum += abs[b] * kE2m1Twice[(chunk[b] & 0xf) ^ flip[b]];
-          sum += abs[64 + b] * kE2m1Twice[(chunk[b] >> 4) ^ flip[64 + b]];
-        }
-        const float w_scale = kNvfp4 ? E4m3ToFloat(scales[c * 8 + lane / 2]) : E8m0ToFloat(scales[c * 4 + lane / 4]);
-        acc[lane] += static_cast<float>(sum) * (w_scale * lane_scale[lane]);
+        const float w_scale = scale_value[kNvfp4 ? scales[c * 8 + lane / 2] : scales[c * 4 + lane / 4]];
+        acc[lane] += static_cast<float>(sum[lane]) * (w_scale * lane_scale[lane]);
       }
     }
     float total = 0.0f;
