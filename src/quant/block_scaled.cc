@@ -85,9 +85,7 @@ int64_t KBlockSize(WeightFormat format) {
   return 1;
 }
 
-int64_t CodesRowBytes(WeightFormat format, int64_t cols) {
-  return format == WeightFormat::kFp8E4m3 ? cols : cols / 2;
-}
+int64_t CodesRowBytes(WeightFormat format, int64_t cols) { return format == WeightFormat::kFp8E4m3 ? cols : cols / 2; }
 
 int64_t ScalesRowBytes(WeightFormat format, int64_t cols) {
   return format == WeightFormat::kFp8E4m3 ? 0 : cols / KBlockSize(format);
@@ -139,11 +137,11 @@ Status ValidateBlockScaledMatrix(const BlockScaledMatrix& w) {
   }
   const int64_t k_multiple = w.format == WeightFormat::kFp8E4m3 ? 16 : KBlockSize(w.format);
   if (w.cols % k_multiple != 0) {
-    return InvalidArgument(fmt::format(
-        "{} matrix [{}, {}]: the input dimension must be a multiple of {} ({}); pad the checkpoint or "
-        "keep this tensor in bf16",
-        name, w.rows, w.cols, k_multiple,
-        w.format == WeightFormat::kFp8E4m3 ? "the kernels' vector width" : "the scale block"));
+    return InvalidArgument(
+        fmt::format("{} matrix [{}, {}]: the input dimension must be a multiple of {} ({}); pad the checkpoint or "
+                    "keep this tensor in bf16",
+                    name, w.rows, w.cols, k_multiple,
+                    w.format == WeightFormat::kFp8E4m3 ? "the kernels' vector width" : "the scale block"));
   }
   if (w.rows == 0 || w.cols == 0) return Status::Ok();
   if (w.codes == nullptr) return InvalidArgument(fmt::format("{} matrix has no codes", name));
@@ -181,8 +179,8 @@ void DequantizeRow(const BlockScaledMatrix& w, int64_t row, float* out) {
   EMBER_CHECK(row >= 0 && row < w.rows, "row {} of {}", row, w.rows);
   const uint8_t* codes = w.codes + row * w.codes_row_stride;
   for (int64_t k = 0; k < w.cols; ++k) {
-    const float element = w.format == WeightFormat::kFp8E4m3 ? E4m3ToFloat(codes[k])
-                                                             : E2m1ToFloat((codes[k / 2] >> (4 * (k % 2))) & 0xf);
+    const float element =
+        w.format == WeightFormat::kFp8E4m3 ? E4m3ToFloat(codes[k]) : E2m1ToFloat((codes[k / 2] >> (4 * (k % 2))) & 0xf);
     out[k] = element * (BlockScale(w, row, k) * w.global_scale);
   }
 }
@@ -197,15 +195,13 @@ namespace {
 
 // e2m1 code of a value already divided by its block scale, with ModelOpt's sign rule (x < 0): -0
 // encodes as +0, as nvidia-modelopt's encoder does, so that converted checkpoints match its bytes.
-uint8_t EncodeElement(float v) {
-  return static_cast<uint8_t>(FloatToE2m1(std::fabs(v)) | (v < 0.0f ? 0x8 : 0x0));
-}
+uint8_t EncodeElement(float v) { return static_cast<uint8_t>(FloatToE2m1(std::fabs(v)) | (v < 0.0f ? 0x8 : 0x0)); }
 
 Status CheckQuantizeShape(std::string_view name, int64_t rows, int64_t cols, int64_t block) {
   if (rows < 0 || cols < 0 || cols % block != 0) {
     return InvalidArgument(
-        fmt::format("cannot quantize a [{}, {}] matrix to {}: the input dimension must be a multiple of {}", rows,
-                    cols, name, block));
+        fmt::format("cannot quantize a [{}, {}] matrix to {}: the input dimension must be a multiple of {}", rows, cols,
+                    name, block));
   }
   return Status::Ok();
 }
@@ -235,9 +231,10 @@ Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_sc
                      uint8_t* scales) {
   EMBER_RETURN_IF_ERROR(CheckQuantizeShape("nvfp4", rows, cols, kNvfp4BlockSize));
   if (!(weight_scale_2 > 0.0f) || !std::isfinite(weight_scale_2)) {
-    return InvalidArgument(fmt::format("nvfp4 global scale {} must be positive and finite (amax / 2688 of a "
-                                       "tensor that is not all zero)",
-                                       weight_scale_2));
+    return InvalidArgument(
+        fmt::format("nvfp4 global scale {} must be positive and finite (amax / 2688 of a "
+                    "tensor that is not all zero)",
+                    weight_scale_2));
   }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < cols / kNvfp4BlockSize; ++b) {
@@ -250,7 +247,8 @@ Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_sc
       const float divisor = E4m3ToFloat(s) * weight_scale_2;
       uint8_t* out = codes + r * (cols / 2) + b * (kNvfp4BlockSize / 2);
       for (int64_t i = 0; i < kNvfp4BlockSize; i += 2) {
-        out[i / 2] = static_cast<uint8_t>(EncodeElement(block[i] / divisor) | EncodeElement(block[i + 1] / divisor) << 4);
+        out[i / 2] =
+            static_cast<uint8_t>(EncodeElement(block[i] / divisor) | EncodeElement(block[i + 1] / divisor) << 4);
       }
     }
   }

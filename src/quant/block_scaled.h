@@ -38,10 +38,10 @@ namespace ember::quant {
 enum class WeightFormat : uint8_t { kMxfp4, kNvfp4, kFp8E4m3 };
 enum class Fp8ScaleKind : uint8_t { kPerTensor, kPerChannel, kBlock128 };
 
-constexpr int64_t kMxfp4BlockSize = 32;   // elements along K per e8m0 scale
-constexpr int64_t kNvfp4BlockSize = 16;   // elements along K per e4m3 scale
-constexpr int64_t kFp8ScaleBlock = 128;   // 128x128 blocks of Fp8ScaleKind::kBlock128
-constexpr int kE2m1Emax = 2;              // emax_elem of e2m1 in the OCP MX scale rule
+constexpr int64_t kMxfp4BlockSize = 32;  // elements along K per e8m0 scale
+constexpr int64_t kNvfp4BlockSize = 16;  // elements along K per e4m3 scale
+constexpr int64_t kFp8ScaleBlock = 128;  // 128x128 blocks of Fp8ScaleKind::kBlock128
+constexpr int kE2m1Emax = 2;             // emax_elem of e2m1 in the OCP MX scale rule
 constexpr float kE2m1Max = 6.0f;
 constexpr float kE4m3Max = 448.0f;
 
@@ -125,8 +125,7 @@ float Nvfp4GlobalScale(float amax);
 // NVFP4 as ModelOpt 0.47 quantizes: block scale s = e4m3(clamp(amax_block / (6 * weight_scale_2),
 // 2^-9, 448)) with 1.0 for an all-zero block; codes = e2m1 of x / (s * weight_scale_2) with
 // ModelOpt's sign rule (x < 0, so -0 encodes as +0). codes: rows * cols/2, scales: rows * cols/16.
-Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_scale_2, uint8_t* codes,
-                     uint8_t* scales);
+Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_scale_2, uint8_t* codes, uint8_t* scales);
 
 // FP8 e4m3 with scale = amax / 448 over the tensor, each row, or each 128x128 block (1 where the
 // amax is 0); codes = e4m3(x / scale), saturating. `scales` receives Fp8ScaleCount f32 values

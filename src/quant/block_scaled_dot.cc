@@ -47,7 +47,8 @@ void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out) {
     const float d = amax / 127.0f;
     const float inverse = d > 0.0f ? 1.0f / d : 0.0f;
     for (int i = 0; i < 16; ++i) {
-      q[g * 16 + i] = static_cast<int8_t>(std::nearbyint(std::fmin(127.0f, std::fmax(-127.0f, x[g * 16 + i] * inverse))));
+      q[g * 16 + i] =
+          static_cast<int8_t>(std::nearbyint(std::fmin(127.0f, std::fmax(-127.0f, x[g * 16 + i] * inverse))));
     }
     std::memcpy(out + l.scale + g * 4, &d, 4);
     std::memcpy(out + l.lane_scale + g * 8, &d, 4);

@@ -55,8 +55,8 @@ using Fp4DotFn = void (*)(int64_t k, const uint8_t* codes, const uint8_t* scales
                           int64_t act_stride, int rows, float* out);
 // FP8 row dot against f32 activations x + r * x_stride (floats). block_scales: the f32 scales of
 // this row's 128x128 blocks (k/128 rounded up), or null (all 1). Same contract as Fp4DotFn.
-using Fp8DotFn = void (*)(int64_t k, const uint8_t* codes, const float* block_scales, const float* x,
-                          int64_t x_stride, int rows, float* out);
+using Fp8DotFn = void (*)(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride,
+                          int rows, float* out);
 constexpr int kMaxBlockDotRows = 4;
 
 struct BlockDotVariant {

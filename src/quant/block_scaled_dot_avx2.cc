@@ -30,24 +30,23 @@ float HorizontalSum(__m256 v) {
 __m256 Mxfp4LaneScales(const uint8_t* scales) {
   uint16_t bytes;
   std::memcpy(&bytes, scales, 2);
-  const __m256i e = _mm256_cvtepu8_epi32(
-      _mm_shuffle_epi8(_mm_cvtsi32_si128(bytes), _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, -128, -128, -128, -128, -128,
-                                                                -128, -128, -128)));
-  const __m256 value = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
-  // Code 0 is 2^-127, an f32 subnormal the shift cannot make.
-  const __m256 zero = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
-  return _mm256_blendv_ps(value, _mm256_set1_ps(0x1p-127f), zero);
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(
+      _mm_cvtsi32_si128(bytes), _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, -128, -128, -128, -128, -128, -128, -128, -128)));
+  // e << 23 is 2^(e-127) except for code 0, 2^-127 = 0x00400000 (an f32 subnormal); every other
+  // code shifts to at least 0x00800000, so a signed max makes code 0 right.
+  return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_slli_epi32(e, 23), _mm256_set1_epi32(0x00400000)));
 }
 
 // The four e4m3 scales of a half chunk times 2^-8 as f32, each in the two lanes of its 16 elements.
 __m256 Nvfp4LaneScales(const uint8_t* scales) {
   uint32_t bytes;
   std::memcpy(&bytes, scales, 4);
-  const __m128i high = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bytes)),
-                                        _mm_setr_epi8(-128, 0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3,
-                                                      -128, 3));
-  // (sign << 15) | (code & 0x7f) << 7: the f16 pattern of e4m3 * 2^-8, subnormals included.
-  return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(high, 1), _mm_set1_epi16(static_cast<short>(0xbf80))));
+  const __m128i high =
+      _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bytes)),
+                       _mm_setr_epi8(-128, 0, -128, 0, -128, 1, -128, 1, -128, 2, -128, 2, -128, 3, -128, 3));
+  // code << 7 is the f16 pattern of e4m3 * 2^-8, subnormals included, for the sign-less codes
+  // NVFP4 scales are (ue4m3: ModelOpt writes amax-derived positive scales).
+  return _mm256_cvtph_ps(_mm_srli_epi16(high, 1));
 }
 
 template <bool kNvfp4, int kRows>
@@ -55,8 +54,8 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
                 float* out) {
   const ActivationLayout l = Int8ActivationLayout(k);
   const int64_t chunks = k / kChunk;
-  const __m256i table = _mm256_broadcastsi128_si256(
-      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[kRows];
@@ -85,8 +84,10 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
   // 0.5 undoes the doubled e2m1 table; 2^8 the f16 trick's 2^-8 (NVFP4).
   const float unit = kNvfp4 ? 128.0f : 0.5f;
   for (int r = 0; r < kRows; ++r) {
-    out[r] = unit * HorizontalSum(acc[r]) +
-             ref::Fp4Range(kNvfp4, k, chunks * kChunk, k, codes, scales, act + r * act_stride);
+    out[r] = unit * HorizontalSum(acc[r]);
+    if (chunks * kChunk < k) {
+      out[r] += ref::Fp4Range(kNvfp4, k, chunks * kChunk, k, codes, scales, act + r * act_stride);
+    }
   }
 }
 

@@ -20,7 +20,8 @@ template <bool kNvfp4>
 const std::array<float, 256>& ScaleTable() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = kNvfp4 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E8m0ToFloat(static_cast<uint8_t>(c));
+    for (int c = 0; c < 256; ++c)
+      t[c] = kNvfp4 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E8m0ToFloat(static_cast<uint8_t>(c));
     return t;
   }();
   return table;
@@ -43,8 +44,8 @@ void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_
       std::memcpy(lane_scale, a + l.lane_scale + c * kLanes * 4, sizeof(lane_scale));
       int32_t sum[kLanes] = {};
       for (int b = 0; b < 64; ++b) {
-        sum[b / 4] += abs[b] * kE2m1Twice[(chunk[b] & 0xf) ^ flip[b]] +
-                      abs[64 + b] * kE2m1Twice[(chunk[b] >> 4) ^ flip[64 + b]];
+        sum[b / 4] +=
+            abs[b] * kE2m1Twice[(chunk[b] & 0xf) ^ flip[b]] + abs[64 + b] * kE2m1Twice[(chunk[b] >> 4) ^ flip[64 + b]];
       }
       for (int lane = 0; lane < kLanes; ++lane) {
         const float w_scale = scale_value[kNvfp4 ? scales[c * 8 + lane / 2] : scales[c * 4 + lane / 4]];

@@ -17,7 +17,8 @@ float Fp4Range(bool nvfp4, int64_t k, int64_t k0, int64_t k1, const uint8_t* cod
       const uint8_t code = (codes[i / 2] >> (4 * (i % 2))) & 0xf;
       isum += static_cast<int32_t>(2.0f * E2m1ToFloat(code)) * q[i];
     }
-    const float block_scale = nvfp4 ? E4m3ToFloat(scales[g / kNvfp4BlockSize]) : E8m0ToFloat(scales[g / kMxfp4BlockSize]);
+    const float block_scale =
+        nvfp4 ? E4m3ToFloat(scales[g / kNvfp4BlockSize]) : E8m0ToFloat(scales[g / kMxfp4BlockSize]);
     float act_scale;
     std::memcpy(&act_scale, act + l.scale + g / 16 * 4, 4);
     acc += static_cast<float>(isum) * (block_scale * act_scale);

@@ -48,7 +48,8 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
     activation_buffer.resize(static_cast<size_t>(m * act_bytes + 64));
     act = activation_buffer.data() + (64 - reinterpret_cast<uintptr_t>(activation_buffer.data()) % 64) % 64;
     pool.ParallelFor(
-        m, [&](int64_t begin, int64_t end) {
+        m,
+        [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) QuantizeActivationInt8(x + i * k, k, act + i * act_bytes);
         },
         std::max<int64_t>(1, kMinChunkBytes / (k * 4)));

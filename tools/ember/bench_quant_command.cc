@@ -56,7 +56,8 @@ Expected<Shape> ParseShape(const std::string& text) {
 }
 
 Expected<quant::WeightFormat> ParseFormat(const std::string& name) {
-  for (quant::WeightFormat f : {quant::WeightFormat::kMxfp4, quant::WeightFormat::kNvfp4, quant::WeightFormat::kFp8E4m3}) {
+  for (quant::WeightFormat f :
+       {quant::WeightFormat::kMxfp4, quant::WeightFormat::kNvfp4, quant::WeightFormat::kFp8E4m3}) {
     if (quant::WeightFormatName(f) == name) return f;
   }
   return InvalidArgument(fmt::format("unknown format '{}' (mxfp4, nvfp4, fp8)", name));
@@ -88,10 +89,10 @@ Pool MakePool(quant::WeightFormat format, Shape shape, int64_t pool_bytes, std::
     }
     pool.codes.push_back(std::move(codes));
     pool.scales.push_back(std::move(scales));
-    pool.matrices.push_back(quant::DenseBlockScaledMatrix(
-        format, shape.rows, shape.cols, pool.codes.back().data(), pool.scales.back().data(),
-        format == quant::WeightFormat::kNvfp4 ? 1e-3f : 1.0f,
-        fp8 ? quant::Fp8ScaleKind::kPerChannel : quant::Fp8ScaleKind::kPerTensor));
+    pool.matrices.push_back(
+        quant::DenseBlockScaledMatrix(format, shape.rows, shape.cols, pool.codes.back().data(),
+                                      pool.scales.back().data(), format == quant::WeightFormat::kNvfp4 ? 1e-3f : 1.0f,
+                                      fp8 ? quant::Fp8ScaleKind::kPerChannel : quant::Fp8ScaleKind::kPerTensor));
   }
   return pool;
 }
@@ -147,8 +148,7 @@ int RunQuantBench(const QuantBenchOptions& o) {
 
   std::printf("Block-scaled GEMV weight streaming (m = %lld), pool %lld MiB per measurement, best of %d sweeps\n",
               static_cast<long long>(o.m), static_cast<long long>(o.pool_mib), o.reps);
-  std::printf("machine: %s; load average at start: %s\n", HostCpuFeatures().ToString().c_str(),
-              LoadAverage().c_str());
+  std::printf("machine: %s; load average at start: %s\n", HostCpuFeatures().ToString().c_str(), LoadAverage().c_str());
   std::mt19937 rng(1);
   for (int threads : o.threads) {
     ThreadPool::SetGlobalThreads(threads);

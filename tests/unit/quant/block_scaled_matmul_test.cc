@@ -141,10 +141,11 @@ TEST_P(BlockScaledMatMulTest, MatchesDequantizedDotOnOddShapes) {
                 magnitude += std::fabs(static_cast<double>(w_row[k]) * x_hat[k]);
                 activation_error += std::fabs(static_cast<double>(w_row[k]) * (x[i * cols + k] - x_hat[k]));
               }
-              const double tolerance = (std::min<int64_t>(cols, 128) + cols / 8.0 + 18) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+              const double tolerance =
+                  (std::min<int64_t>(cols, 128) + cols / 8.0 + 18) * std::ldexp(1.0, -24) * magnitude + 1e-30;
               ASSERT_NEAR(y[i * rows + j], exact, tolerance)
-                  << GetParam()->name << " " << Name(c) << " rows " << rows << " cols " << cols << " m " << m
-                  << " (" << i << ", " << j << ")";
+                  << GetParam()->name << " " << Name(c) << " rows " << rows << " cols " << cols << " m " << m << " ("
+                  << i << ", " << j << ")";
               // The int8 rounding is at most half a step (amax16 / 254) per element; this sum is
               // its actual effect, which must stay within that worst case.
               if (c.format != WeightFormat::kFp8E4m3) {

@@ -43,8 +43,8 @@ TEST(BlockScaledCodecs, E2m1RoundsToNearestEvenAndSaturates) {
   const struct {
     float x;
     uint8_t code;
-  } cases[] = {{0.25f, 0}, {0.2500001f, 1}, {0.75f, 2}, {1.25f, 2}, {1.75f, 4}, {2.5f, 4}, {3.5f, 6},
-               {5.0f, 6},  {5.0001f, 7},    {6.5f, 7},  {7.0f, 7},  {1e30f, 7}, {INFINITY, 7}, {-5.0f, 14},
+  } cases[] = {{0.25f, 0},  {0.2500001f, 1}, {0.75f, 2}, {1.25f, 2}, {1.75f, 4}, {2.5f, 4},     {3.5f, 6},
+               {5.0f, 6},   {5.0001f, 7},    {6.5f, 7},  {7.0f, 7},  {1e30f, 7}, {INFINITY, 7}, {-5.0f, 14},
                {-0.8f, 10}, {-INFINITY, 15}, {0.74f, 1}, {2.4f, 4},  {2.6f, 5}};
   for (const auto& c : cases) EXPECT_EQ(FloatToE2m1(c.x), c.code) << c.x;
   EXPECT_EQ(FloatToE2m1(std::nanf("")), 0);
@@ -70,13 +70,13 @@ TEST(BlockScaledCodecs, E8m0SharedScaleIsFloorLog2MinusEmax) {
     const int expected = static_cast<int>(std::floor(std::log2(static_cast<double>(amax)))) - 2 + 127;
     EXPECT_EQ(FloatToE8m0(amax), expected) << amax;
   }
-  EXPECT_EQ(FloatToE8m0(6.0f), 127);            // 2^(2 - 2) = 1
+  EXPECT_EQ(FloatToE8m0(6.0f), 127);  // 2^(2 - 2) = 1
   EXPECT_EQ(FloatToE8m0(4.0f), 127);
   EXPECT_EQ(FloatToE8m0(3.99f), 126);
   EXPECT_EQ(FloatToE8m0(8.0f, /*emax_elem=*/8), 127 + 3 - 8);  // e4m3 elements
-  EXPECT_EQ(FloatToE8m0(0.0f), 0);              // all-zero block: the smallest scale
-  EXPECT_EQ(FloatToE8m0(1e-40f), 0);            // clamped at 2^-127
-  EXPECT_EQ(FloatToE8m0(3e38f), 127 + 127 - 2); // floor(log2) = 127
+  EXPECT_EQ(FloatToE8m0(0.0f), 0);                             // all-zero block: the smallest scale
+  EXPECT_EQ(FloatToE8m0(1e-40f), 0);                           // clamped at 2^-127
+  EXPECT_EQ(FloatToE8m0(3e38f), 127 + 127 - 2);                // floor(log2) = 127
   EXPECT_EQ(FloatToE8m0(INFINITY), 0xff);
   EXPECT_EQ(FloatToE8m0(std::nanf("")), 0xff);
 }
@@ -247,8 +247,9 @@ TEST(BlockScaledMatrix, StridedViewsAndGateUpHalves) {
   ASSERT_TRUE(QuantizeNvfp4(x.data() + rows / 2 * cols, rows / 2, cols, s_up, codes.data() + rows / 2 * cols / 2,
                             scales.data() + rows / 2 * cols / 16)
                   .ok());
-  BlockScaledMatrix up = DenseBlockScaledMatrix(WeightFormat::kNvfp4, rows / 2, cols, codes.data() + rows / 2 * cols / 2,
-                                                scales.data() + rows / 2 * cols / 16, s_up);
+  BlockScaledMatrix up =
+      DenseBlockScaledMatrix(WeightFormat::kNvfp4, rows / 2, cols, codes.data() + rows / 2 * cols / 2,
+                             scales.data() + rows / 2 * cols / 16, s_up);
   std::vector<float> row(cols);
   DequantizeRow(up, 1, row.data());
   const float* want = x.data() + (rows / 2 + 1) * cols;
