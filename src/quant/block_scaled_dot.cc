@@ -41,14 +41,17 @@ void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out) {
   EMBER_CHECK(k % 16 == 0, "int8 activations need a multiple of 16 elements, got {}", k);
   const ActivationLayout l = Int8ActivationLayout(k);
   auto* q = reinterpret_cast<int8_t*>(out + l.q);
+  // Adding and subtracting 1.5 * 2^23 rounds an f32 of magnitude below 2^22 to the nearest integer,
+  // ties to even (the default rounding mode), without a libm call (baseline x86-64 has no roundss).
+  constexpr float kRound = 12582912.0f;
   for (int64_t g = 0; g < k / 16; ++g) {
     float amax = 0.0f;
-    for (int i = 0; i < 16; ++i) amax = std::fmax(amax, std::fabs(x[g * 16 + i]));
+    for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[g * 16 + i]));
     const float d = amax / 127.0f;
     const float inverse = d > 0.0f ? 1.0f / d : 0.0f;
     for (int i = 0; i < 16; ++i) {
-      q[g * 16 + i] =
-          static_cast<int8_t>(std::nearbyint(std::fmin(127.0f, std::fmax(-127.0f, x[g * 16 + i] * inverse))));
+      const float v = std::min(127.0f, std::max(-127.0f, x[g * 16 + i] * inverse));
+      q[g * 16 + i] = static_cast<int8_t>((v + kRound) - kRound);
     }
     std::memcpy(out + l.scale + g * 4, &d, 4);
     std::memcpy(out + l.lane_scale + g * 8, &d, 4);
