@@ -57,7 +57,8 @@ __m512 Mxfp4LaneScales(const uint8_t* scales) {
   const __m512i e = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(bytes)), pick);
   // e << 23 is 2^(e-127) except for code 0, 2^-127 = 0x00400000 (an f32 subnormal); every other
   // code shifts to at least 0x00800000, so a signed max makes code 0 right.
-  return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_maskz_slli_epi32(0xffff, e, 23), _mm512_set1_epi32(0x00400000)));
+  return _mm512_castsi512_ps(
+      _mm512_maskz_max_epi32(0xffff, _mm512_maskz_slli_epi32(0xffff, e, 23), _mm512_set1_epi32(0x00400000)));
 }
 
 // The eight e4m3 scales of a chunk times 2^-8 as f32, each in the two lanes of its 16 elements.
