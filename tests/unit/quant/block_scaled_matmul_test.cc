@@ -36,7 +36,10 @@ constexpr Case kCases[] = {{WeightFormat::kMxfp4, Fp8ScaleKind::kPerTensor},
 
 std::string Name(const Case& c) {
   std::string name(WeightFormatName(c.format));
-  if (c.format == WeightFormat::kFp8E4m3) name += "/" + std::string(Fp8ScaleKindName(c.kind));
+  if (c.format == WeightFormat::kFp8E4m3) {
+    name += '/';
+    name += Fp8ScaleKindName(c.kind);
+  }
   return name;
 }
 

@@ -9,7 +9,6 @@ namespace ember::tools {
 void RegisterBenchRooflineCommand(CLI::App* bench);
 void RegisterBenchThroughputCommand(CLI::App* bench);
 void RegisterBenchServeCommand(CLI::App* bench);
-// ember bench quant (../bench_quant_command.cc): block-scaled kernel GB/s vs the STREAM triad.
 void RegisterBenchQuantCommand(CLI::App* bench);
 
 }  // namespace ember::tools
