@@ -225,7 +225,10 @@ Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes,
   return Status::Ok();
 }
 
-float Nvfp4GlobalScale(float amax) { return amax / (kE2m1Max * kE4m3Max); }
+float Nvfp4GlobalScale(float amax) {
+  // ModelOpt divides by this 0 for an all-zero tensor and writes NaN scales; 1 keeps the codes 0.
+  return amax > 0.0f ? amax / (kE2m1Max * kE4m3Max) : 1.0f;
+}
 
 Status QuantizeNvfp4(const float* x, int64_t rows, int64_t cols, float weight_scale_2, uint8_t* codes,
                      uint8_t* scales) {

@@ -120,7 +120,7 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
 Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales);
 
 // ModelOpt's global scale: amax / (6 * 448) (amax over the tensor, or over each of the gate and up
-// halves for the Muse experts).
+// halves for the Muse experts); 1 for an all-zero tensor (where ModelOpt would write NaN scales).
 float Nvfp4GlobalScale(float amax);
 // NVFP4 as ModelOpt 0.47 quantizes: block scale s = e4m3(clamp(amax_block / (6 * weight_scale_2),
 // 2^-9, 448)) with 1.0 for an all-zero block; codes = e2m1 of x / (s * weight_scale_2) with

@@ -281,6 +281,10 @@ TEST(BlockScaledMatrix, ValidationNamesTheProblem) {
   uint8_t codes[48], scales[4];
   EXPECT_EQ(QuantizeMxfp4(x.data(), 1, 48, codes, scales).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantizeNvfp4(x.data(), 1, 48, 0.0f, codes, scales).code(), StatusCode::kInvalidArgument);
+  // An all-zero tensor: global scale 1, block scales 1, codes 0.
+  ASSERT_TRUE(QuantizeNvfp4(x.data(), 1, 48, Nvfp4GlobalScale(AbsMax(x.data(), 48)), codes, scales).ok());
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(codes[i], 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(E4m3ToFloat(scales[i]), 1.0f);
 }
 
 }  // namespace
