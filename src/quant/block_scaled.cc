@@ -130,6 +130,25 @@ BlockScaledMatrix DenseBlockScaledMatrix(WeightFormat format, int64_t rows, int6
   return w;
 }
 
+Expected<BlockScaledMatrix> SliceRows(const BlockScaledMatrix& w, int64_t row_begin, int64_t rows) {
+  if (row_begin < 0 || rows < 0 || row_begin + rows > w.rows) {
+    return InvalidArgument(fmt::format("rows [{}, {}) are outside a {} matrix of {} rows", row_begin, row_begin + rows,
+                                       WeightFormatName(w.format), w.rows));
+  }
+  BlockScaledMatrix slice = w;
+  slice.rows = rows;
+  slice.codes = w.codes + row_begin * w.codes_row_stride;
+  if (w.format != WeightFormat::kFp8E4m3 || w.fp8_scale_kind == Fp8ScaleKind::kPerChannel) {
+    slice.scales = static_cast<const uint8_t*>(w.scales) + row_begin * w.scales_row_stride;
+  } else if (w.fp8_scale_kind == Fp8ScaleKind::kBlock128) {
+    if (row_begin % kFp8ScaleBlock != 0) {
+      return InvalidArgument(fmt::format("fp8 rows from {} do not start a 128x128 scale block", row_begin));
+    }
+    slice.scales = static_cast<const uint8_t*>(w.scales) + row_begin / kFp8ScaleBlock * w.scales_row_stride;
+  }
+  return slice;
+}
+
 Status ValidateBlockScaledMatrix(const BlockScaledMatrix& w) {
   const std::string_view name = WeightFormatName(w.format);
   if (w.rows < 0 || w.cols < 0) {

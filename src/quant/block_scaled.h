@@ -20,8 +20,7 @@
 // fp8 * scale), or 1 for FP8 per-tensor. Multiplying by a global scale of 1 is exact.
 //
 // NVFP4 gate/up halves with separate global scales (the Muse checkpoint's weight_scale_2 [E, 2])
-// are two views of the same tensor: codes/scales pointers advanced by I rows, each with its own
-// global_scale.
+// are two views of the same tensor (SliceRows), each with its own global_scale.
 //
 // The scalar codecs are thin names over core/dtypes.h (exact, exhaustively tested there and in
 // tests/unit/quant/block_scaled_test.cc).
@@ -100,6 +99,12 @@ struct BlockScaledMatrix {
 BlockScaledMatrix DenseBlockScaledMatrix(WeightFormat format, int64_t rows, int64_t cols, const uint8_t* codes,
                                          const void* scales, float global_scale = 1.0f,
                                          Fp8ScaleKind fp8_scale_kind = Fp8ScaleKind::kPerTensor);
+
+// Rows [row_begin, row_begin + rows) of w as a matrix of its own (same strides and scales), e.g.
+// the gate or the up half of a fused gate_up tensor, each then given its own global_scale.
+// InvalidArgument if the range is outside w, or for FP8 128x128-block scales if row_begin is not a
+// multiple of 128 (the blocks would not line up).
+Expected<BlockScaledMatrix> SliceRows(const BlockScaledMatrix& w, int64_t row_begin, int64_t rows);
 
 // OK, or InvalidArgument naming what is wrong (cols not a multiple of the block, null pointers,
 // strides shorter than a row, ...). Loaders call this once per tensor; the matmul only CHECKs.

@@ -247,9 +247,21 @@ TEST(BlockScaledMatrix, StridedViewsAndGateUpHalves) {
   ASSERT_TRUE(QuantizeNvfp4(x.data() + rows / 2 * cols, rows / 2, cols, s_up, codes.data() + rows / 2 * cols / 2,
                             scales.data() + rows / 2 * cols / 16)
                   .ok());
-  BlockScaledMatrix up =
-      DenseBlockScaledMatrix(WeightFormat::kNvfp4, rows / 2, cols, codes.data() + rows / 2 * cols / 2,
-                             scales.data() + rows / 2 * cols / 16, s_up);
+  const BlockScaledMatrix fused = DenseBlockScaledMatrix(WeightFormat::kNvfp4, rows, cols, codes.data(), scales.data());
+  Expected<BlockScaledMatrix> up_view = SliceRows(fused, rows / 2, rows / 2);
+  ASSERT_TRUE(up_view.ok());
+  BlockScaledMatrix up = *up_view;
+  up.global_scale = s_up;
+  EXPECT_EQ(up.codes, codes.data() + rows / 2 * cols / 2);
+  EXPECT_EQ(up.scales, scales.data() + rows / 2 * cols / 16);
+  EXPECT_FALSE(SliceRows(fused, rows / 2, rows / 2 + 1).ok());
+  uint8_t fp8_codes[256 * 16] = {};
+  float block_scales[2] = {1.0f, 2.0f};
+  const BlockScaledMatrix fp8 =
+      DenseBlockScaledMatrix(WeightFormat::kFp8E4m3, 256, 16, fp8_codes, block_scales, 1.0f, Fp8ScaleKind::kBlock128);
+  EXPECT_FALSE(SliceRows(fp8, 64, 64).ok());
+  ASSERT_TRUE(SliceRows(fp8, 128, 128).ok());
+  EXPECT_EQ(SliceRows(fp8, 128, 128)->scales, &block_scales[1]);
   std::vector<float> row(cols);
   DequantizeRow(up, 1, row.data());
   const float* want = x.data() + (rows / 2 + 1) * cols;
