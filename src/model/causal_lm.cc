@@ -26,6 +26,13 @@ bool RegisterArchitecture(const std::string& model_type, ModelFactory factory) {
   return true;
 }
 
+bool RegisterArchitecture(const std::string& model_type,
+                          std::function<Expected<std::unique_ptr<CausalLM>>(const std::string& path)> factory) {
+  return RegisterArchitecture(model_type, [factory = std::move(factory)](const std::string& path, const LoadOptions&) {
+    return factory(path);
+  });
+}
+
 std::vector<std::string> RegisteredArchitectures() {
   std::vector<std::string> names;
   for (const auto& [name, factory] : Registry()) names.push_back(name);
@@ -48,7 +55,7 @@ Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path) {
     return Unimplemented(fmt::format("{}: GGUF architecture '{}' is not supported; ember runs: {}", path, *arch,
                                      known));
   }
-  return it->second(path);
+  return it->second(path, LoadOptions{});
 }
 
 }  // namespace
@@ -134,9 +141,15 @@ Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const
   return Status::Ok();
 }
 
-Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir) {
+Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, const LoadOptions& options) {
   std::error_code error;
-  if (std::filesystem::is_regular_file(model_dir, error)) return LoadGguf(model_dir);
+  if (std::filesystem::is_regular_file(model_dir, error)) {
+    if (options.quantization) {
+      return InvalidArgument(fmt::format("{}: --quantization converts safetensors checkpoints; a GGUF file keeps its "
+                                         "own quantization types", model_dir));
+    }
+    return LoadGguf(model_dir);
+  }
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);
   if (!in) {
@@ -155,7 +168,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir) {
     return Unimplemented(fmt::format("{}: model_type '{}' is not supported; ember knows: {}", path, model_type,
                                      known));
   }
-  return it->second(model_dir);
+  return it->second(model_dir, options);
 }
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kv/spec.h"
 #include "model/forward_batch.h"
 #include "model/kv_store.h"
+#include "quant/block_scaled.h"
 
 namespace ember {
 
@@ -70,14 +72,28 @@ class CausalLM {
 // the store's layout against the model's KvLayerSpecs.
 Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const KvStore& kv);
 
+// How to load a model beyond what its files say.
+struct LoadOptions {
+  // Quantize a bf16 checkpoint's routed expert weights to this format while loading (round to
+  // nearest even, deterministic; model/quantized_weights.h). nullopt keeps the stored formats.
+  std::optional<quant::WeightFormat> quantization;
+  // Called after each converted tensor with (done, total), e.g. to draw a progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
 // A model directory's config.json model_type selects the factory.
-using ModelFactory = std::function<Expected<std::unique_ptr<CausalLM>>(const std::string& model_dir)>;
+using ModelFactory =
+    std::function<Expected<std::unique_ptr<CausalLM>>(const std::string& model_dir, const LoadOptions& options)>;
 
 // Registers `factory` for config.json model_type `model_type`. Used by static registrars.
 bool RegisterArchitecture(const std::string& model_type, ModelFactory factory);
+// For factories without load options (GGUF files keep their stored types).
+bool RegisterArchitecture(const std::string& model_type,
+                          std::function<Expected<std::unique_ptr<CausalLM>>(const std::string& path)> factory);
 std::vector<std::string> RegisteredArchitectures();
 
-// Loads a Hugging Face-style model directory (config.json + safetensors).
-Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir);
+// Loads a Hugging Face-style model directory (config.json + safetensors) or a .gguf file.
+// `options.quantization` applies to safetensors checkpoints only.
+Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, const LoadOptions& options = {});
 
 }  // namespace ember

@@ -18,6 +18,8 @@ void IgnoreGenericKeys(JsonFields& f) {
             "initializer_range", "attention_dropout", "output_router_logits", "tie_encoder_decoder",
             "torchscript", "pruned_heads", "add_cross_attention", "tokenizer_class", "prefix",
             "sep_token_id", "decoder_start_token_id", "task_specific_params", "finetuning_task"});
+  // Read by ReadQuantScheme (model/quant_scheme.h), which checks it.
+  f.Ignore({"quantization_config"});
 }
 
 Status ParseLayerTypes(JsonFields& f, MuseSparkConfig& c, const std::string& where) {

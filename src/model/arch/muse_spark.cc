@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "kernels/ops.h"
 #include "model/checkpoint.h"
+#include "model/quantized_weights.h"
 
 namespace ember {
 namespace {
@@ -40,8 +41,9 @@ Expected<std::vector<float>> LoadVector(WeightSource& source, const std::string&
 
 }  // namespace
 
-MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights)
-    : config_(config), weights_(std::move(weights)) {
+MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights,
+                               const QuantScheme& scheme, const LoadOptions& options)
+    : config_(config), weights_(std::move(weights)), scheme_(scheme), options_(options) {
   info_.architecture = "muse_spark";
   info_.vocab_size = config.vocab_size;
   info_.max_position_embeddings = config.max_position_embeddings;
@@ -50,8 +52,15 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
 }
 
 Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSparkConfig& config,
-                                                                 std::shared_ptr<WeightSource> weights) {
+                                                                 std::shared_ptr<WeightSource> weights,
+                                                                 const QuantScheme& scheme,
+                                                                 const LoadOptions& options) {
   EMBER_RETURN_IF_ERROR(config.Validate());
+  if (options.quantization && scheme.quantized()) {
+    return InvalidArgument(fmt::format("--quantization {} converts bf16 checkpoints, but {} is already quantized ({})",
+                                       quant::WeightFormatName(*options.quantization), weights->Describe(),
+                                       scheme.Describe()));
+  }
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const double theta = config.layer_rope_theta[l];
     if (theta > 0 && theta != config.rope_theta) {
@@ -59,7 +68,7 @@ Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSpark
                      "implementation does", l, theta, config.rope_theta, config.rope_theta);
     }
   }
-  std::unique_ptr<MuseSparkModel> model(new MuseSparkModel(config, std::move(weights)));
+  std::unique_ptr<MuseSparkModel> model(new MuseSparkModel(config, std::move(weights), scheme, options));
   EMBER_RETURN_IF_ERROR(model->LoadWeights());
   return model;
 }
@@ -114,7 +123,6 @@ Status MuseSparkModel::LoadWeights() {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
 
   // Byte accounting for memory plans and the decode roofline.
-  auto bytes = [](const TensorView& t) { return t.data ? t.NumBytes() : 0; };
   int64_t total = embed_tokens_.bytes() + (c.tie_word_embeddings ? 0 : lm_head_.bytes());
   int64_t per_token = lm_head_.bytes();
   for (const MuseSparkLayer& layer : layers_) {
@@ -122,7 +130,7 @@ Status MuseSparkModel::LoadWeights() {
     const int64_t dense = a.q.bytes() + a.k.bytes() + a.v.bytes() + a.gate.bytes() + a.o.bytes() +
                           layer.router.bytes() + layer.pre_expert_proj.bytes() + layer.post_expert_proj.bytes() +
                           layer.mlp_gate.bytes() + layer.mlp_up.bytes() + layer.mlp_down.bytes();
-    const int64_t experts = bytes(layer.experts_gate_up) + bytes(layer.experts_down);
+    const int64_t experts = layer.experts_gate_up.bytes() + layer.experts_down.bytes();
     total += dense + experts;
     per_token += dense;
     if (experts > 0) per_token += experts / c.num_local_experts * c.num_experts_per_tok;
@@ -202,24 +210,39 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   EMBER_ASSIGN_OR_RETURN(layer.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
   EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj, LoadMatrix(w, p + "mlp.pre_expert_proj.weight", hm, h));
   EMBER_ASSIGN_OR_RETURN(layer.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up,
-                         w.Require(p + "mlp.experts.gate_up_proj", kMatrixDTypes, Shape{e, 2 * inter, hm}));
-  EMBER_ASSIGN_OR_RETURN(layer.experts_down,
-                         w.Require(p + "mlp.experts.down_proj", kMatrixDTypes, Shape{e, hm, inter}));
+  EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up, LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
+  EMBER_ASSIGN_OR_RETURN(layer.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
   EMBER_ASSIGN_OR_RETURN(layer.post_expert_gain,
                          LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj, LoadMatrix(w, p + "mlp.post_expert_proj.weight", h, hm));
   return Status::Ok();
 }
 
+Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, const char* param, int64_t rows,
+                                                    int64_t cols, int64_t halves) {
+  const ExpertTensor t{module, param, config_.num_local_experts, rows, cols, halves};
+  if (!options_.quantization) return ReadExpertWeights(*weights_, scheme_, t);
+  EMBER_ASSIGN_OR_RETURN(TensorView dense, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves));
+  if (options_.progress) {
+    int64_t total = 0;
+    for (MlpKind kind : config_.mlp_layer_types) total += kind == MlpKind::kSparse ? 2 : 0;
+    options_.progress(++converted_, total);
+  }
+  return q->View(q);
+}
+
 namespace {
 
-Expected<std::unique_ptr<CausalLM>> LoadMuseSparkDirectory(const std::string& dir) {
+Expected<std::unique_ptr<CausalLM>> LoadMuseSparkDirectory(const std::string& dir, const LoadOptions& options) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkConfig config, MuseSparkConfig::FromFile(dir + "/config.json"));
+  EMBER_ASSIGN_OR_RETURN(QuantScheme scheme, ReadQuantScheme(dir));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::OpenDirectory(dir));
   std::shared_ptr<WeightSource> source =
       MakeCheckpointWeightSource(std::move(checkpoint), fmt::format("checkpoint {}", dir));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkModel> model, MuseSparkModel::Create(config, source));
+  if (scheme.quantized()) EMBER_LOG_INFO("{}: routed experts stored as {}", dir, scheme.Describe());
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkModel> model,
+                         MuseSparkModel::Create(config, source, scheme, options));
   const std::vector<std::string> unused = source->UnusedTensorNames();
   if (!unused.empty()) {
     // Multimodal checkpoints carry vision/audio towers the text decoder does not run.

@@ -13,8 +13,10 @@
 #include "core/tensor.h"
 #include "model/blocks/attention_block.h"
 #include "model/causal_lm.h"
+#include "model/expert_weights.h"
 #include "model/linear.h"
 #include "model/muse_spark_config.h"
+#include "model/quant_scheme.h"
 #include "model/weight_source.h"
 
 namespace ember {
@@ -31,8 +33,8 @@ struct MuseSparkLayer {
   std::vector<float> router_bias;        // [E], selection only
   Linear pre_expert_proj;                // [Hm, H]
   std::vector<float> pre_expert_gain;    // [Hm]
-  TensorView experts_gate_up;            // [E, 2I, Hm]
-  TensorView experts_down;               // [E, Hm, I]
+  ExpertWeights experts_gate_up;         // [E, 2I, Hm]: bf16/f32 or block-scaled (NVFP4, MXFP4, FP8)
+  ExpertWeights experts_down;            // [E, Hm, I]
   std::vector<float> post_expert_gain;   // [Hm]
   Linear post_expert_proj;               // [H, Hm]
   // Dense layers.
@@ -42,9 +44,13 @@ struct MuseSparkLayer {
 class MuseSparkModel : public CausalLM {
  public:
   // Reads every tensor the config implies from `weights` (which must outlive the model),
-  // checking dtypes and shapes.
+  // checking dtypes and shapes. Routed experts are read as `scheme` stores them
+  // (model/quantized_weights.h), or quantized while loading when options.quantization is set
+  // (the checkpoint must then be unquantized).
   static Expected<std::unique_ptr<MuseSparkModel>> Create(const MuseSparkConfig& config,
-                                                          std::shared_ptr<WeightSource> weights);
+                                                          std::shared_ptr<WeightSource> weights,
+                                                          const QuantScheme& scheme = {},
+                                                          const LoadOptions& options = {});
 
   const ModelInfo& info() const override { return info_; }
   WeightBytes weight_bytes() const override { return weight_bytes_; }
@@ -55,9 +61,13 @@ class MuseSparkModel : public CausalLM {
   const MuseSparkConfig& config() const { return config_; }
 
  private:
-  MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights);
+  MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights, const QuantScheme& scheme,
+                 const LoadOptions& options);
   Status LoadWeights();
   Status LoadLayer(int64_t index, MuseSparkLayer& layer);
+  // One stacked expert tensor as stored, or converted per options_.quantization.
+  Expected<ExpertWeights> LoadExperts(const std::string& module, const char* param, int64_t rows, int64_t cols,
+                                      int64_t halves);
   void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const AttentionStep& step, float* residual);
   void FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual);
   // f [count, H] = latent MoE(x [count, H]).
@@ -66,6 +76,9 @@ class MuseSparkModel : public CausalLM {
 
   MuseSparkConfig config_;
   std::shared_ptr<WeightSource> weights_;
+  QuantScheme scheme_;
+  LoadOptions options_;
+  int64_t converted_ = 0;  // expert tensors converted so far (progress)
   ModelInfo info_;
   WeightBytes weight_bytes_;
   Linear embed_tokens_;  // [V, H]

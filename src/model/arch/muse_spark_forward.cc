@@ -95,7 +95,7 @@ void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, int64_t count
   const int64_t h = c.hidden_size;
   std::vector<float> x(count * h), f(count * h);
   kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x.data());
-  if (layer.experts_gate_up.data != nullptr) {  // sparse layer
+  if (!layer.experts_gate_up.empty()) {  // sparse layer
     MoE(layer, x.data(), count, f.data());
   } else {
     DenseMlp(layer, x.data(), count, f.data());
@@ -152,11 +152,11 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
                 gathered.begin() + i * hm);
     }
     gate_up.resize(n * 2 * inter);
-    kernels::MatMul(gathered.data(), n, layer.experts_gate_up.Slice0(e), gate_up.data());
+    layer.experts_gate_up.Apply(e, gathered.data(), n, gate_up.data());
     activated.resize(n * inter);
     kernels::SwiGluHalves(gate_up.data(), n, inter, activated.data());
     expert_out.resize(n * hm);
-    kernels::MatMul(activated.data(), n, layer.experts_down.Slice0(e), expert_out.data());
+    layer.experts_down.Apply(e, activated.data(), n, expert_out.data());
     // Each expert's output is normalised (gain before the weightless norm) before weighting.
     kernels::GainRmsNorm(expert_out.data(), n, hm, static_cast<float>(c.post_norm_eps),
                          layer.post_expert_gain.data(), expert_out.data());

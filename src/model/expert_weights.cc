@@ -1,0 +1,96 @@
+#include "model/expert_weights.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+
+namespace ember {
+
+ExpertWeights ExpertWeights::Dense(const TensorView& stacked) {
+  EMBER_CHECK(stacked.shape.rank() == 3, "ExpertWeights::Dense needs [E, rows, cols], got {}",
+              stacked.shape.ToString());
+  EMBER_CHECK(stacked.dtype == DType::kBF16 || stacked.dtype == DType::kF32, "ExpertWeights::Dense: dtype {}",
+              DTypeName(stacked.dtype));
+  ExpertWeights w;
+  w.dense_ = stacked;
+  w.num_experts_ = stacked.shape[0];
+  w.rows_ = stacked.shape[1];
+  w.cols_ = stacked.shape[2];
+  w.bytes_ = stacked.NumBytes();
+  return w;
+}
+
+ExpertWeights ExpertWeights::BlockScaled(int64_t rows, int64_t cols,
+                                         std::vector<std::vector<quant::BlockScaledMatrix>> parts,
+                                         std::shared_ptr<const void> owner) {
+  ExpertWeights w;
+  w.num_experts_ = static_cast<int64_t>(parts.size());
+  w.rows_ = rows;
+  w.cols_ = cols;
+  for (const auto& expert : parts) {
+    EMBER_CHECK(!expert.empty(), "an expert without matrices");
+    int64_t covered = 0;
+    for (const quant::BlockScaledMatrix& m : expert) {
+      EMBER_CHECK(m.cols == cols && m.format == expert.front().format, "expert part [{}, {}] in a [{}, {}] stack",
+                  m.rows, m.cols, rows, cols);
+      EMBER_CHECK(quant::ValidateBlockScaledMatrix(m).ok(), "{}", quant::ValidateBlockScaledMatrix(m).message());
+      covered += m.rows;
+      w.bytes_ += m.PackedBytes();
+    }
+    EMBER_CHECK(covered == rows, "expert parts cover {} of {} rows", covered, rows);
+  }
+  w.parts_ = std::move(parts);
+  w.owner_ = std::move(owner);
+  return w;
+}
+
+std::optional<quant::WeightFormat> ExpertWeights::format() const {
+  if (parts_.empty()) return std::nullopt;
+  return parts_.front().front().format;
+}
+
+void ExpertWeights::Apply(int64_t expert, const float* x, int64_t n, float* y) const {
+  EMBER_CHECK(expert >= 0 && expert < num_experts_, "expert {} of {}", expert, num_experts_);
+  if (parts_.empty()) {
+    kernels::MatMul(x, n, dense_.Slice0(expert), y);
+    return;
+  }
+  const auto& parts = parts_[expert];
+  if (parts.size() == 1) {
+    quant::BlockScaledMatMul(x, n, parts.front(), y);
+    return;
+  }
+  // Several row ranges (gate and up halves): each writes a [n, part.rows] block that lands in
+  // its columns of y.
+  thread_local std::vector<float> scratch;
+  int64_t column = 0;
+  for (const quant::BlockScaledMatrix& m : parts) {
+    scratch.resize(n * m.rows);
+    quant::BlockScaledMatMul(x, n, m, scratch.data());
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(scratch.data() + i * m.rows, m.rows, y + i * rows_ + column);
+    }
+    column += m.rows;
+  }
+}
+
+void ExpertWeights::DequantizeRow(int64_t expert, int64_t row, float* out) const {
+  EMBER_CHECK(expert >= 0 && expert < num_experts_ && row >= 0 && row < rows_, "expert {} row {}", expert, row);
+  if (parts_.empty()) {
+    const TensorView r = dense_.Slice0(expert).Slice0(row);
+    for (int64_t k = 0; k < cols_; ++k) {
+      out[k] = r.dtype == DType::kBF16 ? BF16ToF32(r.As<uint16_t>()[k]) : r.As<float>()[k];
+    }
+    return;
+  }
+  for (const quant::BlockScaledMatrix& m : parts_[expert]) {
+    if (row < m.rows) {
+      quant::DequantizeRow(m, row, out);
+      return;
+    }
+    row -= m.rows;
+  }
+}
+
+}  // namespace ember
