@@ -22,6 +22,7 @@ Writes tests/golden/quant/:
   <producer>/reference.safetensors
       source.<tensor>  the bf16 weights the producer quantized ([E, rows, cols] per stacked tensor)
       dequant.<tensor> the producer's reference dequantization of its own bytes, f32
+      qdq_floor.<tensor> (Quark) Quark's quantize-dequantize in the OCP "floor" scale mode
   accuracy/<format>.logits.f32, accuracy/summary.json
       tiny_a (tests/golden/muse_spark) run in transformers with every expert weight replaced by the
       reference library's quantize-dequantize (NVFP4: ModelOpt, MXFP4: Quark, FP8 block: the
@@ -141,9 +142,12 @@ def quark_mxfp4(src: dict):
     for n in names:
         tensors[n] = torch.stack([out[f"{n}.{e}.weight"] for e in range(E)])
         tensors[n + "_weight_scale"] = torch.stack([out[f"{n}.{e}.weight_scale"] for e in range(E)])
-        # Quark's reference: its own quantize-dequantize (the CPU path; its dq_mxfp4 is GPU-only).
-        ref["dequant." + n] = torch.stack(
-            [fake_quantize_mx(src[n][e].float(), -1, 32, "even", mx_element_dtype="fp4") for e in range(E)])
+        # Quark's reference: its own quantize-dequantize (the CPU path; its dq_mxfp4 is GPU-only), in
+        # the mode the checkpoint was made with ("even": amax rounded to e2m1 precision before
+        # floor(log2)), and in the OCP MX v1.0 "floor" mode that ember's quantizer implements.
+        for mode, key in (("even", "dequant."), ("floor", "qdq_floor.")):
+            ref[key + n] = torch.stack(
+                [fake_quantize_mx(src[n][e].float(), -1, 32, mode, mx_element_dtype="fp4") for e in range(E)])
     quark_config["exclude"] = [f"{PREFIX}0.mlp.experts*", "lm_head"]
     write_dir("quark_mxfp4", tensors, {"model_type": "muse_spark_text", "quantization_config": quark_config}, ref)
 
@@ -182,6 +186,16 @@ def ct_quantize(w: torch.Tensor, scheme_name: str):
         fmt = "float-quantized"
     compressor = BaseCompressor.load_from_registry(fmt)
     compressed = compressor.compress(dict(state), scheme)
+    if fmt == "nvfp4-pack-quantized":
+        # The compressor's decompress unpacks to bf16 and rounds there; the reference here is the
+        # library's dequantize (code * (scale / global_scale)) on the same bytes in f32.
+        from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+        from compressed_tensors.quantization.lifecycle.forward import dequantize
+        packed = compressed["weight_packed"]
+        codes = unpack_fp4_from_uint8(packed, packed.shape[0], packed.shape[1] * 2, dtype=torch.float32)
+        deq = dequantize(x_q=codes, scale=compressed["weight_scale"].float(), args=args,
+                         global_scale=compressed["weight_global_scale"], dtype=torch.float32)
+        return compressed, deq.float(), scheme, fmt
     restored = compressor.decompress(dict(compressed), scheme)
     return compressed, restored["weight"].float(), scheme, fmt
 
@@ -234,9 +248,12 @@ def accuracy():
     def fp8_block(w):
         return ct_quantize(w, "FP8_BLOCK")[1]
 
+    # mxfp4: Quark in the OCP MX v1.0 floor mode (ember's rule); mxfp4_quark_even: Quark's default
+    # rounding, reported for comparison only.
     qdq = {
         "nvfp4": nvfp4,
-        "mxfp4": lambda w: fake_quantize_mx(w, -1, 32, "even", mx_element_dtype="fp4"),
+        "mxfp4": lambda w: fake_quantize_mx(w, -1, 32, "floor", mx_element_dtype="fp4"),
+        "mxfp4_quark_even": lambda w: fake_quantize_mx(w, -1, 32, "even", mx_element_dtype="fp4"),
         "fp8": fp8_block,
     }
     acc = OUT / "accuracy"
@@ -259,7 +276,8 @@ def accuracy():
                     else:
                         p[e] = fn(p[e].clone())
             logits = model(input_ids=ids).logits[0].float().numpy()
-        logits.astype("<f4").tofile(acc / f"{fmt}.logits.f32")
+        if fmt != "mxfp4_quark_even":
+            logits.astype("<f4").tofile(acc / f"{fmt}.logits.f32")
         summary[fmt] = kl_top1(base, logits)
         print(fmt, summary[fmt])
     (acc / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -58,11 +58,12 @@ Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, 
     EMBER_ASSIGN_OR_RETURN(scales, w.Require(scale_name, {DType::kF32},
                                              Shape{t.experts, CeilDiv(t.rows, 128), CeilDiv(t.cols, 128)}));
   } else {
-    const std::initializer_list<DType> kinds = format == WeightFormat::kNvfp4
-                                                   ? std::initializer_list<DType>{DType::kF8E4M3}
-                                                   : std::initializer_list<DType>{DType::kU8, DType::kE8M0};
-    EMBER_ASSIGN_OR_RETURN(scales, w.Require(scale_name, kinds,
-                                             Shape{t.experts, t.rows, quant::ScalesRowBytes(format, t.cols)}));
+    const Shape shape{t.experts, t.rows, quant::ScalesRowBytes(format, t.cols)};
+    if (format == WeightFormat::kNvfp4) {
+      EMBER_ASSIGN_OR_RETURN(scales, w.Require(scale_name, {DType::kF8E4M3}, shape));
+    } else {  // e8m0 bytes, stored as U8 by Quark or as F8_E8M0
+      EMBER_ASSIGN_OR_RETURN(scales, w.Require(scale_name, {DType::kU8, DType::kE8M0}, shape));
+    }
   }
   std::vector<float> globals(t.experts * t.halves, 1.0f);
   if (format == WeightFormat::kNvfp4) {
