@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "model/causal_lm.h"
 #include "model/checkpoint.h"
+#include "model/convert_checkpoint.h"
 #include "model/quantized_weights.h"
 #include "model/sequence.h"
 
@@ -157,6 +160,47 @@ TEST_P(MuseSparkQuantAccuracyTest, ExpertErrorIsTheFormats) {
               GetParam(), format_rel, kernel_rel);
   EXPECT_LT(format_rel, *format == quant::WeightFormat::kFp8E4m3 ? 0.05 : 0.2);
   EXPECT_LT(kernel_rel, *format == quant::WeightFormat::kFp8E4m3 ? 1e-5 : 0.15 * format_rel);
+}
+
+// `ember convert` writes the producer-compatible layout; loading it gives the model that the
+// load-time conversion gives, bit for bit.
+TEST_P(MuseSparkQuantAccuracyTest, ConvertedCheckpointLoadsAsLoadTimeConversion) {
+  const std::string dir = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+  const std::string out = ::testing::TempDir() + "/ember_convert_" + GetParam();
+  std::filesystem::remove_all(out);
+  auto format = ParseWeightFormat(GetParam());
+  ASSERT_TRUE(format.ok());
+  auto stats = ConvertCheckpoint(dir, out, *format);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->tensors_converted, 12);
+  EXPECT_LT(stats->bytes_out, stats->bytes_in);
+  auto scheme = ReadQuantScheme(out);
+  ASSERT_TRUE(scheme.ok()) << scheme.status().ToString();
+  EXPECT_EQ(scheme->format, *format);
+  EXPECT_EQ(scheme->producer, *format == quant::WeightFormat::kNvfp4   ? QuantProducer::kModelOpt
+                              : *format == quant::WeightFormat::kMxfp4 ? QuantProducer::kQuark
+                                                                       : QuantProducer::kFp8ScaleInv);
+
+  std::ifstream in(dir + "/golden.json");
+  const auto prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
+  auto run = [&](const std::string& path, const LoadOptions& options) {
+    auto model = LoadModel(path, options);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    auto sequence = Sequence::Create(model->get(), static_cast<int64_t>(prompt.size()), kv::KvDtype::kF32);
+    std::vector<float> logits;
+    EXPECT_TRUE(sequence->Append(prompt.data(), static_cast<int64_t>(prompt.size()), true, &logits).ok());
+    return logits;
+  };
+  LoadOptions convert_on_load;
+  convert_on_load.quantization = *format;
+  const std::vector<float> converted = run(out, {});
+  const std::vector<float> on_load = run(dir, convert_on_load);
+  ASSERT_EQ(converted.size(), on_load.size());
+  EXPECT_EQ(std::memcmp(converted.data(), on_load.data(), converted.size() * sizeof(float)), 0);
+  // Converting twice is refused, and so is asking to quantize it again while loading.
+  EXPECT_FALSE(ConvertCheckpoint(out, out + "_again", *format).ok());
+  EXPECT_FALSE(LoadModel(out, convert_on_load).ok());
+  std::filesystem::remove_all(out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, MuseSparkQuantAccuracyTest, ::testing::Values("nvfp4", "mxfp4", "fp8"),
