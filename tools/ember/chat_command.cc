@@ -15,6 +15,7 @@ namespace {
 
 struct ChatOptions {
   std::string model;
+  std::string quantization;
   int64_t max_tokens = 256;
   int threads = 0;
   std::string kv_cache_dtype = "auto";
@@ -22,7 +23,7 @@ struct ChatOptions {
 
 int RunChat(const ChatOptions& o) {
   if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
-  auto model = LoadModelWithLog(o.model);
+  auto model = LoadModelWithLog(o.model, o.quantization);
   if (!model.ok()) return Fail(model.status());
   auto kv_dtype = ResolveKvDtype(o.kv_cache_dtype, **model);
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());
@@ -60,6 +61,7 @@ void RegisterChatCommand(CLI::App& app) {
   cmd->add_option("--max-tokens", o->max_tokens, "Longest reply in tokens")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype, kKvCacheDtypeHelp);
+  cmd->add_option("--quantization", o->quantization, kQuantizationHelp);
   cmd->callback([o] { SetExitCode(RunChat(*o)); });
 }
 

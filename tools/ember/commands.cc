@@ -16,6 +16,7 @@ void RegisterPerplexityCommand(CLI::App& app);
 void RegisterChatCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
 void RegisterRecipeCommand(CLI::App& app);
+void RegisterConvertCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
@@ -25,6 +26,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterChatCommand(app);
   RegisterServeCommand(app);
   RegisterRecipeCommand(app);
+  RegisterConvertCommand(app);
 }
 
 }  // namespace ember::tools

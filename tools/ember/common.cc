@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "model/quantized_weights.h"
 
 namespace ember::tools {
 
@@ -44,9 +45,26 @@ Expected<kv::KvDtype> ResolveKvDtype(const std::string& name, const CausalLM& mo
   return kv::ParseKvDtype(name);
 }
 
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir) {
+std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what) {
+  return [what = std::move(what)](int64_t done, int64_t total) {
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+    std::fprintf(stderr, "\r%s [%s%s] %lld/%lld", what.c_str(), std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total));
+    if (done >= total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization) {
   const auto start = std::chrono::steady_clock::now();
-  auto model = LoadModel(model_dir);
+  LoadOptions options;
+  if (!quantization.empty()) {
+    EMBER_ASSIGN_OR_RETURN(options.quantization, ParseWeightFormat(quantization));
+    options.progress = StderrProgressBar(fmt::format("quantizing experts to {}", quantization));
+  }
+  auto model = LoadModel(model_dir, options);
   if (!model.ok()) return model.status();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const WeightBytes bytes = (*model)->weight_bytes();

@@ -1,6 +1,7 @@
 // Helpers shared by the ember subcommands.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,14 @@ inline constexpr const char* kKvCacheDtypeHelp =
     "KV cache element type: auto (the model's default: f16 for GGUF, bf16 for safetensors), f32, f16, bf16, fp8";
 
 // LoadModel with a startup log line (architecture, weight bytes, ISA, threads, load time).
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir);
+// `quantization` ("", "nvfp4", "mxfp4", "fp8") quantizes a bf16 checkpoint's experts while
+// loading, with a progress bar on stderr.
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization = "");
+// The help text of --quantization, shared by the commands that load a model.
+inline constexpr const char* kQuantizationHelp =
+    "Quantize a bf16 checkpoint's routed experts while loading: nvfp4, mxfp4 or fp8 (128x128 blocks); "
+    "`ember convert` writes the result to disk";
+// A progress callback drawing "<what> [#####     ] done/total" on stderr (one line, redrawn).
+std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what);
 
 }  // namespace ember::tools

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "tools/ember/common.h"
 
 namespace ember::tools {
 
@@ -57,6 +58,7 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
     cmd->add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto, f32, f16, bf16 or fp8 (e4m3 with per-head scales)");
     cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
   }
+  cmd->add_option("--quantization", f->quantization, kQuantizationHelp);
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV cache size, e.g. 8GiB (default: 4 GiB, or less when --max-num-seqs full-length sequences need "
                   "less; at most half the free memory)");

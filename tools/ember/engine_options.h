@@ -13,6 +13,7 @@ struct EngineFlags {
   std::string kv_cache_memory;  // "4GiB", "512MiB", "1073741824"
   std::string scheduling_policy = "fcfs";
   int threads = 0;
+  std::string quantization;  // --quantization: "", nvfp4, mxfp4, fp8
 
   // Parses the text options into `engine`; errors say which flag is wrong.
   Status Finish();
