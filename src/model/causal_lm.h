@@ -77,6 +77,9 @@ struct LoadOptions {
   // Quantize a bf16 checkpoint's routed expert weights to this format while loading (round to
   // nearest even, deterministic; model/quantized_weights.h). nullopt keeps the stored formats.
   std::optional<quant::WeightFormat> quantization;
+  // With `quantization`, also the dense linears of the decoder layers (attention projections,
+  // latent projections, dense MLPs); the router, embeddings and lm_head stay as stored.
+  bool quantize_dense = false;
   // Called after each converted tensor with (done, total), e.g. to draw a progress bar.
   std::function<void(int64_t done, int64_t total)> progress;
 };

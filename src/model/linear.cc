@@ -24,7 +24,7 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   EMBER_CHECK(quant::GgufMatMulSupports(weight.type), "Linear::Quantized: unsupported GGML type {}",
               static_cast<int>(weight.type));
   Linear linear;
-  linear.quantized_ = true;
+  linear.kind_ = Kind::kGguf;
   linear.quant_ = weight;
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
@@ -32,17 +32,34 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   return linear;
 }
 
+Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_ptr<const void> owner) {
+  const Status valid = quant::ValidateBlockScaledMatrix(weight);
+  EMBER_CHECK(valid.ok(), "Linear::BlockScaled: {}", valid.message());
+  Linear linear;
+  linear.kind_ = Kind::kBlockScaled;
+  linear.block_ = weight;
+  linear.owner_ = std::move(owner);
+  linear.out_features_ = weight.rows;
+  linear.in_features_ = weight.cols;
+  linear.bytes_ = weight.PackedBytes();
+  return linear;
+}
+
 void Linear::Apply(const float* x, int64_t m, float* y) const {
-  if (quantized_) {
-    quant::GgufMatMul(x, m, quant_, y);
-  } else {
-    kernels::MatMul(x, m, dense_, y);
+  switch (kind_) {
+    case Kind::kGguf: quant::GgufMatMul(x, m, quant_, y); break;
+    case Kind::kBlockScaled: quant::BlockScaledMatMul(x, m, block_, y); break;
+    case Kind::kDense: kernels::MatMul(x, m, dense_, y); break;
   }
 }
 
 Status Linear::ReadRow(int64_t row, float* out) const {
   EMBER_CHECK(row >= 0 && row < out_features_, "row {} of {}", row, out_features_);
-  if (quantized_) {
+  if (kind_ == Kind::kBlockScaled) {
+    quant::DequantizeRow(block_, row, out);
+    return Status::Ok();
+  }
+  if (kind_ == Kind::kGguf) {
     const auto* data = static_cast<const uint8_t*>(quant_.data) + row * quant_.row_bytes;
     return quant::DequantizeRow(quant_.type, data, in_features_, out);
   }

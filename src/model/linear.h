@@ -1,13 +1,16 @@
 // A weight matrix [out, in] that a layer multiplies activations by, whatever its storage:
-// bf16/f32 (safetensors, GGUF F32/F16-free paths) through kernels::MatMul, or a GGUF quantized
-// type through quant::GgufMatMul. Also the embedding-row lookup for the same storages.
+// bf16/f32 (safetensors, GGUF F32/F16-free paths) through kernels::MatMul, a GGUF quantized
+// type through quant::GgufMatMul, or a block-scaled NVFP4/MXFP4/FP8 matrix through
+// quant::BlockScaledMatMul. Also the embedding-row lookup for the same storages.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "quant/block_scaled.h"
 #include "quant/gguf_matmul.h"
 
 namespace ember {
@@ -19,6 +22,8 @@ class Linear {
   static Linear Dense(const TensorView& weight);
   // A GGUF matrix (any type GgufMatMul supports; F32/F16/BF16 included).
   static Linear Quantized(const quant::QuantMatrix& weight);
+  // A block-scaled matrix (must pass ValidateBlockScaledMatrix); `owner` keeps its bytes alive.
+  static Linear BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_ptr<const void> owner);
 
   bool empty() const { return out_features_ == 0; }
   int64_t out_features() const { return out_features_; }
@@ -31,9 +36,12 @@ class Linear {
   Status ReadRow(int64_t row, float* out) const;
 
  private:
-  bool quantized_ = false;
+  enum class Kind : uint8_t { kDense, kGguf, kBlockScaled };
+  Kind kind_ = Kind::kDense;
   TensorView dense_;
   quant::QuantMatrix quant_{};
+  quant::BlockScaledMatrix block_{};
+  std::shared_ptr<const void> owner_;
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;

@@ -203,6 +203,34 @@ TEST_P(MuseSparkQuantAccuracyTest, ConvertedCheckpointLoadsAsLoadTimeConversion)
   std::filesystem::remove_all(out);
 }
 
+// --quantize-dense: the decoder layers' linears too (attention, latent projections); router,
+// embeddings and lm_head stay as stored. The model streams fewer bytes and still follows bf16
+// about as well as the experts-only conversion does (these random models are chaotic: see above).
+TEST_P(MuseSparkQuantAccuracyTest, DenseLinearsToo) {
+  const std::string dir = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+  std::ifstream in(dir + "/golden.json");
+  const auto prompt = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
+  LoadOptions options;
+  options.quantization = *ParseWeightFormat(GetParam());
+  auto experts_only = LoadModel(dir, options);
+  ASSERT_TRUE(experts_only.ok());
+  options.quantize_dense = true;
+  int64_t last_total = 0, calls = 0;
+  options.progress = [&](int64_t done, int64_t total) { last_total = total, calls = done; };
+  auto model = LoadModel(dir, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(calls, last_total);
+  EXPECT_EQ(last_total, 6 * (2 + 5 + 2));  // per sparse layer: 2 expert stacks, 5 attention, 2 latent
+  EXPECT_LT((*model)->weight_bytes().per_token_decode, (*experts_only)->weight_bytes().per_token_decode);
+  auto sequence = Sequence::Create(model->get(), static_cast<int64_t>(prompt.size()), kv::KvDtype::kF32);
+  std::vector<float> logits;
+  ASSERT_TRUE(sequence->Append(prompt.data(), static_cast<int64_t>(prompt.size()), true, &logits).ok());
+  const Agreement a = Compare(ReadFloats(dir + "/logits.f32"), logits, (*model)->info().vocab_size);
+  std::printf("[ %s ] experts + dense linears vs bf16: mean KL %.4f max %.4f top-1 %.3f\n", GetParam(), a.mean_kl,
+              a.max_kl, a.top1);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, MuseSparkQuantAccuracyTest, ::testing::Values("nvfp4", "mxfp4", "fp8"),
                          [](const auto& info) { return std::string(info.param); });
 

@@ -16,6 +16,7 @@ namespace {
 struct ChatOptions {
   std::string model;
   std::string quantization;
+  bool quantize_dense = false;
   int64_t max_tokens = 256;
   int threads = 0;
   std::string kv_cache_dtype = "auto";
@@ -23,7 +24,7 @@ struct ChatOptions {
 
 int RunChat(const ChatOptions& o) {
   if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
-  auto model = LoadModelWithLog(o.model, o.quantization);
+  auto model = LoadModelWithLog(o.model, o.quantization, o.quantize_dense);
   if (!model.ok()) return Fail(model.status());
   auto kv_dtype = ResolveKvDtype(o.kv_cache_dtype, **model);
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());
@@ -62,6 +63,7 @@ void RegisterChatCommand(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->add_option("--quantization", o->quantization, kQuantizationHelp);
+  cmd->add_flag("--quantize-dense", o->quantize_dense, kQuantizeDenseHelp);
   cmd->callback([o] { SetExitCode(RunChat(*o)); });
 }
 

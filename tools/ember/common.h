@@ -24,11 +24,15 @@ inline constexpr const char* kKvCacheDtypeHelp =
 // LoadModel with a startup log line (architecture, weight bytes, ISA, threads, load time).
 // `quantization` ("", "nvfp4", "mxfp4", "fp8") quantizes a bf16 checkpoint's experts while
 // loading, with a progress bar on stderr.
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization = "");
+// `quantize_dense` extends it to the decoder layers' dense linears.
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization = "",
+                                                     bool quantize_dense = false);
 // The help text of --quantization, shared by the commands that load a model.
 inline constexpr const char* kQuantizationHelp =
     "Quantize a bf16 checkpoint's routed experts while loading: nvfp4, mxfp4 or fp8 (128x128 blocks); "
     "`ember convert` writes the result to disk";
+inline constexpr const char* kQuantizeDenseHelp =
+    "With --quantization: also quantize the attention, latent-projection and dense-MLP linears";
 // A progress callback drawing "<what> [#####     ] done/total" on stderr (one line, redrawn).
 std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what);
 

@@ -59,6 +59,7 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
     cmd->add_option("--threads", f->threads, "Worker threads (default: all cores)");
   }
   cmd->add_option("--quantization", f->quantization, kQuantizationHelp);
+  cmd->add_flag("--quantize-dense", f->quantize_dense, kQuantizeDenseHelp);
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV cache size, e.g. 8GiB (default: 4 GiB, or less when --max-num-seqs full-length sequences need "
                   "less; at most half the free memory)");

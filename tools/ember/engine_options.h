@@ -14,6 +14,7 @@ struct EngineFlags {
   std::string scheduling_policy = "fcfs";
   int threads = 0;
   std::string quantization;  // --quantization: "", nvfp4, mxfp4, fp8
+  bool quantize_dense = false;
 
   // Parses the text options into `engine`; errors say which flag is wrong.
   Status Finish();

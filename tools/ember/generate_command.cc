@@ -73,7 +73,7 @@ int RunGenerate(const GenerateOptions& options) {
   Expected<std::vector<int32_t>> prompt = std::vector<int32_t>{};
   if (options.chat) {
     if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
-    auto model = LoadModelWithLog(options.model, options.engine.quantization);
+    auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
     if (!model.ok()) return Fail(model.status());
     auto kv_dtype = ResolveKvDtype(options.kv_cache_dtype, **model);
     if (!kv_dtype.ok()) return Fail(kv_dtype.status());
@@ -97,7 +97,7 @@ int RunGenerate(const GenerateOptions& options) {
   }
   if (!prompt.ok()) return Fail(prompt.status());
   if (prompt->empty()) return Fail(InvalidArgument("the prompt is empty: give --prompt TEXT or --prompt-ids 1,2,3"));
-  auto model = LoadModelWithLog(options.model, options.engine.quantization);
+  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
   if (!model.ok()) return Fail(model.status());
   CausalLM& lm = **model;
 

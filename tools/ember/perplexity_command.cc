@@ -24,6 +24,7 @@ namespace {
 struct PerplexityOptions {
   std::string model;
   std::string quantization;
+  bool quantize_dense = false;
   std::string ids_file;
   int64_t ctx = 512;
   int64_t max_chunks = 0;
@@ -51,7 +52,7 @@ int RunPerplexity(const PerplexityOptions& o) {
   auto ids = ReadIds(o.ids_file);
   if (!ids.ok()) return Fail(ids.status());
   if (o.ctx < 4) return Fail(InvalidArgument("--ctx must be at least 4"));
-  auto model = LoadModelWithLog(o.model, o.quantization);
+  auto model = LoadModelWithLog(o.model, o.quantization, o.quantize_dense);
   if (!model.ok()) return Fail(model.status());
   CausalLM& lm = **model;
   const int64_t vocab = lm.info().vocab_size;
@@ -112,6 +113,7 @@ void RegisterPerplexityCommand(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--kv-cache-dtype", o->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->add_option("--quantization", o->quantization, kQuantizationHelp);
+  cmd->add_flag("--quantize-dense", o->quantize_dense, kQuantizeDenseHelp);
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] { SetExitCode(RunPerplexity(*o)); });
 }

@@ -76,7 +76,7 @@ int RunServe(ServeOptions& o) {
   if (o.server.api_key.empty() && !o.api_key_env.empty()) {
     if (const char* key = std::getenv(o.api_key_env.c_str())) o.server.api_key = key;
   }
-  auto model = LoadModelWithLog(o.model, o.flags.quantization);
+  auto model = LoadModelWithLog(o.model, o.flags.quantization, o.flags.quantize_dense);
   if (!model.ok()) return Fail(model.status());
   const std::string architecture = (*model)->info().architecture;
   const int64_t vocab = (*model)->info().vocab_size;

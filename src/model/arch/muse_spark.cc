@@ -152,11 +152,11 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, LoadVector(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, LoadVector(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
   AttentionWeights& a = layer.attention;
-  EMBER_ASSIGN_OR_RETURN(a.q, LoadMatrix(w, p + "self_attn.q_proj.weight", q_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.k, LoadMatrix(w, p + "self_attn.k_proj.weight", kv_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.v, LoadMatrix(w, p + "self_attn.v_proj.weight", kv_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.gate, LoadMatrix(w, p + "self_attn.gate_proj.weight", q_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.o, LoadMatrix(w, p + "self_attn.o_proj.weight", h, q_width));
+  EMBER_ASSIGN_OR_RETURN(a.q, LoadLinear(p + "self_attn.q_proj.weight", q_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.k, LoadLinear(p + "self_attn.k_proj.weight", kv_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.v, LoadLinear(p + "self_attn.v_proj.weight", kv_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.gate, LoadLinear(p + "self_attn.gate_proj.weight", q_width, h));
+  EMBER_ASSIGN_OR_RETURN(a.o, LoadLinear(p + "self_attn.o_proj.weight", h, q_width));
   // Weightless per-head QK norms with the qk scale factor on q; weightless per-head output norm
   // and the sigmoid gate; RoPE (rotate-half, HF layout) only where layer_rope_theta is nonzero.
   AttentionOptions& o = layer.attention_options;
@@ -198,9 +198,9 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
 
   if (c.mlp_layer_types[l] == MlpKind::kDense) {
     const int64_t inter = c.intermediate_size;
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, LoadMatrix(w, p + "mlp.gate_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, LoadMatrix(w, p + "mlp.up_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, LoadMatrix(w, p + "mlp.down_proj.weight", h, inter));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, LoadLinear(p + "mlp.gate_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, LoadLinear(p + "mlp.up_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, LoadLinear(p + "mlp.down_proj.weight", h, inter));
     return Status::Ok();
   }
   const int64_t e = c.num_local_experts;
@@ -208,14 +208,34 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   const int64_t inter = c.moe_intermediate_size;
   EMBER_ASSIGN_OR_RETURN(layer.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
   EMBER_ASSIGN_OR_RETURN(layer.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
-  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj, LoadMatrix(w, p + "mlp.pre_expert_proj.weight", hm, h));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h));
   EMBER_ASSIGN_OR_RETURN(layer.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up, LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
   EMBER_ASSIGN_OR_RETURN(layer.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
   EMBER_ASSIGN_OR_RETURN(layer.post_expert_gain,
                          LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj, LoadMatrix(w, p + "mlp.post_expert_proj.weight", h, hm));
+  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm));
   return Status::Ok();
+}
+
+void MuseSparkModel::ReportConversion() {
+  if (!options_.progress) return;
+  int64_t total = 0;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const bool sparse = config_.mlp_layer_types[l] == MlpKind::kSparse;
+    total += sparse ? 2 : 0;
+    if (options_.quantize_dense) total += 5 + (sparse ? 2 : 3);  // attention + latent or dense MLP linears
+  }
+  options_.progress(++converted_, total);
+}
+
+Expected<Linear> MuseSparkModel::LoadLinear(const std::string& name, int64_t rows, int64_t cols) {
+  if (!options_.quantization || !options_.quantize_dense) return LoadMatrix(*weights_, name, rows, cols);
+  EMBER_ASSIGN_OR_RETURN(TensorView t, weights_->Require(name, kMatrixDTypes, Shape{rows, cols}));
+  const TensorView stacked{t.dtype, Shape{1, rows, cols}, t.data};
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(stacked, *options_.quantization, 1));
+  ReportConversion();
+  return Linear::BlockScaled(q->View(q).parts(0).front(), q);
 }
 
 Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, const char* param, int64_t rows,
@@ -224,11 +244,7 @@ Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, c
   if (!options_.quantization) return ReadExpertWeights(*weights_, scheme_, t);
   EMBER_ASSIGN_OR_RETURN(TensorView dense, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves));
-  if (options_.progress) {
-    int64_t total = 0;
-    for (MlpKind kind : config_.mlp_layer_types) total += kind == MlpKind::kSparse ? 2 : 0;
-    options_.progress(++converted_, total);
-  }
+  ReportConversion();
   return q->View(q);
 }
 

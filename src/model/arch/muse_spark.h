@@ -65,6 +65,9 @@ class MuseSparkModel : public CausalLM {
                  const LoadOptions& options);
   Status LoadWeights();
   Status LoadLayer(int64_t index, MuseSparkLayer& layer);
+  // A decoder-layer linear, quantized when options_.quantize_dense asks for it.
+  Expected<Linear> LoadLinear(const std::string& name, int64_t rows, int64_t cols);
+  void ReportConversion();
   // One stacked expert tensor as stored, or converted per options_.quantization.
   Expected<ExpertWeights> LoadExperts(const std::string& module, const char* param, int64_t rows, int64_t cols,
                                       int64_t halves);
