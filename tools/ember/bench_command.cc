@@ -27,6 +27,7 @@
 #include "kernels/matmul.h"
 #include "model/arch/muse_spark.h"
 #include "model/causal_lm.h"
+#include "model/quantized_weights.h"
 #include "model/sequence.h"
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/commands.h"
@@ -51,6 +52,7 @@ struct DecodeBenchOptions {
   int64_t stream_mib = 512;
   int threads = 0;
   bool json = false;
+  std::string quantization;  // experts quantized while loading (nvfp4, mxfp4, fp8) or "" for bf16
 };
 
 MuseSparkConfig MakeConfig(const DecodeBenchOptions& o) {
@@ -74,7 +76,13 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   const int threads = ThreadPool::Global().num_threads();
   const MuseSparkConfig config = MakeConfig(o);
   auto weights = std::make_shared<RandomWeightSource>(/*seed=*/1, /*stddev=*/0.02f);
-  auto created = MuseSparkModel::Create(config, weights);
+  LoadOptions load;
+  if (!o.quantization.empty()) {
+    auto format = ParseWeightFormat(o.quantization);
+    if (!format.ok()) return Fail(format.status());
+    load.quantization = *format;
+  }
+  auto created = MuseSparkModel::Create(config, weights, QuantScheme{}, load);
   if (!created.ok()) return Fail(created.status());
   MuseSparkModel& model = **created;
   const WeightBytes bytes = model.weight_bytes();
@@ -109,6 +117,7 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
                                       {"moe_intermediate", o.moe_intermediate}, {"vocab", o.vocab}}},
                           {"threads", threads},
                           {"kernels", std::string(kernels::ActiveVariant().name)},
+                          {"experts", o.quantization.empty() ? "bf16" : o.quantization},
                           {"weight_bytes_total", bytes.total},
                           {"weight_bytes_per_token", bytes.per_token_decode},
                           {"decode_tokens_per_second_mean", mean_tps},
@@ -119,7 +128,8 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("Muse Spark decode benchmark (random BF16 weights, batch 1, greedy)\n");
+  std::printf("Muse Spark decode benchmark (random BF16 weights, experts %s, batch 1, greedy)\n",
+              o.quantization.empty() ? "bf16" : o.quantization.c_str());
   std::printf("  config      %lld layers, hidden %lld, %lld experts top-%lld (latent %lld, ffn %lld), vocab %lld\n",
               static_cast<long long>(o.layers), static_cast<long long>(o.hidden), static_cast<long long>(o.experts),
               static_cast<long long>(o.top_k), static_cast<long long>(o.moe_hidden),
@@ -282,6 +292,7 @@ void RegisterBenchCommand(CLI::App& app) {
   decode->add_option("--prompt", o->prompt, "Prompt tokens before timing")->check(CLI::PositiveNumber);
   decode->add_option("--tokens", o->tokens, "Timed decode tokens")->check(CLI::PositiveNumber);
   decode->add_option("--stream-mib", o->stream_mib, "STREAM array size in MiB (3 arrays)")->check(CLI::PositiveNumber);
+  decode->add_option("--quantization", o->quantization, "Experts in nvfp4, mxfp4 or fp8 (default bf16)");
   decode->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   decode->add_flag("--json", o->json, "Print JSON");
   decode->callback([o] { SetExitCode(RunDecodeBench(*o)); });
