@@ -1,7 +1,9 @@
 // Muse Spark text decoder (reference/muse_spark.md §1.3; transformers' MuseSparkTextModel plus
 // the lm_head, output multiplier and tanh softcap of MuseSparkForConditionalGeneration).
 //
-// The f32 path: weights stay as stored (bf16 or f32, read through the matmul kernels) and every
+// The f32 path: weights stay as stored (bf16 or f32, read through the matmul kernels; routed
+// experts, and with --quantize-dense the layer linears, may be NVFP4 / MXFP4 / FP8 block-scaled,
+// stored so or quantized while loading: model/quantized_weights.h) and every
 // activation, the residual stream and the softmax are f32; the KV cache is f32, bf16 (default),
 // f16 or fp8 as the KvStore holds it. On bf16-representable
 // weights this is the reference implementation's float32 computation up to summation order.
