@@ -39,6 +39,21 @@ Status CheckGlobal(float g, const std::string& name, int64_t index) {
   return Status::Ok();
 }
 
+// Expert `full` as its row ranges: NVFP4 gate/up halves each with its own global scale
+// (globals[h]), one matrix otherwise.
+Expected<std::vector<BlockScaledMatrix>> SplitByGlobalScale(BlockScaledMatrix full, int64_t halves,
+                                                            const float* globals) {
+  if (full.format != WeightFormat::kNvfp4) return std::vector<BlockScaledMatrix>{full};
+  std::vector<BlockScaledMatrix> parts;
+  const int64_t part_rows = full.rows / halves;
+  for (int64_t h = 0; h < halves; ++h) {
+    EMBER_ASSIGN_OR_RETURN(BlockScaledMatrix m, quant::SliceRows(full, h * part_rows, part_rows));
+    m.global_scale = globals[h];
+    parts.push_back(m);
+  }
+  return parts;
+}
+
 // ModelOpt NVFP4, Quark MXFP4 and FP8 weight_scale_inv: codes and scales as stacked tensors.
 Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t) {
   const std::string name = t.Name();
@@ -77,26 +92,21 @@ Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, 
     // Activation scales are for W4A4 kernels; ember keeps activations in f32.
     if (w.Has(name + "_input_scale")) (void)w.Require(name + "_input_scale", {DType::kF32}, g_shape);
   }
-  const int64_t part_rows = fp8 || format == WeightFormat::kMxfp4 ? t.rows : t.rows / t.halves;
-  const int64_t halves = t.rows / part_rows;
   const int64_t scale_row_bytes = fp8 ? 4 * CeilDiv(t.cols, 128) : quant::ScalesRowBytes(format, t.cols);
   const int64_t scale_rows = fp8 ? CeilDiv(t.rows, 128) : t.rows;
   std::vector<std::vector<BlockScaledMatrix>> parts(t.experts);
   for (int64_t e = 0; e < t.experts; ++e) {
-    for (int64_t h = 0; h < halves; ++h) {
-      BlockScaledMatrix m;
-      m.format = format;
-      m.rows = part_rows;
-      m.cols = t.cols;
-      m.codes_row_stride = code_cols;
-      m.codes = static_cast<const uint8_t*>(codes.data) + (e * t.rows + h * part_rows) * code_cols;
-      m.scales_row_stride = scale_row_bytes;
-      m.scales = static_cast<const uint8_t*>(scales.data) + (e * scale_rows + (fp8 ? 0 : h * part_rows)) * scale_row_bytes;
-      m.global_scale = format == WeightFormat::kNvfp4 ? globals[e * t.halves + (t.halves == 1 ? 0 : h)] : 1.0f;
-      m.fp8_scale_kind = Fp8ScaleKind::kBlock128;
-      EMBER_RETURN_IF_ERROR(quant::ValidateBlockScaledMatrix(m));
-      parts[e].push_back(m);
-    }
+    BlockScaledMatrix m;
+    m.format = format;
+    m.rows = t.rows;
+    m.cols = t.cols;
+    m.codes_row_stride = code_cols;
+    m.codes = static_cast<const uint8_t*>(codes.data) + e * t.rows * code_cols;
+    m.scales_row_stride = scale_row_bytes;
+    m.scales = static_cast<const uint8_t*>(scales.data) + e * scale_rows * scale_row_bytes;
+    m.fp8_scale_kind = Fp8ScaleKind::kBlock128;
+    EMBER_RETURN_IF_ERROR(quant::ValidateBlockScaledMatrix(m));
+    EMBER_ASSIGN_OR_RETURN(parts[e], SplitByGlobalScale(m, t.halves, globals.data() + e * t.halves));
   }
   return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), nullptr);
 }
@@ -193,22 +203,20 @@ ExpertWeights QuantizedStack::View(std::shared_ptr<const QuantizedStack> self) c
   const int64_t code_row = fp8 ? cols : quant::CodesRowBytes(format, cols);
   const int64_t scale_row = fp8 ? 4 * CeilDiv(cols, 128) : quant::ScalesRowBytes(format, cols);
   const int64_t scale_rows = fp8 ? CeilDiv(rows, 128) : rows;
-  const int64_t part_rows = format == WeightFormat::kNvfp4 ? rows / halves : rows;
   std::vector<std::vector<BlockScaledMatrix>> parts(experts);
   for (int64_t e = 0; e < experts; ++e) {
-    for (int64_t h = 0; h < rows / part_rows; ++h) {
-      BlockScaledMatrix m;
-      m.format = format;
-      m.rows = part_rows;
-      m.cols = cols;
-      m.codes = codes.data() + (e * rows + h * part_rows) * code_row;
-      m.codes_row_stride = code_row;
-      m.scales = scales.data() + (e * scale_rows + (fp8 ? 0 : h * part_rows)) * scale_row;
-      m.scales_row_stride = scale_row;
-      m.global_scale = format == WeightFormat::kNvfp4 ? globals[e * halves + h] : 1.0f;
-      m.fp8_scale_kind = Fp8ScaleKind::kBlock128;
-      parts[e].push_back(m);
-    }
+    BlockScaledMatrix m;
+    m.format = format;
+    m.rows = rows;
+    m.cols = cols;
+    m.codes = codes.data() + e * rows * code_row;
+    m.codes_row_stride = code_row;
+    m.scales = scales.data() + e * scale_rows * scale_row;
+    m.scales_row_stride = scale_row;
+    m.fp8_scale_kind = Fp8ScaleKind::kBlock128;
+    auto split = SplitByGlobalScale(m, halves, format == WeightFormat::kNvfp4 ? globals.data() + e * halves : nullptr);
+    EMBER_CHECK(split.ok(), "{}", split.status().message());
+    parts[e] = std::move(*split);
   }
   return ExpertWeights::BlockScaled(rows, cols, std::move(parts), std::move(self));
 }
@@ -252,9 +260,7 @@ Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(const TensorView& 
         const int64_t part = rows / q->halves;
         for (int64_t h = 0; h < q->halves && errors[e].ok(); ++h) {
           const float* xh = x.data() + h * part * cols;
-          // An all-zero half has no amax to scale by; any positive global encodes it as zeros.
-          const float amax = quant::AbsMax(xh, part * cols);
-          const float g = amax > 0.0f ? quant::Nvfp4GlobalScale(amax) : 1.0f;
+          const float g = quant::Nvfp4GlobalScale(quant::AbsMax(xh, part * cols));
           q->globals[e * q->halves + h] = g;
           errors[e] = quant::QuantizeNvfp4(xh, part, cols, g, codes + h * part * cols / 2,
                                            scales + h * part * (cols / quant::kNvfp4BlockSize));
