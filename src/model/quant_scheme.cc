@@ -203,7 +203,8 @@ Expected<QuantScheme> ReadQuantScheme(const std::string& model_dir) {
     EMBER_ASSIGN_OR_RETURN(std::string text, ReadText(config_path));
     EMBER_ASSIGN_OR_RETURN(json config, ParseObject(text, config_path));
     for (const json* level : {&config, config.contains("text_config") ? &config.at("text_config") : nullptr}) {
-      if (level != nullptr && level->is_object() && level->contains("quantization_config")) {
+      if (level != nullptr && level->is_object() && level->contains("quantization_config") &&
+          !level->at("quantization_config").is_null()) {
         quantization = level->at("quantization_config").dump();
         break;
       }
