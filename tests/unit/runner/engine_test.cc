@@ -140,7 +140,9 @@ TEST(EngineTest, OutputDoesNotDependOnBatchChunkingOrPreemption) {
     ExpectSameOutput(alone[0], results[0], v.name + ", greedy request");
     ExpectSameOutput(alone[1], results[1], v.name + ", seeded request");
     for (auto& [req, r] : results) EXPECT_EQ(r.reason, FinishReason::kLength) << v.name << " request " << req;
-    if (v.name == "batched, preemption forced") EXPECT_GT(engine->core().Stats().num_preemptions, 0);
+    if (v.name == "batched, preemption forced") {
+      EXPECT_GT(engine->core().Stats().num_preemptions, 0);
+    }
     EXPECT_EQ(engine->core().Stats().kv_usage, 0.0) << v.name;
   }
 }
