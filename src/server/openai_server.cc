@@ -2,12 +2,20 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "core/logging.h"
 #include "server/http_util.h"
 #include "server/routes/routes.h"
 
 namespace ember::server {
+namespace {
+// Debian's compiled cpp-httplib listens with a backlog of 5: a burst of clients connecting at once
+// (64 streams starting together) overflowed the accept queue, and the connections the kernel
+// dropped failed with a read error before any request reached the engine. Listening again on
+// the bound socket widens the queue (the kernel caps it at net.core.somaxconn).
+constexpr int kListenBacklog = 4096;
+}  // namespace
 
 OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(std::make_unique<httplib::Server>()) {
   const ServerConfig& config = context_->config;
@@ -15,6 +23,10 @@ OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(s
   http_->set_payload_max_length(config.max_request_body_bytes);
   http_->set_read_timeout(30, 0);
   http_->set_keep_alive_timeout(30);
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;  // the last socket created is the one that bound
+  });
   RegisterRoutes();
 }
 
@@ -90,6 +102,7 @@ Expected<int> OpenAiServer::Bind() {
                                "--host/--port",
                                config.host, config.port));
   }
+  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
   return port;
 }
 

@@ -33,6 +33,7 @@ class OpenAiServer {
 
   ServingContext* context_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_fd_ = -1;  // the listening socket, to widen its accept backlog after bind
   std::atomic<bool> ready_{false};
 };
 
