@@ -9,24 +9,9 @@
 #include "core/thread_pool.h"
 #include "quant/block_scaled.h"
 #include "quant/block_scaled_dot.h"
+#include "quant/matmul_tiling.h"
 
 namespace ember::quant {
-namespace {
-
-// A thread's share must stream at least this many weight bytes (times m) to be worth waking a
-// worker for (as in gguf_matmul.cc: ~6 us at ~10 GB/s, the order of a handoff).
-constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
-// Weight rows per tile when m > 1: the tile stays in L2 while every activation row passes it.
-constexpr int64_t kRowTile = 16;
-// Prefetch distance in bytes of the weight stream (gguf_matmul.cc measured 4 KiB best here: the
-// hardware prefetchers stop at page boundaries).
-constexpr int64_t kPrefetchBytes = 4096;
-
-void Prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset);
-}
-
-}  // namespace
 
 void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y) {
   const Status valid = ValidateBlockScaledMatrix(w);
@@ -70,8 +55,8 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
             const int rows = static_cast<int>(std::min<int64_t>(kMaxBlockDotRows, m - i));
             for (int64_t j = j0; j < j1; ++j) {
               if (i == 0 && j + ahead < end) {
-                Prefetch(w.codes + (j + ahead) * w.codes_row_stride, row_bytes);
-                if (!fp8) Prefetch(scales + (j + ahead) * w.scales_row_stride, scale_bytes);
+                PrefetchRow(w.codes + (j + ahead) * w.codes_row_stride, row_bytes);
+                if (!fp8) PrefetchRow(scales + (j + ahead) * w.scales_row_stride, scale_bytes);
               }
               const uint8_t* codes = w.codes + j * w.codes_row_stride;
               float factor = w.global_scale;
