@@ -31,23 +31,17 @@ double FmaLoopGeneric(int64_t iterations, int64_t* flops_per_iteration) {
   return sum;
 }
 
-PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threads) {
+namespace {
+
+using PeakLoop = double (*)(int64_t, int64_t*);
+
+// Runs `loop` on `num_threads` plain threads at once, `repetitions` times; returns the best rate
+// in 1e9 operations per second. Plain threads, one loop each: the pool's dynamic chunk claiming
+// could run two loops on one thread back to back, which would measure half the peak.
+double BestRateGops(PeakLoop loop, int64_t iterations, int repetitions, int num_threads) {
   EMBER_CHECK(iterations >= 1 && repetitions >= 1, "iterations {}, repetitions {}", iterations, repetitions);
-  const CpuFeatures& cpu = HostCpuFeatures();
-  PeakFlops result;
-  double (*loop)(int64_t, int64_t*) = FmaLoopGeneric;
-  result.isa = "generic";
-  if (cpu.avx512f && cpu.HasAvx2Set()) {
-    loop = FmaLoopAvx512;
-    result.isa = "avx512";
-  } else if (cpu.HasAvx2Set()) {
-    loop = FmaLoopAvx2;
-    result.isa = "avx2";
-  }
-  // Plain threads, one loop each: the pool's dynamic chunk claiming could run two loops on one
-  // thread back to back, which would measure half the peak.
   const int threads = num_threads > 0 ? num_threads : ThreadPool::Global().num_threads();
-  int64_t flops_per_iteration = 0;
+  int64_t ops_per_iteration = 0;
   std::atomic<double> sink{0};
   double best_seconds = std::numeric_limits<double>::infinity();
   for (int rep = 0; rep < repetitions; ++rep) {
@@ -57,15 +51,47 @@ PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threa
       workers.emplace_back([&, t] {
         int64_t per = 0;
         sink.fetch_add(loop(iterations, &per));
-        if (t == 0) flops_per_iteration = per;
+        if (t == 0) ops_per_iteration = per;
       });
     }
     for (std::thread& w : workers) w.join();
     best_seconds = std::min(best_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   EMBER_CHECK(sink.load() > 0, "peak loop produced {}", sink.load());
-  result.gflops = static_cast<double>(flops_per_iteration) * static_cast<double>(iterations) * threads /
-                  best_seconds / 1e9;
+  return static_cast<double>(ops_per_iteration) * static_cast<double>(iterations) * threads / best_seconds / 1e9;
+}
+
+}  // namespace
+
+PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threads) {
+  const CpuFeatures& cpu = HostCpuFeatures();
+  PeakFlops result;
+  PeakLoop loop = FmaLoopGeneric;
+  result.isa = "generic";
+  if (cpu.avx512f && cpu.HasAvx2Set()) {
+    loop = FmaLoopAvx512;
+    result.isa = "avx512";
+  } else if (cpu.HasAvx2Set()) {
+    loop = FmaLoopAvx2;
+    result.isa = "avx2";
+  }
+  result.gflops = BestRateGops(loop, iterations, repetitions, num_threads);
+  return result;
+}
+
+PeakInt8Ops MeasurePeakInt8Ops(int64_t iterations, int repetitions, int num_threads) {
+  const CpuFeatures& cpu = HostCpuFeatures();
+  PeakInt8Ops result;
+  // What the loop needs; the quantized dots' AVX-512 variants need these and a few more.
+  if (cpu.HasAvx2Set() && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni) {
+    result.isa = "avx512-vnni";
+    result.gops = BestRateGops(Int8DotLoopAvx512Vnni, iterations, repetitions, num_threads);
+  } else if (cpu.HasAvx2Set()) {
+    result.isa = "avx2";
+    result.gops = BestRateGops(Int8DotLoopAvx2, iterations, repetitions, num_threads);
+  } else {
+    result.isa = "none";
+  }
   return result;
 }
 

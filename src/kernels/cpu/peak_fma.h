@@ -1,9 +1,12 @@
-// Compute yardstick: the peak f32 multiply-add rate of this host's widest vector unit.
+// Compute yardsticks: the peak f32 multiply-add rate of this host's widest vector unit, and the
+// peak int8 multiply-add rate of the instruction sequence ember's quantized dots use.
 //
 // A prefill GEMM does many flops per weight byte, so its speed limit is arithmetic, not memory.
-// Comparing a kernel's GFLOP/s with this number (same machine, same thread count) says how close
-// it is to that limit. The loop keeps many independent accumulators in registers (more than FMA
-// latency x FMA ports), so nothing but the FMA units limits it.
+// Comparing a kernel's GFLOP/s with the matching number (same machine, same thread count) says
+// how close it is to that limit: f32 GEMMs against the f32 FMA peak, quantized GEMMs (which
+// multiply int8 activations by int8 / 4-bit weights) against the int8 peak. Each loop keeps many
+// independent accumulators in registers (more than latency x ports), so nothing but the
+// execution units limits it.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +30,18 @@ PeakFlops MeasurePeakF32Flops(int64_t iterations, int repetitions, int num_threa
 double FmaLoopAvx512(int64_t iterations, int64_t* flops_per_iteration);
 double FmaLoopAvx2(int64_t iterations, int64_t* flops_per_iteration);
 double FmaLoopGeneric(int64_t iterations, int64_t* flops_per_iteration);
+
+struct PeakInt8Ops {
+  std::string_view isa;  // "avx512-vnni" (vpdpbusd), "avx2" (vpmaddubsw + vpmaddwd + vpaddd), "none"
+  double gops = 0;       // 1e9 int8 operations per second, a multiply-add counted as two; 0 for "none"
+};
+
+// The int8 counterpart of MeasurePeakF32Flops. Hosts without AVX2 report isa "none" and 0: ember
+// has no SIMD int8 dot for them, so there is no peak to compare with.
+PeakInt8Ops MeasurePeakInt8Ops(int64_t iterations, int repetitions, int num_threads);
+
+// The int8 loops (cpu/avx2/, cpu/avx512/), same contract as the FMA loops.
+double Int8DotLoopAvx512Vnni(int64_t iterations, int64_t* ops_per_iteration);
+double Int8DotLoopAvx2(int64_t iterations, int64_t* ops_per_iteration);
 
 }  // namespace ember::kernels

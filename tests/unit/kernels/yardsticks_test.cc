@@ -1,4 +1,4 @@
-// The roofline yardsticks (STREAM, peak FMA) run and count their work right. No timing
+// The roofline yardsticks (STREAM, peak FMA, peak int8) run and count their work right. No timing
 // assertions: rates depend on the machine; only that they are measured at all.
 #include <gtest/gtest.h>
 
@@ -40,6 +40,28 @@ TEST(Yardsticks, PeakUsesTheWidestUnit) {
   const CpuFeatures& cpu = HostCpuFeatures();
   EXPECT_EQ(peak.isa, cpu.HasAvx2Set() && cpu.avx512f ? "avx512" : cpu.HasAvx2Set() ? "avx2" : "generic");
   EXPECT_GT(peak.gflops, 0.0);
+}
+
+TEST(Yardsticks, Int8LoopsCountTheirOps) {
+  const CpuFeatures& cpu = HostCpuFeatures();
+  int64_t ops = 0;
+  if (cpu.HasAvx2Set()) {
+    const double v = Int8DotLoopAvx2(1000, &ops);
+    EXPECT_EQ(ops, 12 * 32 * 2);  // 12 chains of 32 u8 x s8 multiply-adds
+    EXPECT_TRUE(std::isfinite(v) && v > 0);
+  }
+  if (cpu.HasAvx2Set() && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni) {
+    const double v = Int8DotLoopAvx512Vnni(1000, &ops);
+    EXPECT_EQ(ops, 16 * 64 * 2);  // 16 chains of vpdpbusd, 64 multiply-adds each
+    EXPECT_TRUE(std::isfinite(v) && v > 0);
+  }
+  const PeakInt8Ops peak = MeasurePeakInt8Ops(1000, 2, 2);
+  if (cpu.HasAvx2Set()) {
+    EXPECT_GT(peak.gops, 0.0);
+  } else {
+    EXPECT_EQ(peak.isa, "none");
+    EXPECT_EQ(peak.gops, 0.0);
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // ember bench roofline: where ember's kernels stand against this machine's limits.
 //
-// For each thread count it measures the two ceilings, memory bandwidth (STREAM triad and copy
-// over arrays larger than the last-level cache) and peak f32 FMA throughput (a register-only
-// loop on the widest vector unit), then each hot kernel at a shape that one ceiling limits:
-// decode GEMVs (f32, bf16, Q4_1, Q8_0, Q4_K) and decode attention over weights/KV larger than
-// the LLC as GB/s of bytes read / triad GB/s; prefill GEMMs and prefill attention as GFLOP/s /
-// peak GFLOP/s. --quick shrinks every size to a smoke test whose numbers mean nothing.
+// For each thread count it measures the ceilings, memory bandwidth (STREAM triad and copy over
+// arrays larger than the last-level cache), peak f32 FMA throughput (a register-only loop on the
+// widest vector unit) and peak int8 multiply-add throughput (the quantized dots' instructions),
+// then each hot kernel at a shape that one ceiling limits: decode GEMVs (f32, bf16, Q4_1, Q8_0,
+// Q4_K) and decode attention over weights/KV larger than the LLC as GB/s of bytes read / triad
+// GB/s; f32/bf16 prefill GEMMs and prefill attention as GFLOP/s / the f32 peak; quantized
+// prefill GEMMs as GFLOP/s / the int8 peak. --quick shrinks every size to a smoke test whose numbers mean nothing.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -87,25 +88,32 @@ int RunRoofline(const RooflineOptions& o) {
     const double triad = kernels::MeasureStreamTriadGBps(big, stream_reps, threads);
     const double copy = kernels::MeasureStreamCopyGBps(big, stream_reps, threads);
     const kernels::PeakFlops peak = kernels::MeasurePeakF32Flops(fma_iterations, fma_reps, threads);
+    const kernels::PeakInt8Ops int8_peak = kernels::MeasurePeakInt8Ops(fma_iterations, fma_reps, threads);
     const std::vector<bench::KernelRate> rates = bench::MeasureKernels(sizes);
     nlohmann::ordered_json level = {{"threads", threads},
                                     {"stream_triad_gbps", triad},
                                     {"stream_copy_gbps", copy},
                                     {"peak_fma_isa", std::string(peak.isa)},
                                     {"peak_f32_gflops", peak.gflops},
+                                    {"peak_int8_isa", std::string(int8_peak.isa)},
+                                    {"peak_int8_gops", int8_peak.gops},
                                     {"kernels", nlohmann::ordered_json::array()}};
     if (!o.json) {
-      std::printf("\n%d thread%s: STREAM triad %.2f GB/s, copy %.2f GB/s; peak f32 FMA %.1f GFLOP/s (%s)\n", threads,
-                  threads == 1 ? "" : "s", triad, copy, peak.gflops, std::string(peak.isa).c_str());
+      std::printf("\n%d thread%s: STREAM triad %.2f GB/s, copy %.2f GB/s; peak f32 FMA %.1f GFLOP/s (%s); "
+                  "peak int8 %.1f GOP/s (%s)\n",
+                  threads, threads == 1 ? "" : "s", triad, copy, peak.gflops, std::string(peak.isa).c_str(),
+                  int8_peak.gops, std::string(int8_peak.isa).c_str());
       std::printf("  %-24s %-40s %-8s %12s %12s %9s\n", "kernel", "shape", "bound", "achieved", "ceiling", "fraction");
     }
     for (const bench::KernelRate& r : rates) {
       const bool memory = r.bound == bench::Bound::kMemory;
-      const double ceiling = memory ? triad : peak.gflops;
+      // Without a SIMD int8 dot (int8 isa "none") the quantized GEMMs fall back to f32 math.
+      const bool int8 = r.bound == bench::Bound::kComputeInt8 && int8_peak.gops > 0;
+      const double ceiling = memory ? triad : int8 ? int8_peak.gops : peak.gflops;
       const char* unit = memory ? "GB/s" : "GFLOP/s";
       level["kernels"].push_back({{"name", r.name},
                                   {"shape", r.shape},
-                                  {"bound", memory ? "memory" : "compute"},
+                                  {"bound", memory ? "memory" : int8 ? "compute-int8" : "compute"},
                                   {"unit", unit},
                                   {"achieved", r.rate},
                                   {"ceiling", ceiling},
@@ -113,8 +121,8 @@ int RunRoofline(const RooflineOptions& o) {
                                   {"best_seconds", r.best_seconds}});
       if (!o.json) {
         std::printf("  %-24s %-40s %-8s %7.1f %-4s %7.1f %-4s %8.1f%%\n", r.name.c_str(), r.shape.c_str(),
-                    memory ? "memory" : "compute", r.rate, memory ? "GB/s" : "GF/s", ceiling,
-                    memory ? "GB/s" : "GF/s", 100.0 * r.rate / ceiling);
+                    memory ? "memory" : int8 ? "int8" : "compute", r.rate, memory ? "GB/s" : "GF/s", ceiling,
+                    memory ? "GB/s" : int8 ? "GO/s" : "GF/s", 100.0 * r.rate / ceiling);
       }
     }
     out["threads"].push_back(std::move(level));
@@ -123,8 +131,9 @@ int RunRoofline(const RooflineOptions& o) {
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("\nmemory-bound rows: bytes read (weights or KV) per second / STREAM triad; compute-bound rows:\n"
-                "GFLOP/s / the f32 FMA peak (the quantized GEMMs run int8 dot products, so their own peak differs).\n");
+    std::printf("\nmemory-bound rows: bytes read (weights or KV) per second / STREAM triad; compute rows: GFLOP/s\n"
+                "(2*m*n*k per second) / the f32 FMA peak; int8 rows (quantized GEMMs, which multiply int8 activations\n"
+                "by quantized weights): the same GFLOP/s / the int8 multiply-add peak.\n");
   }
   return 0;
 }

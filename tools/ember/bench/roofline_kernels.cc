@@ -156,7 +156,7 @@ void MeasureQuantMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
     const int64_t gemv_k = std::max<int64_t>(256, s.gemv_k / 256 * 256);
     const int64_t gemv_rows = *GgmlRowBytes(traits, gemv_k);
     run(1, gemv_k, std::max<int64_t>(64, s.gemv_weight_bytes / gemv_rows / 64 * 64), Bound::kMemory);
-    run(s.gemm_m, std::max<int64_t>(256, s.gemm_k / 256 * 256), s.gemm_n, Bound::kCompute);
+    run(s.gemm_m, std::max<int64_t>(256, s.gemm_k / 256 * 256), s.gemm_n, Bound::kComputeInt8);
   }
 }
 

@@ -9,13 +9,15 @@
 
 namespace ember::tools::bench {
 
-enum class Bound { kMemory, kCompute };
+// kCompute: f32 (or bf16 widened to f32) multiply-adds, against the f32 FMA peak; kComputeInt8:
+// the quantized GEMMs' int8 dot products, against the int8 multiply-add peak.
+enum class Bound { kMemory, kCompute, kComputeInt8 };
 
 struct KernelRate {
   std::string name;   // "gemv q4_1", "gemm f32", "paged attention prefill f16"
   std::string shape;  // "m=1 n=126976 k=4096 (520 MiB)"
   Bound bound = Bound::kMemory;
-  double rate = 0;    // GB/s of weight (or KV) bytes for kMemory, GFLOP/s for kCompute
+  double rate = 0;    // GB/s of weight (or KV) bytes for kMemory, GFLOP/s (2·m·n·k / s) otherwise
   double best_seconds = 0;
 };
 
