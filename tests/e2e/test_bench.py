@@ -102,8 +102,16 @@ def test_bench_roofline_quick_smoke(ember_bin):
         for name in ("gemv f32", "gemm bf16", "gemv q4_1", "gemm q8_0", "gemv q4_K", "attention prefill f16",
                      "attention decode f16"):
             assert name in names
+        assert level["peak_int8_isa"] in ("avx512-vnni", "avx2", "none")
+        assert (level["peak_int8_gops"] > 0) == (level["peak_int8_isa"] != "none")
         for k in level["kernels"]:
-            assert k["bound"] in ("memory", "compute") and k["achieved"] > 0
+            assert k["bound"] in ("memory", "compute", "compute-int8") and k["achieved"] > 0
             assert k["fraction"] == pytest.approx(k["achieved"] / k["ceiling"])
+            expected = {"memory": level["stream_triad_gbps"], "compute": level["peak_f32_gflops"],
+                        "compute-int8": level["peak_int8_gops"]}[k["bound"]]
+            assert k["ceiling"] == pytest.approx(expected)
+        # The quantized GEMMs are measured against the int8 peak wherever the host has one.
+        gemm_q8 = next(k for k in level["kernels"] if k["name"] == "gemm q8_0")
+        assert gemm_q8["bound"] == ("compute-int8" if level["peak_int8_gops"] > 0 else "compute")
     text = run(ember_bin, "bench", "roofline", "--quick", "--threads", "1").stdout
     assert "STREAM triad" in text and "gemv q4_1" in text
