@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "quant/grouped_block_scaled_matmul.h"
 
 namespace ember {
 
@@ -73,6 +75,49 @@ void ExpertWeights::Apply(int64_t expert, const float* x, int64_t n, float* y) c
     }
     column += m.rows;
   }
+}
+
+void ExpertWeights::ApplyGrouped(std::span<const Group> groups) const {
+  for (const Group& g : groups) {
+    EMBER_CHECK(g.expert >= 0 && g.expert < num_experts_ && g.n >= 0, "expert {} of {}, n {}", g.expert, num_experts_,
+                g.n);
+  }
+  if (!parts_.empty()) {
+    // One quant group per part; the parts of an expert share its input, so its activations are
+    // quantized once, and each part writes its columns of y directly (row stride rows_).
+    std::vector<quant::BlockScaledGroup> pieces;
+    for (const Group& g : groups) {
+      int64_t column = 0;
+      for (const quant::BlockScaledMatrix& m : parts_[g.expert]) {
+        pieces.push_back({m, g.x, g.n, g.y + column, rows_});
+        column += m.rows;
+      }
+    }
+    quant::GroupedBlockScaledMatMul(pieces);
+    return;
+  }
+  // Dense: the active kernel variant on row ranges of each expert; its results do not depend on
+  // the range split (kernels/README.md), so each row has kernels::MatMul's bits.
+  const int64_t element_bytes = dense_.dtype == DType::kBF16 ? 2 : 4;
+  std::vector<int64_t> rows(groups.size()), cost(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    rows[i] = groups[i].n == 0 ? 0 : rows_;
+    cost[i] = cols_ * element_bytes * groups[i].n;
+  }
+  ThreadPool& pool = ThreadPool::Global();
+  const std::vector<quant::GroupRowRange> ranges = quant::SplitGroupRows(rows, cost, pool.num_threads());
+  const kernels::KernelVariant& variant = kernels::ActiveVariant();
+  pool.ParallelFor(static_cast<int64_t>(ranges.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const Group& g = groups[ranges[r].group];
+      const TensorView w = dense_.Slice0(g.expert);
+      if (w.dtype == DType::kBF16) {
+        variant.matmul_bf16(g.x, g.n, cols_, w.As<uint16_t>(), ranges[r].begin, ranges[r].end, g.y, rows_);
+      } else {
+        variant.matmul_f32(g.x, g.n, cols_, w.As<float>(), ranges[r].begin, ranges[r].end, g.y, rows_);
+      }
+    }
+  });
 }
 
 void ExpertWeights::DequantizeRow(int64_t expert, int64_t row, float* out) const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -44,6 +45,18 @@ class ExpertWeights {
 
   // y [n, rows] = x [n, cols] · W_expert^T. Row i of y depends only on row i of x.
   void Apply(int64_t expert, const float* x, int64_t n, float* y) const;
+
+  // One expert's share of a grouped call: y [n, rows] = x [n, cols] · W_expert^T.
+  struct Group {
+    int64_t expert = 0;
+    const float* x = nullptr;
+    int64_t n = 0;
+    float* y = nullptr;
+  };
+  // Every group's Apply in one thread-pool dispatch over (expert, output-row range) pairs balanced
+  // by the bytes they stream (plus one inline or parallel activation-quantization loop for FP4),
+  // instead of one or two dispatches per expert. Each y is bitwise what Apply writes.
+  void ApplyGrouped(std::span<const Group> groups) const;
   // Row `row` of expert `expert` as f32 (cols values).
   void DequantizeRow(int64_t expert, int64_t row, float* out) const;
 

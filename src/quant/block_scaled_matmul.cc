@@ -1,17 +1,71 @@
-// BlockScaledMatMul (declared in block_scaled.h): activation quantization once per row, then the
-// output rows split over the global thread pool, each row one Fp4DotFn / Fp8DotFn call per group
-// of up to kMaxBlockDotRows activation rows.
+// BlockScaledMatMul (declared in block_scaled.h) and its pieces (block_scaled_matmul.h):
+// activation quantization once per row, then output rows, each one Fp4DotFn / Fp8DotFn call per
+// group of up to kMaxBlockDotRows activation rows. The threaded wrapper splits the rows over the
+// global pool.
+#include "quant/block_scaled_matmul.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/check.h"
 #include "core/thread_pool.h"
-#include "quant/block_scaled.h"
 #include "quant/block_scaled_dot.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
+
+int64_t PreparedActivationRowBytes(WeightFormat format, int64_t k) {
+  return format == WeightFormat::kFp8E4m3 ? 0 : Int8ActivationLayout(k).bytes;
+}
+
+void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out) {
+  const int64_t row_bytes = PreparedActivationRowBytes(format, k);
+  if (row_bytes == 0) return;
+  for (int64_t i = 0; i < m; ++i) QuantizeActivationInt8(x + i * k, k, out + i * row_bytes);
+}
+
+void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uint8_t* act, int64_t m,
+                           int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  const int64_t k = w.cols;
+  const BlockDotVariant& variant = ActiveBlockDotVariant();
+  const bool fp8 = w.format == WeightFormat::kFp8E4m3;
+  const Fp4DotFn fp4_dot = w.format == WeightFormat::kNvfp4 ? variant.nvfp4 : variant.mxfp4;
+  const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
+  const int64_t row_bytes = CodesRowBytes(w.format, k);
+  const int64_t scale_bytes = ScalesRowBytes(w.format, k);
+  const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, row_bytes));
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  float out[kMaxBlockDotRows];
+  for (int64_t j0 = row_begin; j0 < row_end; j0 += kRowTile) {
+    const int64_t j1 = std::min(row_end, j0 + kRowTile);
+    for (int64_t i = 0; i < m; i += kMaxBlockDotRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kMaxBlockDotRows, m - i));
+      for (int64_t j = j0; j < j1; ++j) {
+        if (i == 0 && j + ahead < row_end) {
+          PrefetchRow(w.codes + (j + ahead) * w.codes_row_stride, row_bytes);
+          if (!fp8) PrefetchRow(scales + (j + ahead) * w.scales_row_stride, scale_bytes);
+        }
+        const uint8_t* codes = w.codes + j * w.codes_row_stride;
+        float factor = w.global_scale;
+        if (fp8) {
+          const float* block_scales = nullptr;
+          if (w.fp8_scale_kind == Fp8ScaleKind::kBlock128) {
+            block_scales = reinterpret_cast<const float*>(scales + (j / kFp8ScaleBlock) * w.scales_row_stride);
+          } else if (w.fp8_scale_kind == Fp8ScaleKind::kPerChannel) {
+            float channel;
+            std::memcpy(&channel, scales + j * w.scales_row_stride, 4);
+            factor = channel * w.global_scale;
+          }
+          variant.fp8(k, codes, block_scales, x + i * k, k, rows, out);
+        } else {
+          fp4_dot(k, codes, scales + j * w.scales_row_stride, act + i * act_bytes, act_bytes, rows, out);
+        }
+        for (int r = 0; r < rows; ++r) y[(i + r) * ldy + j] = out[r] * factor;
+      }
+    }
+  }
+}
 
 void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y) {
   const Status valid = ValidateBlockScaledMatrix(w);
@@ -20,65 +74,27 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
   if (m == 0 || w.rows == 0) return;
   const int64_t k = w.cols;
   const int64_t n = w.rows;
-  const BlockDotVariant& variant = ActiveBlockDotVariant();
-  const bool fp8 = w.format == WeightFormat::kFp8E4m3;
-  const Fp4DotFn fp4_dot = w.format == WeightFormat::kNvfp4 ? variant.nvfp4 : variant.mxfp4;
   ThreadPool& pool = ThreadPool::Global();
 
   // FP4: int8 activation rows, quantized once per call (reused buffer: decode makes many calls).
-  const int64_t act_bytes = fp8 ? 0 : Int8ActivationLayout(k).bytes;
+  const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
   thread_local std::vector<uint8_t> activation_buffer;
   uint8_t* act = nullptr;
-  if (!fp8) {
+  if (act_bytes > 0) {
     activation_buffer.resize(static_cast<size_t>(m * act_bytes + 64));
     act = activation_buffer.data() + (64 - reinterpret_cast<uintptr_t>(activation_buffer.data()) % 64) % 64;
     pool.ParallelFor(
         m,
         [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) QuantizeActivationInt8(x + i * k, k, act + i * act_bytes);
+          PrepareActivations(w.format, x + begin * k, end - begin, k, act + begin * act_bytes);
         },
         std::max<int64_t>(1, kMinChunkBytes / (k * 4)));
   }
 
-  const int64_t row_bytes = CodesRowBytes(w.format, k);
-  const int64_t scale_bytes = ScalesRowBytes(w.format, k);
-  const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, row_bytes));
-  const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, (row_bytes + scale_bytes) * m));
-  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  const int64_t packed_row_bytes = CodesRowBytes(w.format, k) + ScalesRowBytes(w.format, k);
+  const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, packed_row_bytes * m));
   pool.ParallelFor(
-      n,
-      [&](int64_t begin, int64_t end) {
-        float out[kMaxBlockDotRows];
-        for (int64_t j0 = begin; j0 < end; j0 += kRowTile) {
-          const int64_t j1 = std::min(end, j0 + kRowTile);
-          for (int64_t i = 0; i < m; i += kMaxBlockDotRows) {
-            const int rows = static_cast<int>(std::min<int64_t>(kMaxBlockDotRows, m - i));
-            for (int64_t j = j0; j < j1; ++j) {
-              if (i == 0 && j + ahead < end) {
-                PrefetchRow(w.codes + (j + ahead) * w.codes_row_stride, row_bytes);
-                if (!fp8) PrefetchRow(scales + (j + ahead) * w.scales_row_stride, scale_bytes);
-              }
-              const uint8_t* codes = w.codes + j * w.codes_row_stride;
-              float factor = w.global_scale;
-              if (fp8) {
-                const float* block_scales = nullptr;
-                if (w.fp8_scale_kind == Fp8ScaleKind::kBlock128) {
-                  block_scales = reinterpret_cast<const float*>(scales + (j / kFp8ScaleBlock) * w.scales_row_stride);
-                } else if (w.fp8_scale_kind == Fp8ScaleKind::kPerChannel) {
-                  float channel;
-                  std::memcpy(&channel, scales + j * w.scales_row_stride, 4);
-                  factor = channel * w.global_scale;
-                }
-                variant.fp8(k, codes, block_scales, x + i * k, k, rows, out);
-              } else {
-                fp4_dot(k, codes, scales + j * w.scales_row_stride, act + i * act_bytes, act_bytes, rows, out);
-              }
-              for (int r = 0; r < rows; ++r) y[(i + r) * n + j] = out[r] * factor;
-            }
-          }
-        }
-      },
-      min_rows);
+      n, [&](int64_t begin, int64_t end) { BlockScaledMatMulRows(w, x, act, m, begin, end, y, n); }, min_rows);
 }
 
 }  // namespace ember::quant

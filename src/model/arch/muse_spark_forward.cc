@@ -132,37 +132,46 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
                        latent.data());
 
   // Group the step's tokens (all requests of the batch) per expert so each expert's weights
-  // stream once per step: one gathered [n, Hm] MatMul per expert. Experts run in index order and
-  // each token accumulates its experts' weighted outputs in that order into its own row, and
-  // MatMul row i does not depend on the other rows, so a token's result is bitwise the same
+  // stream once per step: the active experts' gathered rows [n_e, Hm] are laid out one expert after
+  // the other, and gate_up and down each run as one grouped matmul over every active expert (one
+  // thread-pool dispatch, not one per expert). Row i of a grouped matmul depends only on row i of
+  // its input, the per-row ops are row-wise, and each token accumulates its experts' weighted
+  // outputs in expert-index order into its own row, so a token's result is bitwise the same
   // whichever other tokens share the batch.
   std::vector<std::vector<std::pair<int64_t, float>>> assigned(num_experts);
   for (int64_t t = 0; t < count; ++t) {
     for (int64_t s = 0; s < top_k; ++s) assigned[chosen[t * top_k + s]].push_back({t, weights[t * top_k + s]});
   }
-  std::vector<float> mixed(count * hm, 0.0f);
-  std::vector<float> gathered, gate_up, activated, expert_out;
+  const int64_t routed = count * top_k;  // gathered rows over all experts
+  std::vector<float> gathered(routed * hm), gate_up(routed * 2 * inter), activated(routed * inter),
+      expert_out(routed * hm);
+  std::vector<ExpertWeights::Group> up_groups, down_groups;
+  std::vector<int64_t> first_row;  // per active expert, its first row in the gathered layout
+  int64_t row = 0;
   for (int64_t e = 0; e < num_experts; ++e) {
     const auto& tokens = assigned[e];
     if (tokens.empty()) continue;
     const int64_t n = static_cast<int64_t>(tokens.size());
-    gathered.resize(n * hm);
     for (int64_t i = 0; i < n; ++i) {
-      std::copy(latent.begin() + tokens[i].first * hm, latent.begin() + (tokens[i].first + 1) * hm,
-                gathered.begin() + i * hm);
+      std::copy_n(latent.begin() + tokens[i].first * hm, hm, gathered.begin() + (row + i) * hm);
     }
-    gate_up.resize(n * 2 * inter);
-    layer.experts_gate_up.Apply(e, gathered.data(), n, gate_up.data());
-    activated.resize(n * inter);
-    kernels::SwiGluHalves(gate_up.data(), n, inter, activated.data());
-    expert_out.resize(n * hm);
-    layer.experts_down.Apply(e, activated.data(), n, expert_out.data());
-    // Each expert's output is normalised (gain before the weightless norm) before weighting.
-    kernels::GainRmsNorm(expert_out.data(), n, hm, static_cast<float>(c.post_norm_eps),
-                         layer.post_expert_gain.data(), expert_out.data());
-    for (int64_t i = 0; i < n; ++i) {
+    up_groups.push_back({e, gathered.data() + row * hm, n, gate_up.data() + row * 2 * inter});
+    down_groups.push_back({e, activated.data() + row * inter, n, expert_out.data() + row * hm});
+    first_row.push_back(row);
+    row += n;
+  }
+  layer.experts_gate_up.ApplyGrouped(up_groups);
+  kernels::SwiGluHalves(gate_up.data(), routed, inter, activated.data());
+  layer.experts_down.ApplyGrouped(down_groups);
+  // Each expert's output is normalised (gain before the weightless norm) before weighting.
+  kernels::GainRmsNorm(expert_out.data(), routed, hm, static_cast<float>(c.post_norm_eps),
+                       layer.post_expert_gain.data(), expert_out.data());
+  std::vector<float> mixed(count * hm, 0.0f);
+  for (size_t a = 0; a < up_groups.size(); ++a) {
+    const auto& tokens = assigned[up_groups[a].expert];
+    for (size_t i = 0; i < tokens.size(); ++i) {
       float* dst = mixed.data() + tokens[i].first * hm;
-      const float* src = expert_out.data() + i * hm;
+      const float* src = expert_out.data() + (first_row[a] + static_cast<int64_t>(i)) * hm;
       const float w = tokens[i].second;
       for (int64_t j = 0; j < hm; ++j) dst[j] += w * src[j];
     }
