@@ -51,7 +51,7 @@ __m256 Nvfp4LaneScales(const uint8_t* scales) {
 
 template <bool kNvfp4, int kRows>
 void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride,
-                float* out) {
+                float* out, const uint8_t* prefetch) {
   const ActivationLayout l = Int8ActivationLayout(k);
   const int64_t chunks = k / kChunk;
   const __m256i table =
@@ -61,6 +61,7 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
   __m256 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t c = 0; c < chunks; ++c) {
+    if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 64), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + c * 64 + h * 32));
       const __m256i lo = _mm256_and_si256(bytes, low4);
@@ -81,6 +82,8 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
       }
     }
   }
+  // The last line (the tail after the whole chunks, or the end of a row not 64-byte aligned).
+  if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k / 2 - 1), _MM_HINT_T0);
   // 0.5 undoes the doubled e2m1 table; 2^8 the f16 trick's 2^-8 (NVFP4).
   const float unit = kNvfp4 ? 128.0f : 0.5f;
   for (int r = 0; r < kRows; ++r) {
@@ -93,16 +96,16 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
 
 template <bool kNvfp4>
 void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* prefetch) {
   switch (rows) {
     case 1:
-      return Fp4DotRows<kNvfp4, 1>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 1>(k, codes, scales, act, act_stride, out, prefetch);
     case 2:
-      return Fp4DotRows<kNvfp4, 2>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 2>(k, codes, scales, act, act_stride, out, prefetch);
     case 3:
-      return Fp4DotRows<kNvfp4, 3>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 3>(k, codes, scales, act, act_stride, out, prefetch);
     default:
-      return Fp4DotRows<kNvfp4, 4>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 4>(k, codes, scales, act, act_stride, out, prefetch);
   }
 }
 
@@ -116,7 +119,7 @@ __m256 Fp8Times2PowMinus8(const uint8_t* codes) {
 
 template <int kRows>
 void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride,
-                float* out) {
+                float* out, const uint8_t* prefetch) {
   __m256 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b0 = 0; b0 < k; b0 += kFp8ScaleBlock) {
@@ -124,6 +127,9 @@ void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, cons
     __m256 part[kRows][2];
     for (int r = 0; r < kRows; ++r) part[r][0] = part[r][1] = _mm256_setzero_ps();
     for (int64_t s = 0; s < steps; ++s) {
+      if (prefetch != nullptr && s % 4 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + b0 + s * 16), _MM_HINT_T0);
+      }
       const __m256 w0 = Fp8Times2PowMinus8(codes + b0 + s * 16);
       const __m256 w1 = Fp8Times2PowMinus8(codes + b0 + s * 16 + 8);
       for (int r = 0; r < kRows; ++r) {
@@ -139,20 +145,21 @@ void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, cons
                    : _mm256_add_ps(block, acc[r]);
     }
   }
+  if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k - 1), _MM_HINT_T0);
   for (int r = 0; r < kRows; ++r) out[r] = 256.0f * HorizontalSum(acc[r]);
 }
 
 void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* prefetch) {
   switch (rows) {
     case 1:
-      return Fp8DotRows<1>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<1>(k, codes, block_scales, x, x_stride, out, prefetch);
     case 2:
-      return Fp8DotRows<2>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<2>(k, codes, block_scales, x, x_stride, out, prefetch);
     case 3:
-      return Fp8DotRows<3>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<3>(k, codes, block_scales, x, x_stride, out, prefetch);
     default:
-      return Fp8DotRows<4>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<4>(k, codes, block_scales, x, x_stride, out, prefetch);
   }
 }
 

@@ -76,7 +76,7 @@ __m512 Nvfp4LaneScales(const uint8_t* scales) {
 
 template <bool kNvfp4, int kRows>
 void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride,
-                float* out) {
+                float* out, const uint8_t* prefetch) {
   const ActivationLayout l = Int8ActivationLayout(k);
   const int64_t chunks = k / kChunk;
   const __m512i table = E2m1Table();
@@ -86,6 +86,7 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t c = 0; c < chunks; ++c) {
+    if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 64), _MM_HINT_T0);
     const __m512i bytes = _mm512_loadu_si512(codes + c * 64);
     const __m512i hi = _mm512_srli_epi16(bytes, 4);  // high nibbles in bits 0-3
     const __m512 w_scale = kNvfp4 ? Nvfp4LaneScales(scales + c * 8) : Mxfp4LaneScales(scales + c * 4);
@@ -102,6 +103,8 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
       acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, sum), scale, acc[r]);
     }
   }
+  // The last line (the tail after the whole chunks, or the end of a row not 64-byte aligned).
+  if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k / 2 - 1), _MM_HINT_T0);
   // 0.5 undoes the doubled e2m1 table; 2^8 the f16 trick's 2^-8 (NVFP4).
   const float unit = kNvfp4 ? 128.0f : 0.5f;
   for (int r = 0; r < kRows; ++r) {
@@ -114,16 +117,16 @@ void Fp4DotRows(int64_t k, const uint8_t* codes, const uint8_t* scales, const ui
 
 template <bool kNvfp4>
 void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* prefetch) {
   switch (rows) {
     case 1:
-      return Fp4DotRows<kNvfp4, 1>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 1>(k, codes, scales, act, act_stride, out, prefetch);
     case 2:
-      return Fp4DotRows<kNvfp4, 2>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 2>(k, codes, scales, act, act_stride, out, prefetch);
     case 3:
-      return Fp4DotRows<kNvfp4, 3>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 3>(k, codes, scales, act, act_stride, out, prefetch);
     default:
-      return Fp4DotRows<kNvfp4, 4>(k, codes, scales, act, act_stride, out);
+      return Fp4DotRows<kNvfp4, 4>(k, codes, scales, act, act_stride, out, prefetch);
   }
 }
 
@@ -136,7 +139,7 @@ __m512 Fp8Times2PowMinus8(const uint8_t* codes) {
 
 template <int kRows>
 void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride,
-                float* out) {
+                float* out, const uint8_t* prefetch) {
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b0 = 0; b0 < k; b0 += kFp8ScaleBlock) {
@@ -146,6 +149,7 @@ void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, cons
       for (int p = 0; p < 4; ++p) part[r][p] = _mm512_setzero_ps();
     int64_t s = 0;
     for (; s + 4 <= steps; s += 4) {
+      if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + b0 + s * 16), _MM_HINT_T0);
       const uint8_t* c = codes + b0 + s * 16;
       const __m512 w[4] = {Fp8Times2PowMinus8(c), Fp8Times2PowMinus8(c + 16), Fp8Times2PowMinus8(c + 32),
                            Fp8Times2PowMinus8(c + 48)};
@@ -167,20 +171,21 @@ void Fp8DotRows(int64_t k, const uint8_t* codes, const float* block_scales, cons
                    : _mm512_add_ps(block, acc[r]);
     }
   }
+  if (prefetch != nullptr) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k - 1), _MM_HINT_T0);
   for (int r = 0; r < kRows; ++r) out[r] = 256.0f * HorizontalSum(acc[r]);
 }
 
 void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* prefetch) {
   switch (rows) {
     case 1:
-      return Fp8DotRows<1>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<1>(k, codes, block_scales, x, x_stride, out, prefetch);
     case 2:
-      return Fp8DotRows<2>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<2>(k, codes, block_scales, x, x_stride, out, prefetch);
     case 3:
-      return Fp8DotRows<3>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<3>(k, codes, block_scales, x, x_stride, out, prefetch);
     default:
-      return Fp8DotRows<4>(k, codes, block_scales, x, x_stride, out);
+      return Fp8DotRows<4>(k, codes, block_scales, x, x_stride, out, prefetch);
   }
 }
 

@@ -31,13 +31,14 @@ float Fp4Range(bool nvfp4, int64_t k, int64_t k0, int64_t k1, const uint8_t* cod
 namespace {
 
 template <bool kNvfp4>
+// `prefetch` is ignored: the oracle is compute bound.
 void Fp4Dot(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act, int64_t act_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* /*prefetch*/) {
   for (int r = 0; r < rows; ++r) out[r] = ref::Fp4Range(kNvfp4, k, 0, k, codes, scales, act + r * act_stride);
 }
 
 void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const float* x, int64_t x_stride, int rows,
-            float* out) {
+            float* out, const uint8_t* /*prefetch*/) {
   for (int r = 0; r < rows; ++r) {
     float acc = 0.0f;
     for (int64_t b = 0; b * kFp8ScaleBlock < k; ++b) {

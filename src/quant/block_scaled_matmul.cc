@@ -42,8 +42,11 @@ void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uin
     for (int64_t i = 0; i < m; i += kMaxBlockDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kMaxBlockDotRows, m - i));
       for (int64_t j = j0; j < j1; ++j) {
+        // The codes of row j + ahead are requested by the dot itself, a line per 64 bytes
+        // (Fp4DotFn); the row's few scale lines here.
+        const uint8_t* prefetch = nullptr;
         if (i == 0 && j + ahead < row_end) {
-          PrefetchRow(w.codes + (j + ahead) * w.codes_row_stride, row_bytes);
+          prefetch = w.codes + (j + ahead) * w.codes_row_stride;
           if (!fp8) PrefetchRow(scales + (j + ahead) * w.scales_row_stride, scale_bytes);
         }
         const uint8_t* codes = w.codes + j * w.codes_row_stride;
@@ -57,9 +60,9 @@ void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uin
             std::memcpy(&channel, scales + j * w.scales_row_stride, 4);
             factor = channel * w.global_scale;
           }
-          variant.fp8(k, codes, block_scales, x + i * k, k, rows, out);
+          variant.fp8(k, codes, block_scales, x + i * k, k, rows, out, prefetch);
         } else {
-          fp4_dot(k, codes, scales + j * w.scales_row_stride, act + i * act_bytes, act_bytes, rows, out);
+          fp4_dot(k, codes, scales + j * w.scales_row_stride, act + i * act_bytes, act_bytes, rows, out, prefetch);
         }
         for (int r = 0; r < rows; ++r) y[(i + r) * ldy + j] = out[r] * factor;
       }
