@@ -11,16 +11,19 @@
 // The machine this was written on is shared, and its bandwidth varies with the neighbours' load
 // from second to second. So each row alternates --rounds times between a STREAM triad measurement
 // and the kernel's, and prints the best of each: the ratio compares measurements taken under the
-// same conditions, minutes apart from no other row's.
+// same conditions, minutes apart from no other row's. A closing table gives each format and
+// variant's fraction of the triad (min-max over the shapes) per thread count.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -160,6 +163,10 @@ int RunQuantBench(const QuantBenchOptions& o) {
   std::printf("STREAM triad: %lld MiB arrays, measured alternately with each row's kernel\n",
               static_cast<long long>(o.stream_mib));
   std::mt19937 rng(1);
+  // Kernel / triad ratios per (format, variant) and thread count, for the summary at the end
+  // (printed in the order measured).
+  std::vector<std::pair<std::string, std::string>> summary_rows;
+  std::map<std::pair<std::string, std::string>, std::map<int, std::vector<double>>> ratios;
   for (int threads : o.threads) {
     ThreadPool::SetGlobalThreads(threads);
     std::printf("\n%d thread(s)\n  %-6s %-12s %-8s %10s %12s %9s\n", threads, "format", "shape", "variant", "GB/s",
@@ -177,12 +184,30 @@ int RunQuantBench(const QuantBenchOptions& o) {
             triad = std::max(triad, kernels::MeasureStreamTriadGBps(o.stream_mib << 20, o.reps, threads));
             gbps = std::max(gbps, MeasureGBps(pool, x, o.m, o.reps));
           }
-          std::printf("  %-6s %-12s %-8s %10.2f %12.2f %8.0f%%\n", std::string(quant::WeightFormatName(format)).c_str(),
+          const std::string format_name(quant::WeightFormatName(format));
+          std::printf("  %-6s %-12s %-8s %10.2f %12.2f %8.0f%%\n", format_name.c_str(),
                       fmt::format("{}x{}", shape.rows, shape.cols).c_str(), v.c_str(), gbps, triad, 100 * gbps / triad);
+          if (!ratios.contains({format_name, v})) summary_rows.emplace_back(format_name, v);
+          ratios[{format_name, v}][threads].push_back(gbps / triad);
           std::fflush(stdout);
         }
       }
     }
+  }
+  // Issue #4's target reads off this table: 4-bit GEMV at >= 80% of the triad with 2 threads.
+  std::printf("\nFraction of the STREAM triad measured beside it (min-max over the shapes)\n  %-6s %-8s", "format",
+              "variant");
+  for (int threads : o.threads) std::printf(" %12s", fmt::format("{} thread{}", threads, threads == 1 ? "" : "s").c_str());
+  std::printf("\n");
+  for (const auto& key : summary_rows) {
+    const auto& by_threads = ratios.at(key);
+    std::printf("  %-6s %-8s", key.first.c_str(), key.second.c_str());
+    for (int threads : o.threads) {
+      const std::vector<double>& r = by_threads.at(threads);
+      const auto [low, high] = std::minmax_element(r.begin(), r.end());
+      std::printf(" %12s", fmt::format("{:.0f}-{:.0f}%", 100 * *low, 100 * *high).c_str());
+    }
+    std::printf("\n");
   }
   std::printf("\nload average at end: %s\n", LoadAverage().c_str());
   return 0;
