@@ -39,6 +39,12 @@ ActivationLayout Int8ActivationLayout(int64_t k) {
 
 void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out) {
   EMBER_CHECK(k % 16 == 0, "int8 activations need a multiple of 16 elements, got {}", k);
+  static const bool avx512 = HostCpuFeatures().HasAvx512Set();
+  if (avx512) return QuantizeActivationInt8Avx512(x, k, out);
+  QuantizeActivationInt8Portable(x, k, out);
+}
+
+void QuantizeActivationInt8Portable(const float* x, int64_t k, uint8_t* out) {
   const ActivationLayout l = Int8ActivationLayout(k);
   int8_t* __restrict q = reinterpret_cast<int8_t*>(out + l.q);
   // Adding and subtracting 1.5 * 2^23 rounds an f32 of magnitude below 2^22 to the nearest integer,

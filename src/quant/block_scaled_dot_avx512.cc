@@ -38,6 +38,16 @@ float HorizontalSum(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The largest lane of v, which holds no NaN (the order of the maxima then does not matter).
+float HorizontalMax(__m512 v) {
+  const __m256 half =
+      _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xff, v, 0), _mm512_maskz_extractf32x8_ps(0xff, v, 1));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // 2 * e2m1 by code: sign << 3 | magnitude.
 __m512i E2m1Table() {
   return _mm512_maskz_broadcast_i32x4(0xffff, _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
@@ -190,6 +200,58 @@ void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const fl
 }
 
 }  // namespace
+
+// QuantizeActivationInt8 (block_scaled_dot.cc) 16 elements at a time, byte for byte the same:
+// NaN elements are left out of amax as std::max(amax, NaN) leaves them, max_ps(v, -127) maps a
+// NaN product to -127 as std::max(-127.0f, NaN) does, and the +-1.5 * 2^23 rounding is the same
+// two f32 operations.
+void QuantizeActivationInt8Avx512(const float* x, int64_t k, uint8_t* out) {
+  const ActivationLayout l = Int8ActivationLayout(k);
+  auto* q = reinterpret_cast<int8_t*>(out + l.q);
+  const __m512 round = _mm512_set1_ps(12582912.0f);
+  for (int64_t g = 0; g < k / 16; ++g) {
+    const __m512 v = _mm512_loadu_ps(x + g * 16);
+    const __m512 a = _mm512_abs_ps(v);
+    const float amax = HorizontalMax(_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a));
+    const float d = amax / 127.0f;
+    const float inverse = d > 0.0f ? 1.0f / d : 0.0f;
+    __m512 s = _mm512_maskz_max_ps(0xffff, _mm512_mul_ps(v, _mm512_set1_ps(inverse)), _mm512_set1_ps(-127.0f));
+    s = _mm512_maskz_min_ps(0xffff, s, _mm512_set1_ps(127.0f));
+    s = _mm512_sub_ps(_mm512_add_ps(s, round), round);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + g * 16),
+                     _mm512_maskz_cvtepi32_epi8(0xffff, _mm512_maskz_cvttps_epi32(0xffff, s)));
+    std::memcpy(out + l.scale + g * 4, &d, 4);
+    std::memcpy(out + l.lane_scale + g * 8, &d, 4);
+    std::memcpy(out + l.lane_scale + g * 8 + 4, &d, 4);
+  }
+  // Chunk order: per 128 elements the 64 even ones, then the 64 odd ones. vpshufb puts each
+  // 16-byte lane's evens before its odds, vpermq gathers the evens of a register into its low
+  // half, vshufi64x2 joins two registers' halves.
+  const __m512i split = _mm512_maskz_broadcast_i32x4(
+      0xffff, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+  const __m512i gather = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  int64_t c0 = 0;
+  for (; c0 + kChunk <= k; c0 += kChunk) {
+    const __m512i lo = _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0), split));
+    const __m512i hi = _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0 + 64), split));
+    const __m512i halves[2] = {_mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0x44), _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0xee)};
+    for (int odd = 0; odd < 2; ++odd) {
+      _mm512_storeu_si512(out + l.abs + c0 + odd * 64, _mm512_abs_epi8(halves[odd]));
+      _mm512_storeu_si512(out + l.flip + c0 + odd * 64,
+                         _mm512_maskz_set1_epi8(_mm512_movepi8_mask(halves[odd]), 0x08));
+    }
+  }
+  if (c0 < k) {  // a last chunk shorter than 128
+    const int64_t half = (k - c0) / 2;
+    for (int odd = 0; odd < 2; ++odd) {
+      for (int64_t j = 0; j < half; ++j) {
+        const int8_t v = q[c0 + 2 * j + odd];
+        out[l.abs + c0 + odd * half + j] = static_cast<uint8_t>(v < 0 ? -v : v);
+        out[l.flip + c0 + odd * half + j] = v < 0 ? 0x08 : 0x00;
+      }
+    }
+  }
+}
 
 const BlockDotVariant kBlockDotAvx512 = {"avx512", Fp4Dot<false>, Fp4Dot<true>, Fp8Dot};
 

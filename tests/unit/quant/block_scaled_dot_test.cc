@@ -2,9 +2,13 @@
 // while this one is reduced) is only a hint. For every available variant, format, odd k and
 // activation-row count, the bits of out[] are the same with no prefetch row, with another row
 // and with the row itself; a kernel that read values through the prefetch pointer would differ.
+// Also: the AVX-512 activation quantizer against the portable one, byte for byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "quant/block_scaled.h"
 #include "quant/block_scaled_dot.h"
+#include "quant/block_scaled_dot_variants.h"
 
 namespace ember::quant {
 namespace {
@@ -70,6 +76,40 @@ TEST(BlockScaledDot, PrefetchArgumentNeverChangesResults) {
               << variant->name << " fp8 k=" << k << " rows=" << rows << (bs ? " block scales" : "");
         }
       }
+    }
+  }
+}
+
+// The AVX-512 activation quantizer writes exactly the portable one's bytes (q, scales, chunk-order
+// |q| and sign flags, lane scales), on k with and without a short last chunk and on NaN, +-inf,
+// +-0, subnormal and all-zero groups.
+TEST(BlockScaledDot, Avx512ActivationQuantizerMatchesPortable) {
+  if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "no AVX-512 on this host";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int64_t k : {16, 48, 128, 144, 4096, 4192}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(k);
+      for (float& v : x) {
+        v = std::ldexp(normal(rng), static_cast<int>(rng() % 60) - 30);
+        switch (rng() % 32) {
+          case 0: v = std::numeric_limits<float>::quiet_NaN(); break;
+          case 1: v = std::numeric_limits<float>::infinity(); break;
+          case 2: v = -std::numeric_limits<float>::infinity(); break;
+          case 3: v = -0.0f; break;
+          case 4: v = 1e-45f; break;
+          default: break;
+        }
+      }
+      if (trial == 0) std::fill(x.begin(), x.end(), 0.0f);
+      const int64_t bytes = Int8ActivationLayout(k).bytes;
+      std::unique_ptr<uint8_t, AlignedFree> portable(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+      std::unique_ptr<uint8_t, AlignedFree> avx512(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+      std::memset(portable.get(), 0xcd, bytes);  // padding between the arrays compares too
+      std::memset(avx512.get(), 0xcd, bytes);
+      QuantizeActivationInt8Portable(x.data(), k, portable.get());
+      QuantizeActivationInt8Avx512(x.data(), k, avx512.get());
+      EXPECT_EQ(std::memcmp(portable.get(), avx512.get(), bytes), 0) << "k=" << k << " trial " << trial;
     }
   }
 }
