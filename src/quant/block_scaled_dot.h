@@ -54,7 +54,7 @@ void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out);
 // prefetch: null, or the codes of a later row of the same length, requested one cache line per
 // 64 code bytes as the loop goes (a hint: it never changes out). The caller's decode GEMV passes
 // the row it will reduce next but one; spreading those requests over the dot rather than issuing
-// a whole row at once moved the 2-thread MXFP4 / NVFP4 GEMV from ~77% to ~100% of the STREAM triad
+// a whole row at once moved the 2-thread MXFP4 / NVFP4 GEMV from 70-79% to 82-97% of the triad
 // (a burst of 32+ prefetches fills the line-fill buffers and stalls the loads behind it).
 using Fp4DotFn = void (*)(int64_t k, const uint8_t* codes, const uint8_t* scales, const uint8_t* act,
                           int64_t act_stride, int rows, float* out, const uint8_t* prefetch);

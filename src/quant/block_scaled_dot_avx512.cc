@@ -232,8 +232,10 @@ void QuantizeActivationInt8Avx512(const float* x, int64_t k, uint8_t* out) {
   const __m512i gather = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
   int64_t c0 = 0;
   for (; c0 + kChunk <= k; c0 += kChunk) {
-    const __m512i lo = _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0), split));
-    const __m512i hi = _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0 + 64), split));
+    const __m512i lo =
+        _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0), split));
+    const __m512i hi =
+        _mm512_maskz_permutexvar_epi64(0xff, gather, _mm512_shuffle_epi8(_mm512_loadu_si512(q + c0 + 64), split));
     const __m512i halves[2] = {_mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0x44), _mm512_maskz_shuffle_i64x2(0xff, lo, hi, 0xee)};
     for (int odd = 0; odd < 2; ++odd) {
       _mm512_storeu_si512(out + l.abs + c0 + odd * 64, _mm512_abs_epi8(halves[odd]));

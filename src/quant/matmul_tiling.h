@@ -22,7 +22,7 @@ inline constexpr int64_t kRowTile = 16;
 // to be evicted before use. BlockScaledMatMul does not issue a row's prefetches at once: it hands
 // the row to its dot, which requests a line per 64 bytes as it goes (a burst of 32+ prefetches
 // fills the line-fill buffers and stalls the loads behind it; spreading them took the 2-thread
-// block-scaled GEMV from ~77% to ~100% of the triad, block_scaled_dot.h).
+// 4-bit GEMV from 70-79% to 82-97% of the triad, src/quant/README.md).
 inline constexpr int64_t kPrefetchBytes = 4096;
 
 // Requests every cache line of `bytes` bytes from `row` on.
