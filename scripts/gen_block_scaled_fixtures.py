@@ -6,7 +6,8 @@ Oracles (run with the project venv: .venv/bin/python scripts/gen_block_scaled_fi
     block scales, packed codes; dequantize to f32), the producer of the Muse NVFP4 checkpoint.
   * MXFP4: the OCP MX v1.0 rule written in torch (shared scale 2^(floor(log2(amax)) - 2), stored as
     torch.float8_e8m0fnu), with ModelOpt's e2m1 encoder (NVFP4QTensor._cast_fp4, round to nearest
-    even, saturating) for the elements; dequantized as e2m1 * 2^(e-127) in torch f32.
+    even, saturating) for the elements, except that values rounding to zero are +0 (code 0) as
+    amd-quark writes them; dequantized as e2m1 * 2^(e-127) in torch f32.
   * FP8 e4m3: torch's float8_e4m3fn cast of x / scale (scale = amax / 448 per tensor, per row or per
     128x128 block, f32) and torch's f32 dequantization code * scale.
 
@@ -74,6 +75,7 @@ def mxfp4(x):
     scale = torch.exp2(exponent)
     e8m0 = scale.to(torch.float8_e8m0fnu).view(torch.uint8)
     codes = NVFP4QTensor._cast_fp4((blocks / scale).view(rows, cols))
+    codes = torch.where(codes == 8, torch.zeros_like(codes), codes)  # amd-quark writes +0 for -0
     dequant = (E2M1[codes.long()].view(rows, cols // 32, 32) * scale).view(rows, cols)
     return record(0, 0, x, 1.0, pack_nibbles(codes), e8m0.view(rows, cols // 32), dequant)
 

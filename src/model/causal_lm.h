@@ -77,6 +77,9 @@ struct LoadOptions {
   // Quantize a bf16 checkpoint's routed expert weights to this format while loading (round to
   // nearest even, deterministic; model/quantized_weights.h). nullopt keeps the stored formats.
   std::optional<quant::WeightFormat> quantization;
+  // MXFP4 block-scale rule for `quantization` kMxfp4: Quark's default "even" (the bytes AMD's
+  // toolchain produces) or OCP MX v1.0 "floor" (quant/block_scaled.h).
+  quant::Mxfp4ScaleRounding mxfp4_rounding = quant::Mxfp4ScaleRounding::kEven;
   // With `quantization`, also the dense linears of the decoder layers (attention projections,
   // latent projections, dense MLPs); the router, embeddings and lm_head stay as stored.
   bool quantize_dense = false;

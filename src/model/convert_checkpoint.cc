@@ -43,7 +43,8 @@ std::vector<std::string> KeptModules(const Checkpoint& c) {
   return modules;
 }
 
-ordered_json QuantizationConfig(WeightFormat format, const std::vector<std::string>& kept) {
+ordered_json QuantizationConfig(WeightFormat format, quant::Mxfp4ScaleRounding mxfp4_rounding,
+                                const std::vector<std::string>& kept) {
   const ordered_json producer = {{"name", "ember"}, {"tool", "ember convert"}};
   switch (format) {
     case WeightFormat::kNvfp4:
@@ -54,7 +55,7 @@ ordered_json QuantizationConfig(WeightFormat format, const std::vector<std::stri
               {"global_quant_config",
                {{"weight", {{"dtype", "fp4"}, {"qscheme", "per_group"}, {"ch_axis", -1}, {"group_size", 32},
                             {"is_dynamic", false}, {"round_method", "half_even"}, {"scale_format", "e8m0"},
-                            {"scale_calculation_mode", "floor"}}},
+                            {"scale_calculation_mode", quant::Mxfp4ScaleRoundingName(mxfp4_rounding)}}},
                 {"input_tensors", nullptr}, {"output_tensors", nullptr}, {"bias", nullptr}}},
               {"exclude", kept}, {"layer_quant_config", ordered_json::object()},
               {"layer_type_quant_config", ordered_json::object()},
@@ -100,7 +101,8 @@ void AppendQuantized(const SafetensorTensor& t, const QuantizedStack& q, std::ve
 }  // namespace
 
 Expected<ConvertStats> ConvertCheckpoint(const std::string& in_dir, const std::string& out_dir, WeightFormat format,
-                                         const std::function<void(int64_t, int64_t)>& progress) {
+                                         const std::function<void(int64_t, int64_t)>& progress,
+                                         quant::Mxfp4ScaleRounding mxfp4_rounding) {
   EMBER_ASSIGN_OR_RETURN(QuantScheme scheme, ReadQuantScheme(in_dir));
   if (scheme.quantized()) {
     return InvalidArgument(fmt::format("{} is already quantized ({}); ember convert takes a bf16 checkpoint", in_dir,
@@ -134,7 +136,7 @@ Expected<ConvertStats> ConvertCheckpoint(const std::string& in_dir, const std::s
         entries.push_back({t.name, t.dtype, t.shape, t.view.data});
         continue;
       }
-      EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(t.view, format, halves));
+      EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(t.view, format, halves, mxfp4_rounding));
       AppendQuantized(t, *q, &entries);
       keep_alive.push_back(std::move(q));
       ++stats.tensors_converted;
@@ -147,7 +149,7 @@ Expected<ConvertStats> ConvertCheckpoint(const std::string& in_dir, const std::s
     EMBER_RETURN_IF_ERROR(WriteSafetensors((fs::path(out_dir) / shard).string(), entries, file->metadata()));
   }
 
-  const ordered_json quant_config = QuantizationConfig(format, KeptModules(*checkpoint));
+  const ordered_json quant_config = QuantizationConfig(format, mxfp4_rounding, KeptModules(*checkpoint));
   // Every other file of the model directory comes along; config.json gains quantization_config.
   for (const auto& entry : fs::directory_iterator(in_dir, error)) {
     const std::string name = entry.path().filename().string();

@@ -5,7 +5,8 @@
 //          (gate and up halves with their own global scales), down_proj with [E];
 //          hf_quant_config.json and config.json quantization_config (quant_method "modelopt")
 //   mxfp4  Quark-style: <experts>.<param> U8 + _weight_scale U8 (e8m0); config.json
-//          quantization_config (quant_method "quark", fp4, group 32, e8m0, scale mode "floor")
+//          quantization_config (quant_method "quark", fp4, group 32, e8m0, scale_calculation_mode
+//          "even" or "floor" as `mxfp4_rounding` chose)
 //   fp8    <experts>.<param> F8_E4M3 + _weight_scale_inv F32 [E, ceil(R/128), ceil(C/128)];
 //          config.json quantization_config (quant_method "fp8", weight_block_size [128, 128])
 //
@@ -34,6 +35,7 @@ struct ConvertStats {
 // with (done, total) after each converted tensor. The input must not be quantized already.
 Expected<ConvertStats> ConvertCheckpoint(const std::string& in_dir, const std::string& out_dir,
                                          quant::WeightFormat format,
-                                         const std::function<void(int64_t, int64_t)>& progress = {});
+                                         const std::function<void(int64_t, int64_t)>& progress = {},
+                                         quant::Mxfp4ScaleRounding mxfp4_rounding = quant::Mxfp4ScaleRounding::kEven);
 
 }  // namespace ember

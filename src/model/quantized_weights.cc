@@ -222,7 +222,7 @@ ExpertWeights QuantizedStack::View(std::shared_ptr<const QuantizedStack> self) c
 }
 
 Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(const TensorView& stacked, WeightFormat format,
-                                                              int64_t halves) {
+                                                              int64_t halves, quant::Mxfp4ScaleRounding mxfp4_rounding) {
   if (stacked.shape.rank() != 3 || (stacked.dtype != DType::kBF16 && stacked.dtype != DType::kF32)) {
     return InvalidArgument(fmt::format("QuantizeStack needs a bf16/f32 [E, rows, cols] tensor, got {} {}",
                                        DTypeName(stacked.dtype), stacked.shape.ToString()));
@@ -255,7 +255,7 @@ Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(const TensorView& 
       uint8_t* codes = q->codes.data() + e * code_bytes;
       uint8_t* scales = q->scales.data() + e * scale_bytes;
       if (format == WeightFormat::kMxfp4) {
-        errors[e] = quant::QuantizeMxfp4(x.data(), rows, cols, codes, scales);
+        errors[e] = quant::QuantizeMxfp4(x.data(), rows, cols, codes, scales, mxfp4_rounding);
       } else if (format == WeightFormat::kNvfp4) {
         const int64_t part = rows / q->halves;
         for (int64_t h = 0; h < q->halves && errors[e].ok(); ++h) {
@@ -281,6 +281,22 @@ Expected<WeightFormat> ParseWeightFormat(std::string_view name) {
     if (name == quant::WeightFormatName(f)) return f;
   }
   return InvalidArgument(fmt::format("unknown quantization '{}'; choose nvfp4, mxfp4 or fp8", name));
+}
+
+Expected<QuantizationChoice> ParseQuantization(std::string_view name) {
+  for (auto rounding : {quant::Mxfp4ScaleRounding::kFloor, quant::Mxfp4ScaleRounding::kEven}) {
+    if (name == fmt::format("mxfp4-{}", quant::Mxfp4ScaleRoundingName(rounding))) {
+      return QuantizationChoice{WeightFormat::kMxfp4, rounding};
+    }
+  }
+  auto format = ParseWeightFormat(name);
+  if (!format.ok()) {
+    return InvalidArgument(fmt::format(
+        "unknown quantization '{}'; choose nvfp4, mxfp4 (Quark's default scale rounding), mxfp4-floor (OCP MX "
+        "v1.0 scales) or fp8",
+        name));
+  }
+  return QuantizationChoice{*format};
 }
 
 }  // namespace ember

@@ -63,11 +63,23 @@ struct QuantizedStack {
 
 // Quantizes a bf16/f32 [E, rows, cols] tensor with the reference quantizers of quant/block_scaled.h
 // (round to nearest even, deterministic, threaded over experts): NVFP4 with one ModelOpt global
-// scale per half, MXFP4 per OCP MX v1.0, FP8 with 128x128 block scales.
-Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(const TensorView& stacked, quant::WeightFormat format,
-                                                              int64_t halves);
+// scale per half, MXFP4 with the scale rule `mxfp4_rounding` (Quark's default "even" unless told),
+// FP8 with 128x128 block scales.
+Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(
+    const TensorView& stacked, quant::WeightFormat format, int64_t halves,
+    quant::Mxfp4ScaleRounding mxfp4_rounding = quant::Mxfp4ScaleRounding::kEven);
 
 // "nvfp4" / "mxfp4" / "fp8" -> format; anything else is InvalidArgument listing the choices.
 Expected<quant::WeightFormat> ParseWeightFormat(std::string_view name);
+
+// A --quantization value: the format and, for MXFP4, how block scales are rounded.
+struct QuantizationChoice {
+  quant::WeightFormat format = quant::WeightFormat::kMxfp4;
+  quant::Mxfp4ScaleRounding mxfp4_rounding = quant::Mxfp4ScaleRounding::kEven;
+};
+// ParseWeightFormat's names, where "mxfp4" rounds scales as Quark does by default ("even", also
+// what AMD's AITER quantizes with at run time), plus "mxfp4-floor" (the OCP MX v1.0 rule, Quark's
+// "floor") and "mxfp4-even" (explicit). Anything else is InvalidArgument listing the choices.
+Expected<QuantizationChoice> ParseQuantization(std::string_view name);
 
 }  // namespace ember

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -71,6 +72,21 @@ uint8_t FloatToE8m0(float amax, int emax_elem) {
   // floor(log2 |amax|) as a biased exponent (0 for amax 0: the smallest scale).
   const int code = F32ToE8M0(std::fabs(amax), E8M0Rounding::kFloor);
   return static_cast<uint8_t>(std::clamp(code - emax_elem, 0, 0xfe));
+}
+
+std::string_view Mxfp4ScaleRoundingName(Mxfp4ScaleRounding rounding) {
+  return rounding == Mxfp4ScaleRounding::kFloor ? "floor" : "even";
+}
+
+uint8_t Mxfp4ScaleCode(float amax, Mxfp4ScaleRounding rounding) {
+  if (rounding == Mxfp4ScaleRounding::kFloor || !std::isfinite(amax)) return FloatToE8m0(amax);
+  // Biased exponent of |amax| rounded to one mantissa bit (the carry at mantissa 0.75 bumps it).
+  const uint32_t bits = std::bit_cast<uint32_t>(std::fabs(amax));
+  const int exponent = static_cast<int>(((bits + (1u << 21)) >> 23) & 0xff);
+  // Rounded past the largest finite f32: Quark's log2 gives inf, clamped to 2^127 (code 0xfe).
+  // Zero and subnormals give exponent 0 (or 1) and clamp to code 0, the smallest scale, as in Quark.
+  if (exponent == 0xff) return 0xfe;
+  return static_cast<uint8_t>(std::max(exponent - kE2m1Emax, 0));
 }
 
 int64_t KBlockSize(WeightFormat format) {
@@ -216,6 +232,13 @@ namespace {
 // encodes as +0, as nvidia-modelopt's encoder does, so that converted checkpoints match its bytes.
 uint8_t EncodeElement(float v) { return static_cast<uint8_t>(FloatToE2m1(std::fabs(v)) | (v < 0.0f ? 0x8 : 0x0)); }
 
+// Quark's MXFP4 sign rule: its element quantizer returns +0 for anything that rounds to zero, so
+// only a non-zero magnitude carries the sign (its packer copies the f32 sign bit).
+uint8_t EncodeMxfp4Element(float v) {
+  const uint8_t magnitude = FloatToE2m1(std::fabs(v));
+  return static_cast<uint8_t>(magnitude | (v < 0.0f && magnitude != 0 ? 0x8 : 0x0));
+}
+
 Status CheckQuantizeShape(std::string_view name, int64_t rows, int64_t cols, int64_t block) {
   if (rows < 0 || cols < 0 || cols % block != 0) {
     return InvalidArgument(
@@ -227,17 +250,19 @@ Status CheckQuantizeShape(std::string_view name, int64_t rows, int64_t cols, int
 
 }  // namespace
 
-Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales) {
+Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales,
+                     Mxfp4ScaleRounding rounding) {
   EMBER_RETURN_IF_ERROR(CheckQuantizeShape("mxfp4", rows, cols, kMxfp4BlockSize));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < cols / kMxfp4BlockSize; ++b) {
       const float* block = x + r * cols + b * kMxfp4BlockSize;
-      const uint8_t e = FloatToE8m0(AbsMax(block, kMxfp4BlockSize));
+      const uint8_t e = Mxfp4ScaleCode(AbsMax(block, kMxfp4BlockSize), rounding);
       scales[r * (cols / kMxfp4BlockSize) + b] = e;
       const float scale = E8m0ToFloat(e);
       uint8_t* out = codes + r * (cols / 2) + b * (kMxfp4BlockSize / 2);
       for (int64_t i = 0; i < kMxfp4BlockSize; i += 2) {
-        out[i / 2] = static_cast<uint8_t>(EncodeElement(block[i] / scale) | EncodeElement(block[i + 1] / scale) << 4);
+        out[i / 2] =
+            static_cast<uint8_t>(EncodeMxfp4Element(block[i] / scale) | EncodeMxfp4Element(block[i + 1] / scale) << 4);
       }
     }
   }

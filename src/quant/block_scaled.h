@@ -65,6 +65,22 @@ inline uint8_t FloatToE4m3(float value) { return F32ToF8E4M3(value, /*saturate=*
 // smallest scale (code 0); NaN or inf amax gives 0xFF (NaN).
 uint8_t FloatToE8m0(float amax, int emax_elem = kE2m1Emax);
 
+// How an MXFP4 quantizer picks a block's e8m0 scale from the block's largest magnitude amax.
+enum class Mxfp4ScaleRounding : uint8_t {
+  // OCP MX v1.0 (and Quark's "floor"): FloatToE8m0(amax) = 2^(floor(log2(amax)) - 2). Blocks with
+  // amax in [1.75, 2) * 2^k land in [7, 8) after scaling and saturate to 6.
+  kFloor,
+  // Quark's default "even" (amd-quark 0.13 `even_round`; AITER's dynamic_mxfp4_quant computes the
+  // same): amax is first rounded to one mantissa bit in f32 (add 2^21 to its bits, keep sign and
+  // exponent), so [1.75, 2) * 2^k goes up to 2^(k+1) and scales to [3.5, 4) instead of
+  // saturating; then floor(log2) - 2, clamped to the e8m0 range.
+  kEven,
+};
+// "floor", "even" (Quark's scale_calculation_mode names).
+std::string_view Mxfp4ScaleRoundingName(Mxfp4ScaleRounding rounding);
+// The e8m0 code of a block with largest magnitude amax; NaN or inf amax gives 0xFF (NaN).
+uint8_t Mxfp4ScaleCode(float amax, Mxfp4ScaleRounding rounding);
+
 // ---- geometry ------------------------------------------------------------------------------------
 // Elements along K that share one scale byte (32, 16) or, for FP8, 1 (its scales are not
 // per-K-block bytes).
@@ -119,10 +135,13 @@ void DequantizeRow(const BlockScaledMatrix& w, int64_t row, float* out);
 void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y);
 
 // ---- scalar reference quantizers (dense outputs; x is [rows, cols] f32) -------------------------
-// MXFP4 per OCP MX v1.0: per 32 elements, e = FloatToE8m0(amax), codes = FloatToE2m1(x / 2^(e-127))
-// (round to nearest even, saturating at 6; -0 encodes as +0, as ModelOpt's encoder does).
+// MXFP4: per 32 elements, e = Mxfp4ScaleCode(amax, rounding), codes = FloatToE2m1(x / 2^(e-127))
+// (round to nearest even, saturating at 6; whatever rounds to zero encodes as +0, as amd-quark
+// writes it). kFloor is OCP MX v1.0, kEven Quark's default; each equals Quark's quantizer in that
+// mode byte for byte (tests/unit/model/quantized_weights_test.cc).
 // codes: rows * cols/2 bytes, scales: rows * cols/32 bytes.
-Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales);
+Status QuantizeMxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales,
+                     Mxfp4ScaleRounding rounding = Mxfp4ScaleRounding::kFloor);
 
 // ModelOpt's global scale: amax / (6 * 448) (amax over the tensor, or over each of the gate and up
 // halves for the Muse experts); 1 for an all-zero tensor (where ModelOpt would write NaN scales).

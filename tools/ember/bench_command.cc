@@ -78,9 +78,10 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   auto weights = std::make_shared<RandomWeightSource>(/*seed=*/1, /*stddev=*/0.02f);
   LoadOptions load;
   if (!o.quantization.empty()) {
-    auto format = ParseWeightFormat(o.quantization);
-    if (!format.ok()) return Fail(format.status());
-    load.quantization = *format;
+    auto choice = ParseQuantization(o.quantization);
+    if (!choice.ok()) return Fail(choice.status());
+    load.quantization = choice->format;
+    load.mxfp4_rounding = choice->mxfp4_rounding;
   }
   auto created = MuseSparkModel::Create(config, weights, QuantScheme{}, load);
   if (!created.ok()) return Fail(created.status());

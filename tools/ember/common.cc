@@ -62,7 +62,9 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
   if (!quantization.empty()) {
-    EMBER_ASSIGN_OR_RETURN(options.quantization, ParseWeightFormat(quantization));
+    EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(quantization));
+    options.quantization = choice.format;
+    options.mxfp4_rounding = choice.mxfp4_rounding;
     options.progress = StderrProgressBar(fmt::format("quantizing to {}", quantization));
     options.quantize_dense = quantize_dense;
   } else if (quantize_dense) {

@@ -20,11 +20,12 @@ struct ConvertOptions {
 };
 
 int RunConvert(const ConvertOptions& o) {
-  auto format = ParseWeightFormat(o.quantization);
-  if (!format.ok()) return Fail(format.status());
+  auto choice = ParseQuantization(o.quantization);
+  if (!choice.ok()) return Fail(choice.status());
   const auto start = std::chrono::steady_clock::now();
-  auto stats = ConvertCheckpoint(o.model, o.out, *format,
-                                 StderrProgressBar(fmt::format("quantizing experts to {}", o.quantization)));
+  auto stats = ConvertCheckpoint(o.model, o.out, choice->format,
+                                 StderrProgressBar(fmt::format("quantizing experts to {}", o.quantization)),
+                                 choice->mxfp4_rounding);
   if (!stats.ok()) return Fail(stats.status());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: %lld expert tensors as %s, tensor bytes %.1f MiB -> %.1f MiB, %.1f s\n", o.out.c_str(),
@@ -41,7 +42,8 @@ void RegisterConvertCommand(CLI::App& app) {
       "convert", "Quantize a bf16 checkpoint's routed experts and write it (ModelOpt NVFP4, Quark-style MXFP4, FP8)");
   cmd->add_option("model", o->model, "bf16 model directory (config.json + *.safetensors)")->required();
   cmd->add_option("out", o->out, "Output directory (new or empty)")->required();
-  cmd->add_option("--quantization", o->quantization, "nvfp4, mxfp4 or fp8")->required();
+  cmd->add_option("--quantization", o->quantization, "nvfp4, mxfp4 (Quark's default \"even\" scale rounding), mxfp4-floor (OCP MX v1.0 scales) or fp8")
+      ->required();
   cmd->callback([o] { SetExitCode(RunConvert(*o)); });
 }
 

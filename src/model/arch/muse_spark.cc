@@ -233,7 +233,7 @@ Expected<Linear> MuseSparkModel::LoadLinear(const std::string& name, int64_t row
   if (!options_.quantization || !options_.quantize_dense) return LoadMatrix(*weights_, name, rows, cols);
   EMBER_ASSIGN_OR_RETURN(TensorView t, weights_->Require(name, kMatrixDTypes, Shape{rows, cols}));
   const TensorView stacked{t.dtype, Shape{1, rows, cols}, t.data};
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(stacked, *options_.quantization, 1));
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(stacked, *options_.quantization, 1, options_.mxfp4_rounding));
   ReportConversion();
   return Linear::BlockScaled(q->View(q).parts(0).front(), q);
 }
@@ -243,7 +243,7 @@ Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, c
   const ExpertTensor t{module, param, config_.num_local_experts, rows, cols, halves};
   if (!options_.quantization) return ReadExpertWeights(*weights_, scheme_, t);
   EMBER_ASSIGN_OR_RETURN(TensorView dense, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves));
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves, options_.mxfp4_rounding));
   ReportConversion();
   return q->View(q);
 }

@@ -141,15 +141,36 @@ TEST(LoadTimeQuantizationTest, Nvfp4MatchesModelOptBytes) {
   }
 }
 
-// Quark's default MXFP4 scale ("even": amax rounded to e2m1 precision before floor(log2)) is not
-// the OCP MX v1.0 rule ember implements (floor(log2(amax)) - 2); Quark's "floor" mode is, and its
-// quantize-dequantize in that mode must equal ember's quantization exactly.
-TEST(LoadTimeQuantizationTest, Mxfp4MatchesQuarkOcpFloorMode) {
+// The quark_mxfp4 checkpoint was written by Quark's file-to-file quantizer in its default "even"
+// scale mode: ember's load-time MXFP4 (also "even" by default) gives the same bytes, codes and
+// scales, and dequantizes to Quark's own quantize-dequantize.
+TEST(LoadTimeQuantizationTest, Mxfp4MatchesQuarkBytesInDefaultEvenMode) {
   Fixture f = Open("quark_mxfp4");
   for (const ExpertTensor& t : {GateUp(1), Down(1)}) {
     auto src = f.reference->Get("source." + t.Name());
     ASSERT_TRUE(src.ok());
     auto q = QuantizeStack(*src, quant::WeightFormat::kMxfp4, t.halves);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    const TensorView codes = *f.model->Get(t.Name());
+    ExpectSameBytes(codes, (*q)->codes.data(), codes, t.Name() + " codes");
+    const TensorView scales = *f.model->Get(t.Name() + "_weight_scale");
+    ExpectSameBytes(scales, (*q)->scales.data(), scales, t.Name() + " scales");
+    EXPECT_EQ(WorstUlps((*q)->View(*q), *f.reference->Get("dequant." + t.Name())), 0) << t.Name();
+  }
+}
+
+// Quark's "floor" mode is the OCP MX v1.0 rule (floor(log2(amax)) - 2): its quantize-dequantize in
+// that mode equals ember's kFloor quantization exactly, and differs from "even" somewhere (the
+// fixture has blocks with amax in [1.75, 2) * 2^k).
+TEST(LoadTimeQuantizationTest, Mxfp4MatchesQuarkOcpFloorMode) {
+  Fixture f = Open("quark_mxfp4");
+  for (const ExpertTensor& t : {GateUp(1), Down(1)}) {
+    auto src = f.reference->Get("source." + t.Name());
+    ASSERT_TRUE(src.ok());
+    auto even = QuantizeStack(*src, quant::WeightFormat::kMxfp4, t.halves);
+    ASSERT_TRUE(even.ok());
+    EXPECT_GT(WorstUlps((*even)->View(*even), *f.reference->Get("qdq_floor." + t.Name())), 0) << t.Name();
+    auto q = QuantizeStack(*src, quant::WeightFormat::kMxfp4, t.halves, quant::Mxfp4ScaleRounding::kFloor);
     ASSERT_TRUE(q.ok()) << q.status().ToString();
     const ExpertWeights w = (*q)->View(*q);
     EXPECT_EQ(WorstUlps(w, *f.reference->Get("qdq_floor." + t.Name())), 0) << t.Name();
@@ -272,6 +293,21 @@ TEST(QuantSchemeTest, ExclusionPatterns) {
   EXPECT_FALSE(ModuleMatches("lm_head", "model.lm_head_x"));
   EXPECT_TRUE(ModuleMatches("re:.*layers\\.0\\.mlp\\.experts.*", "model.language_model.layers.0.mlp.experts"));
   EXPECT_FALSE(ModuleMatches("re:layers\\.0", "model.layers.0"));  // re.match anchors at the start
+}
+
+TEST(ParseQuantizationTest, Mxfp4DefaultsToQuarkEvenScalesAndFloorIsSelectable) {
+  using R = quant::Mxfp4ScaleRounding;
+  auto mxfp4 = ParseQuantization("mxfp4");
+  ASSERT_TRUE(mxfp4.ok());
+  EXPECT_EQ(mxfp4->format, quant::WeightFormat::kMxfp4);
+  EXPECT_EQ(mxfp4->mxfp4_rounding, R::kEven);
+  EXPECT_EQ(ParseQuantization("mxfp4-floor")->mxfp4_rounding, R::kFloor);
+  EXPECT_EQ(ParseQuantization("mxfp4-even")->mxfp4_rounding, R::kEven);
+  EXPECT_EQ(ParseQuantization("nvfp4")->format, quant::WeightFormat::kNvfp4);
+  EXPECT_EQ(ParseQuantization("fp8")->format, quant::WeightFormat::kFp8E4m3);
+  auto bad = ParseQuantization("mxfp4-ceil");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("mxfp4-floor"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

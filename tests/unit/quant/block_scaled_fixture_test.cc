@@ -1,6 +1,7 @@
 // The reference quantizers and DequantizeRow bit for bit against the producers' own code:
-// nvidia-modelopt 0.47 for NVFP4, the OCP MX rule in torch with ModelOpt's e2m1 encoder for MXFP4,
-// torch's float8_e4m3fn cast for FP8 (scripts/gen_block_scaled_fixtures.py writes the fixture).
+// nvidia-modelopt 0.47 for NVFP4, the OCP MX rule in torch with ModelOpt's e2m1 encoder for MXFP4
+// (+0 for what rounds to 0, as amd-quark writes it), torch's float8_e4m3fn cast for FP8
+// (scripts/gen_block_scaled_fixtures.py writes the fixture).
 #include <gtest/gtest.h>
 
 #include <cstdint>

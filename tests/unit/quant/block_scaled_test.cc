@@ -81,6 +81,48 @@ TEST(BlockScaledCodecs, E8m0SharedScaleIsFloorLog2MinusEmax) {
   EXPECT_EQ(FloatToE8m0(std::nanf("")), 0xff);
 }
 
+// Quark's default "even" scale: amax rounded to one mantissa bit first (so [1.75, 2) * 2^k counts as
+// 2^(k+1)), then floor(log2) - 2. Expected codes from the rule written with doubles.
+TEST(BlockScaledCodecs, Mxfp4EvenScaleRoundsAmaxToOneMantissaBit) {
+  using R = Mxfp4ScaleRounding;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> exponent(-120.0f, 120.0f);
+  for (int i = 0; i < 2000; ++i) {
+    const float amax = std::exp2(exponent(rng));
+    const double k = std::floor(std::log2(static_cast<double>(amax)));
+    const double mantissa = amax / std::exp2(k);  // [1, 2)
+    const int expected = static_cast<int>(k) + (mantissa >= 1.75 ? 1 : 0) - 2 + 127;
+    EXPECT_EQ(Mxfp4ScaleCode(amax, R::kEven), expected) << amax;
+    EXPECT_EQ(Mxfp4ScaleCode(amax, R::kFloor), FloatToE8m0(amax)) << amax;
+  }
+  EXPECT_EQ(Mxfp4ScaleCode(6.0f, R::kEven), 127);      // 1.5 * 4: stays at 2^2, scale 1
+  EXPECT_EQ(Mxfp4ScaleCode(6.99f, R::kEven), 127);     // 1.7475 * 4
+  EXPECT_EQ(Mxfp4ScaleCode(7.0f, R::kEven), 128);      // 1.75 * 4 -> 8: scale 2, 7 -> 3.5 -> 4 (not 6)
+  EXPECT_EQ(Mxfp4ScaleCode(7.0f, R::kFloor), 127);     // floor: scale 1, 7 saturates to 6
+  EXPECT_EQ(Mxfp4ScaleCode(-7.0f, R::kEven), 128);     // magnitude
+  EXPECT_EQ(Mxfp4ScaleCode(0.0f, R::kEven), 0);        // all-zero block: the smallest scale
+  EXPECT_EQ(Mxfp4ScaleCode(1e-40f, R::kEven), 0);      // subnormal: clamped at 2^-127
+  EXPECT_EQ(Mxfp4ScaleCode(3.4e38f, R::kEven), 0xfe);  // rounds past FLT_MAX: Quark clamps at 2^127
+  EXPECT_EQ(Mxfp4ScaleCode(INFINITY, R::kEven), 0xff);
+  EXPECT_EQ(Mxfp4ScaleCode(std::nanf(""), R::kEven), 0xff);
+  EXPECT_EQ(Mxfp4ScaleRoundingName(R::kEven), "even");
+  EXPECT_EQ(Mxfp4ScaleRoundingName(R::kFloor), "floor");
+
+  // A block whose amax is 7: floor saturates it to 6, even keeps it as 4 * 2 = 8 (nearest on the
+  // coarser grid); the other elements follow their block's scale.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 7.0f;
+  x[1] = 1.0f;
+  uint8_t codes[16], scales[1];
+  ASSERT_TRUE(QuantizeMxfp4(x.data(), 1, 32, codes, scales, R::kFloor).ok());
+  EXPECT_EQ(scales[0], 127);
+  EXPECT_EQ(E2m1ToFloat(codes[0] & 0xf), 6.0f);
+  ASSERT_TRUE(QuantizeMxfp4(x.data(), 1, 32, codes, scales, R::kEven).ok());
+  EXPECT_EQ(scales[0], 128);
+  EXPECT_EQ(E2m1ToFloat(codes[0] & 0xf), 4.0f);
+  EXPECT_EQ(E2m1ToFloat(codes[0] >> 4), 0.5f);
+}
+
 TEST(BlockScaledCodecs, E4m3AllCodesAndRoundTrip) {
   for (int code = 0; code < 256; ++code) {
     const float v = E4m3ToFloat(static_cast<uint8_t>(code));
