@@ -22,11 +22,9 @@ Writes tests/golden/quant/:
   <producer>/reference.safetensors
       source.<tensor>  the bf16 weights the producer quantized ([E, rows, cols] per stacked tensor)
       dequant.<tensor> the producer's reference dequantization of its own bytes, f32
-      qdq_floor.<tensor> (Quark) Quark's quantize-dequantize in the OCP "floor" scale mode
-  accuracy/<format>.logits.f32, accuracy/summary.json
-      tiny_a (tests/golden/muse_spark) run in transformers with every expert weight replaced by the
-      reference library's quantize-dequantize (NVFP4: ModelOpt, MXFP4: Quark, FP8 block: the
-      compressed-tensors block scheme), logits over the golden prompt, with KL and top-1 vs bf16.
+      qdq_floor.<tensor> (Quark) Quark's quantize-dequantize in the OCP "floor" scale mode (the
+                       checkpoint itself and dequant.<tensor> are in Quark's default "even" mode)
+(accuracy/ is made by scripts/make_quant_accuracy.py, which uses ct_quantize and kl_top1 from here.)
 
 Usage: .venv/bin/python scripts/make_quant_fixtures.py   (needs requirements/dev.txt)
 """
@@ -228,61 +226,6 @@ def compressed_tensors(src: dict, scheme_name: str, out_name: str):
     write_dir(out_name, tensors, {"model_type": "muse_spark_text", "quantization_config": qc}, ref)
 
 
-# ---- accuracy: tiny_a with the reference libraries' quantize-dequantize -----------------------------
-def accuracy():
-    from compressed_tensors.quantization import preset_name_to_scheme  # noqa: F401
-    from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
-    from quark.torch.kernel.hw_emulation.hw_emulation_interface import fake_quantize_mx
-    from transformers import MuseSparkForConditionalGeneration
-
-    golden = REPO / "tests" / "golden" / "muse_spark" / "tiny_a"
-    meta = json.loads((golden / "golden.json").read_text())
-    ids = torch.tensor([meta["prompt_ids"]])
-    base = np.fromfile(golden / "logits.f32", dtype=np.float32).reshape(len(meta["prompt_ids"]), -1)
-
-    def nvfp4(w):
-        s2 = NVFP4QTensor.get_weights_scaling_factor_2(w)
-        q, s, s2 = NVFP4QTensor.quantize(w, 16, weights_scaling_factor_2=s2)
-        return q.dequantize(dtype=torch.float32, scale=s, double_scale=s2, block_sizes={-1: 16})
-
-    def fp8_block(w):
-        return ct_quantize(w, "FP8_BLOCK")[1]
-
-    # mxfp4: Quark in the OCP MX v1.0 floor mode (ember's rule); mxfp4_quark_even: Quark's default
-    # rounding, reported for comparison only.
-    qdq = {
-        "nvfp4": nvfp4,
-        "mxfp4": lambda w: fake_quantize_mx(w, -1, 32, "floor", mx_element_dtype="fp4"),
-        "mxfp4_quark_even": lambda w: fake_quantize_mx(w, -1, 32, "even", mx_element_dtype="fp4"),
-        "fp8": fp8_block,
-    }
-    acc = OUT / "accuracy"
-    shutil.rmtree(acc, ignore_errors=True)
-    acc.mkdir(parents=True)
-    summary = {"model": "tests/golden/muse_spark/tiny_a", "positions": int(base.shape[0])}
-    for fmt, fn in qdq.items():
-        model = MuseSparkForConditionalGeneration.from_pretrained(str(golden), dtype=torch.float32,
-                                                                  attn_implementation="eager")
-        model.eval()
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
-                    continue
-                inter = p.shape[1] // 2
-                for e in range(p.shape[0]):
-                    if name.endswith("gate_up_proj") and fmt == "nvfp4":  # separate gate/up global scales
-                        p[e, :inter] = fn(p[e, :inter].clone())
-                        p[e, inter:] = fn(p[e, inter:].clone())
-                    else:
-                        p[e] = fn(p[e].clone())
-            logits = model(input_ids=ids).logits[0].float().numpy()
-        if fmt != "mxfp4_quark_even":
-            logits.astype("<f4").tofile(acc / f"{fmt}.logits.f32")
-        summary[fmt] = kl_top1(base, logits)
-        print(fmt, summary[fmt])
-    (acc / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-
-
 def kl_top1(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
     def logsoftmax(z):
         z = z.astype(np.float64)
@@ -300,7 +243,7 @@ def main():
     only = set(sys.argv[1:])
     steps = {"modelopt": lambda: modelopt_nvfp4(src), "quark": lambda: quark_mxfp4(src),
              "ct_nvfp4": lambda: compressed_tensors(src, "NVFP4", "ct_nvfp4"),
-             "ct_fp8": lambda: compressed_tensors(src, "FP8_BLOCK", "ct_fp8_block"), "accuracy": accuracy}
+             "ct_fp8": lambda: compressed_tensors(src, "FP8_BLOCK", "ct_fp8_block")}
     for name, step in steps.items():
         if not only or name in only:
             print("==", name, flush=True)
