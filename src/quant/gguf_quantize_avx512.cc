@@ -3,7 +3,6 @@
 // be merged with baseline copies of the same name).
 #include "quant/gguf_quantize_simd.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
 #include <immintrin.h>
 
@@ -87,5 +86,3 @@ void QuantizeRowQ8_KAvx512(const float* x, int64_t n, BlockQ8_K* out) {
 }
 
 }  // namespace ember::quant
-
-#endif

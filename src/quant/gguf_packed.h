@@ -1,0 +1,52 @@
+// Q5_0 weight matrices repacked at load time for a column-lane GEMM (AVX-512 hosts).
+//
+// The row-at-a-time dots (gguf_dot.h) spend per (weight row, activation row, block) an integer
+// dot, an int -> float conversion, a scale product and two FMAs on one 32-element block: ~6
+// vector uops for 32 multiply-adds, which made Q5_0 ~40% of a Gemma 3 prefill (Gemma's 640-wide
+// q/k/gate/up matrices fall back from Q4_K to Q5_0). Repacked, sixteen weight rows share every
+// vector: lane c of a zmm belongs to output row c, vpdpbusd adds four of its products per step
+// against four broadcast activation bytes, and the scale work (one conversion, one product, two
+// FMAs) covers 16 outputs at once, ~12 uops per activation row for 16 x 32 multiply-adds.
+//
+// Layout: groups of kPackRows = 16 weight rows (the last one zero-padded), each a sequence of
+// k / 32 packed blocks of kPackedBlockBytes:
+//   [0, 32)     the 16 rows' f16 scales d
+//   [32, 288)   four 64-byte vectors; byte 4c + e of vector t holds, for row c, element 8t + e
+//               (low nibble) and element 8t + 4 + e (high nibble), low four bits of q
+//   [288, 352)  eight u64 masks; bit 4c + e of mask j is the fifth bit of row c's element 4j + e
+// The same bytes as the original (22 per row and block), so decode streams no more memory.
+//
+// Numerics: per (activation row r, weight row c) the kernel runs, block by block in order,
+//   acc   = fma(float(sum_j q_j a_j), d * da, acc)     shift = fma(d, da * sum(a), shift)
+// and returns fma(shift, -16, acc): a sequence that depends on k only, never on m, on which
+// other rows share the tile or on the thread split, so results are batch invariant (checked in
+// gguf_packed_test.cc). It differs from the row dots only in the order of f32 additions (within
+// the gguf_dot_test bound of the reference).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "quant/gguf_matmul.h"
+
+namespace ember::quant {
+
+inline constexpr int kPackRows = 16;
+inline constexpr int64_t kPackedBlockBytes = 352;
+
+// The packed copy of `w` (type Q5_0) when this host runs the packed kernel (the AVX-512 set),
+// else null: GgufMatMul then uses the row dots. Set the result's get() as `w.packed` and keep
+// the pointer alive as long as the matrix.
+std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w);
+
+// Repacks all of `w` (Q5_0) into `out` (PackedQ5_0Bytes bytes), whatever the host.
+int64_t PackedQ5_0Bytes(int64_t rows, int64_t cols);
+void PackQ5_0(const QuantMatrix& w, uint8_t* out);
+
+// Output rows [group_begin * 16, group_end * 16) (clipped to n) of y [m, n] (row stride n) from a
+// packed Q5_0 matrix of n rows and k columns and m Q8_0 activation rows (QuantizeActivationRow,
+// act_bytes apart). AVX-512 only: callers check PackQuantMatrix returned non-null.
+void PackedQ5_0RowsAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+
+}  // namespace ember::quant
