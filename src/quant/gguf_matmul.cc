@@ -43,13 +43,15 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
       std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, k * 4)));
 
   if (w.packed != nullptr && &ActiveDotVariant() == &kDotAvx512) {
-    EMBER_CHECK(w.type == GgmlType::kQ5_0, "GgufMatMul: packed {} matrix", traits->name);
+    EMBER_CHECK(w.type == GgmlType::kQ5_0 || w.type == GgmlType::kQ4_K, "GgufMatMul: packed {} matrix",
+                traits->name);
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
-    const int64_t group_bytes = PackedQ5_0Bytes(kPackRows, k);
+    const int64_t group_bytes =
+        w.type == GgmlType::kQ5_0 ? PackedQ5_0Bytes(kPackRows, k) : PackedQ4_KBytes(kPackRows, k);
     pool.ParallelFor(
         groups,
         [&](int64_t begin, int64_t end) {
-          PackedQ5_0RowsAvx512(static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
+          PackedRowsAvx512(w.type, static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
         },
         std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, group_bytes * m)));
     return;
