@@ -27,7 +27,8 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   Linear linear;
   linear.kind_ = Kind::kGguf;
   linear.quant_ = weight;
-  // A Q5_0 matrix on an AVX-512 host gets a repacked copy for the 16-row GEMM (gguf_packed.h).
+  // A Q5_0 or Q4_K matrix on an AVX-512 host gets a repacked copy for the 16-row GEMM
+  // (quant/gguf_packed.h), used while the avx512 dot variant is active.
   linear.owner_ = quant::PackQuantMatrix(weight);
   linear.quant_.packed = linear.owner_.get();
   linear.out_features_ = weight.rows;
