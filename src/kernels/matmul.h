@@ -26,12 +26,15 @@ struct PagedKvView;
 struct PagedHeadTask;
 // One query head of paged attention (kernels/paged_attention.h).
 using PagedAttentionHeadFn = void (*)(const PagedKvView& kv, const PagedHeadTask& task);
+// out[i] = gelu_tanh(gate[i]) * up[i] for i < count (kernels/ops.h GeGluTanh).
+using GeGluTanhFn = void (*)(const float* gate, const float* up, int64_t count, float* out);
 
 struct KernelVariant {
   std::string_view name;  // "ref", "generic", "avx2", "avx512"
   MatMulBF16Fn matmul_bf16;
   MatMulF32Fn matmul_f32;
   PagedAttentionHeadFn paged_attention_head;
+  GeGluTanhFn geglu_tanh;
 };
 
 // Variants this host can execute, slowest (the scalar reference) first.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/matmul.h"
 
 namespace ember::kernels {
 namespace {
@@ -115,12 +116,7 @@ void SwiGlu(const float* gate, const float* up, int64_t rows, int64_t n, float* 
 }
 
 void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, float* out) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < rows * n; ++i) {
-    const float g = gate[i];
-    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-    out[i] = gelu * up[i];
-  }
+  ActiveVariant().geglu_tanh(gate, up, rows * n, out);
 }
 
 void SigmoidInPlace(float* x, int64_t count) {

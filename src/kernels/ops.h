@@ -1,7 +1,9 @@
 // Row-wise and element-wise ops of the transformer layers, in f32.
 //
 // These are a small fraction of a step's time next to the matmuls, so there is one portable
-// implementation written for the compiler to vectorise; it doubles as the reference. All ops
+// implementation written for the compiler to vectorise; it doubles as the reference. The
+// exception is GeGluTanh (libm's tanhf was ~10% of a Gemma 3 prefill): it runs the active
+// kernel variant's geglu_tanh (kernels/cpu/gelu_tanh.h). All ops
 // work on `rows` rows of width `n` with row stride `n` unless stated otherwise.
 #pragma once
 

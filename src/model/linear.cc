@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "kernels/matmul.h"
 #include "quant/gguf_dequant.h"
+#include "quant/gguf_packed.h"
 
 namespace ember {
 
@@ -26,6 +27,10 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   Linear linear;
   linear.kind_ = Kind::kGguf;
   linear.quant_ = weight;
+  // A Q5_0 or Q4_K matrix on an AVX-512 host gets a repacked copy for the 16-row GEMM
+  // (quant/gguf_packed.h), used while the avx512 dot variant is active.
+  linear.owner_ = quant::PackQuantMatrix(weight);
+  linear.quant_.packed = linear.owner_.get();
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
   linear.bytes_ = weight.rows * weight.row_bytes;

@@ -20,7 +20,8 @@ class Linear {
   Linear() = default;
   // A bf16 or f32 [out, in] matrix.
   static Linear Dense(const TensorView& weight);
-  // A GGUF matrix (any type GgufMatMul supports; F32/F16/BF16 included).
+  // A GGUF matrix (any type GgufMatMul supports; F32/F16/BF16 included). Q5_0 / Q4_K matrices
+  // on an AVX-512 host also get a repacked copy (quant/gguf_packed.h), owned here.
   static Linear Quantized(const quant::QuantMatrix& weight);
   // A block-scaled matrix (must pass ValidateBlockScaledMatrix); `owner` keeps its bytes alive.
   static Linear BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_ptr<const void> owner);

@@ -10,6 +10,7 @@
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_dot_variants.h"
+#include "quant/gguf_quantize_simd.h"
 
 namespace ember::quant {
 namespace {
@@ -73,26 +74,38 @@ void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void
     case GgmlType::kQ8_0: {
       EMBER_CHECK(n % kQK == 0, "Q8_0 activations need a multiple of 32 elements, got {}", n);
       auto* blocks = static_cast<BlockQ8_0*>(out);
-      QuantizeRowQ8_0(x, n, blocks);
       // Written bytewise: the kernels read them with memcpy too, at any alignment of `out`.
       auto* sums = static_cast<uint8_t*>(out) + Q8_0BlockSumsOffset(n / kQK);
-      for (int64_t i = 0; i < n / kQK; ++i) {
-        int32_t total = 0;
-        for (int j = 0; j < kQK; ++j) total += blocks[i].qs[j];
-        Q8_0BlockSum sum;
-        sum.d = F16ToF32(blocks[i].d);
-        sum.d_sum = sum.d * static_cast<float>(total);
-        std::memcpy(sums + i * static_cast<int64_t>(sizeof(sum)), &sum, sizeof(sum));
+      if (HostCpuFeatures().HasAvx512Set()) {
+        QuantizeActivationQ8_0Avx512(x, n, blocks, sums);
+      } else {
+        QuantizeActivationQ8_0(x, n, blocks, sums);
       }
       break;
     }
     case GgmlType::kQ8_K:
       EMBER_CHECK(n % kQKK == 0, "Q8_K activations need a multiple of 256 elements, got {}", n);
-      QuantizeRowQ8_K(x, n, static_cast<BlockQ8_K*>(out));
+      if (HostCpuFeatures().HasAvx512Set()) {
+        QuantizeRowQ8_KAvx512(x, n, static_cast<BlockQ8_K*>(out));
+      } else {
+        QuantizeRowQ8_K(x, n, static_cast<BlockQ8_K*>(out));
+      }
       break;
     default:
       if (n > 0) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
       break;
+  }
+}
+
+void QuantizeActivationQ8_0(const float* x, int64_t n, BlockQ8_0* blocks, uint8_t* sums) {
+  QuantizeRowQ8_0(x, n, blocks);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int32_t total = 0;
+    for (int j = 0; j < kQK; ++j) total += blocks[i].qs[j];
+    Q8_0BlockSum sum;
+    sum.d = F16ToF32(blocks[i].d);
+    sum.d_sum = sum.d * static_cast<float>(total);
+    std::memcpy(sums + i * static_cast<int64_t>(sizeof(sum)), &sum, sizeof(sum));
   }
 }
 

@@ -67,8 +67,9 @@ std::optional<GgmlType> ActivationFormatFor(GgmlType weight_type);
 int64_t ActivationRowBytes(GgmlType weight_type, int64_t n);
 
 // Converts x[0, n) to ActivationFormatFor(weight_type) in `out` (ActivationRowBytes bytes,
-// 4-byte aligned). Every variant uses this same scalar code, so all of them see identical
-// activation bits and differ only in the order of their f32 additions.
+// 4-byte aligned). Every variant sees these same activation bits (the AVX-512 quantizer used
+// when the host has it is bit-exact with the scalar one, gguf_quantize_simd.h), so variants
+// differ only in the order of their f32 additions.
 void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void* out);
 
 // One ISA variant: a dot product per weight type; null where the variant has none (the dispatch

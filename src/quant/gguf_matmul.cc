@@ -6,6 +6,8 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_dot.h"
+#include "quant/gguf_dot_variants.h"
+#include "quant/gguf_packed.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
@@ -39,6 +41,21 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
           QuantizeActivationRow(w.type, x + i * k, k, act + i * act_bytes);
       },
       std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, k * 4)));
+
+  if (w.packed != nullptr && &ActiveDotVariant() == &kDotAvx512) {
+    EMBER_CHECK(w.type == GgmlType::kQ5_0 || w.type == GgmlType::kQ4_K, "GgufMatMul: packed {} matrix",
+                traits->name);
+    const int64_t groups = (n + kPackRows - 1) / kPackRows;
+    const int64_t group_bytes =
+        w.type == GgmlType::kQ5_0 ? PackedQ5_0Bytes(kPackRows, k) : PackedQ4_KBytes(kPackRows, k);
+    pool.ParallelFor(
+        groups,
+        [&](int64_t begin, int64_t end) {
+          PackedRowsAvx512(w.type, static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
+        },
+        std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, group_bytes * m)));
+    return;
+  }
 
   const auto* weights = static_cast<const uint8_t*>(w.data);
   // Rows to prefetch ahead: the one kPrefetchBytes downstream (at least the next).

@@ -25,12 +25,16 @@ struct QuantMatrix {
   int64_t rows;       // n: output features
   int64_t cols;       // k: input features, a multiple of the type's block size
   int64_t row_bytes;  // bytes from one row to the next (GgmlRowBytes for a dense tensor)
+  // PackQuantMatrix's copy of the same matrix (gguf_packed.h), owned by the caller, or null.
+  // Used instead of `data` when the active dot variant is avx512.
+  const void* packed = nullptr;
 };
 
 // Whether GgufMatMul handles weights of `type` (the types with an ActivationFormatFor).
 bool GgufMatMulSupports(GgmlType type);
 
-// y [m, w.rows] = x [m, w.cols] · w^T with the active dot variant (gguf_dot.h), threaded over
+// y [m, w.rows] = x [m, w.cols] · w^T with the active dot variant (gguf_dot.h) or, for a packed
+// matrix under the avx512 variant, the packed GEMM (gguf_packed.h), threaded over
 // the output rows. The result for a given (i, j) does not depend on m, on the thread count or on
 // how rows are split: each is the same dot product over the same quantized activation row.
 // Unsupported types and inconsistent shapes are bugs in the caller (checked, not returned):

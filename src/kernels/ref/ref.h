@@ -20,4 +20,8 @@ void MatMulF32(const float* x, int64_t m, int64_t k, const float* w, int64_t n_b
 // scale) to f32, softmax with std::exp, then values accumulated key by key.
 void PagedAttentionHead(const PagedKvView& kv, const PagedHeadTask& task);
 
+// out[i] = 0.5 g (1 + tanhf(sqrt(2/pi) (g + 0.044715 g^3))) * up[i], g = gate[i]: PyTorch's
+// formula with libm's tanhf.
+void GeGluTanh(const float* gate, const float* up, int64_t count, float* out);
+
 }  // namespace ember::kernels::ref

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/gelu_tanh.h"
 #include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
 
@@ -226,14 +227,14 @@ struct Avx2PagedSimd {
 }  // namespace
 
 const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2,
-                                    &cpu::PagedAttentionHead<Avx2PagedSimd>};
+                                    &cpu::PagedAttentionHead<Avx2PagedSimd>, &cpu::GeGluTanhAvx2};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr, nullptr};
+const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

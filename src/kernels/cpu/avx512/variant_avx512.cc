@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gelu_tanh.h"
 #include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
 
@@ -231,14 +232,14 @@ struct Avx512PagedSimd {
 }  // namespace
 
 const KernelVariant kAvx512Variant = {"avx512", &MatMulBF16Avx512, &MatMulF32Avx512,
-                                      &cpu::PagedAttentionHead<Avx512PagedSimd>};
+                                      &cpu::PagedAttentionHead<Avx512PagedSimd>, &cpu::GeGluTanhAvx512};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX-512: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx512Variant = {"avx512", nullptr, nullptr, nullptr};
+const KernelVariant kAvx512Variant = {"avx512", nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/paged_attention_head.h"
 #include "kernels/cpu/tiled_matmul.h"
+#include "kernels/ref/ref.h"
 #include "kernels/variants.h"
 
 namespace ember::kernels {
@@ -135,6 +136,6 @@ struct GenericPagedSimd {
 }  // namespace
 
 const KernelVariant kGenericVariant = {"generic", &MatMulBF16Generic, &MatMulF32Generic,
-                                       &cpu::PagedAttentionHead<GenericPagedSimd>};
+                                       &cpu::PagedAttentionHead<GenericPagedSimd>, &ref::GeGluTanh};
 
 }  // namespace ember::kernels

@@ -1,0 +1,65 @@
+// Q5_0 and Q4_K weight matrices repacked at load time for a column-lane GEMM (AVX-512 hosts).
+//
+// The row-at-a-time dots (gguf_dot.h) spend per (weight row, activation row, block) an integer
+// dot, an int -> float conversion, a scale product and two FMAs on one 32-element block: ~6
+// vector uops for 32 multiply-adds, which made Q5_0 ~40% of a Gemma 3 prefill (Gemma's 640-wide
+// q/k/gate/up matrices fall back from Q4_K to Q5_0). Repacked, sixteen weight rows share every
+// vector: lane c of a zmm belongs to output row c, vpdpbusd adds four of its products per step
+// against four broadcast activation bytes, and the scale work (one conversion, one product, two
+// FMAs) covers 16 outputs at once, ~12 uops per activation row for 16 x 32 multiply-adds.
+//
+// Layout: groups of kPackRows = 16 weight rows (the last one zero-padded), each a sequence of
+// k / 32 packed blocks of kPackedBlockBytes:
+//   [0, 32)     the 16 rows' f16 scales d
+//   [32, 288)   four 64-byte vectors; byte 4c + e of vector t holds, for row c, element 8t + e
+//               (low nibble) and element 8t + 4 + e (high nibble), low four bits of q
+//   [288, 352)  eight u64 masks; bit 4c + e of mask j is the fifth bit of row c's element 4j + e
+// The same bytes as the original (22 per row and block), so decode streams no more memory.
+//
+// Q4_K packs a super-block of 16 rows into kPackedQ4_KBlockBytes (148 per row where the file has
+// 144: the 6-bit scales and mins unpacked to bytes):
+//   [0, 32) d, [32, 64) dmin (f16 per row); [64, 192) scale of sub-block s for row c at
+//   16 s + c; [192, 320) the mins likewise; [320, 2368) eight sub-blocks of 256 bytes, each four
+//   64-byte vectors with Q5_0's nibble layout (no fifth bit)
+// and per (r, c) and super-block computes the exact integers sumi = sum_s sc_s * (q . a)_s and
+// summin = sum_s m_s * (bsums[2s] + bsums[2s + 1]), then acc = fma(float(sumi), d * da, acc),
+// acc_min = fma(float(summin), dmin * da, acc_min), and returns acc - acc_min.
+//
+// Numerics: per (activation row r, weight row c) the Q5_0 kernel runs, block by block in order,
+//   acc   = fma(float(sum_j q_j a_j), d * da, acc)     shift = fma(d, da * sum(a), shift)
+// and returns fma(shift, -16, acc): a sequence that depends on k only, never on m, on which
+// other rows share the tile or on the thread split, so results are batch invariant (checked in
+// gguf_packed_test.cc). It differs from the row dots only in the order of f32 additions (within
+// the gguf_dot_test bound of the reference).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "quant/gguf_matmul.h"
+
+namespace ember::quant {
+
+inline constexpr int kPackRows = 16;
+inline constexpr int64_t kPackedBlockBytes = 352;
+inline constexpr int64_t kPackedQ4_KBlockBytes = 2368;
+
+// The packed copy of `w` (type Q5_0 or Q4_K) when this host runs the packed kernel (the AVX-512 set),
+// else null: GgufMatMul then uses the row dots. Set the result's get() as `w.packed` and keep
+// the pointer alive as long as the matrix.
+std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w);
+
+// Repacks all of `w` into `out` (Packed*Bytes bytes), whatever the host.
+int64_t PackedQ5_0Bytes(int64_t rows, int64_t cols);
+void PackQ5_0(const QuantMatrix& w, uint8_t* out);
+int64_t PackedQ4_KBytes(int64_t rows, int64_t cols);
+void PackQ4_K(const QuantMatrix& w, uint8_t* out);
+
+// Output rows [group_begin * 16, group_end * 16) (clipped to n) of y [m, n] (row stride n) from a
+// packed matrix of `type` (Q5_0 or Q4_K), n rows and k columns, and m activation rows
+// (QuantizeActivationRow, act_bytes apart). AVX-512 only: callers check PackQuantMatrix returned
+// non-null.
+void PackedRowsAvx512(GgmlType type, const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin,
+                      int64_t group_end, const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+
+}  // namespace ember::quant

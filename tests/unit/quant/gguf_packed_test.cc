@@ -1,0 +1,181 @@
+// The packed Q5_0 / Q4_K GEMMs (gguf_packed.h): the packing round-trips, the kernel matches the
+// reference dots within the gguf_dot_test bound, and its results do not depend on m, on which
+// rows share a tile, on the thread count or on n's padding (batch invariance).
+#include "quant/gguf_packed.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "quant/gguf_dequant.h"
+#include "quant/gguf_dot.h"
+#include "quant/gguf_dot_variants.h"
+#include "quant_test_util.h"
+
+namespace ember::quant {
+namespace {
+
+struct Packed {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<const void> packed;
+  QuantMatrix matrix;
+};
+
+Packed RandomPacked(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
+  Packed w;
+  for (int64_t j = 0; j < n; ++j) {
+    const std::vector<uint8_t> row = test_util::RandomRow(type, k, rng);
+    w.bytes.insert(w.bytes.end(), row.begin(), row.end());
+  }
+  w.matrix = QuantMatrix{type, w.bytes.data(), n, k, test_util::RowBytes(type, k)};
+  w.packed = PackQuantMatrix(w.matrix);
+  w.matrix.packed = w.packed.get();
+  return w;
+}
+
+std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) {
+  std::vector<float> x;
+  for (int64_t i = 0; i < m; ++i) {
+    const std::vector<float> row = test_util::RandomActivations(k, rng);
+    x.insert(x.end(), row.begin(), row.end());
+  }
+  return x;
+}
+
+class GgufPackedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "the packed kernel needs AVX-512";
+    saved_ = std::string(ActiveDotVariant().name);
+    ASSERT_TRUE(SelectDotVariant("avx512"));
+  }
+  void TearDown() override {
+    if (!saved_.empty()) SelectDotVariant(saved_);
+    ThreadPool::SetGlobalThreads(0);
+  }
+
+ private:
+  std::string saved_;
+};
+
+// Unpacking the layout by hand gives back every row's dequantized values.
+TEST_F(GgufPackedTest, LayoutHoldsEveryElement) {
+  std::mt19937 rng(3);
+  const int64_t n = 21, k = 96, nb = k / 32;
+  const Packed w = RandomPacked(GgmlType::kQ5_0, n, k, rng);
+  const auto* packed = static_cast<const uint8_t*>(w.packed.get());
+  ASSERT_NE(packed, nullptr);
+  for (int64_t row = 0; row < n; ++row) {
+    std::vector<float> want(k);
+    ASSERT_TRUE(DequantizeRow(GgmlType::kQ5_0, w.bytes.data() + row * w.matrix.row_bytes, k, want.data()).ok());
+    const int64_t g = row / kPackRows, c = row % kPackRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = packed + (g * nb + b) * kPackedBlockBytes;
+      uint16_t d;
+      std::memcpy(&d, block + 2 * c, sizeof(d));
+      for (int e = 0; e < 32; ++e) {
+        const int t = e / 8, nibble = (e % 8) / 4;
+        const int low = (block[32 + 64 * t + 4 * c + e % 4] >> (4 * nibble)) & 0x0f;
+        uint64_t mask;
+        std::memcpy(&mask, block + 288 + 8 * (e / 4), sizeof(mask));
+        const int q = low | static_cast<int>(((mask >> (4 * c + e % 4)) & 1) << 4);
+        EXPECT_EQ(F16ToF32(d) * static_cast<float>(q - 16), want[b * 32 + e]) << "row " << row << " e " << b * 32 + e;
+      }
+    }
+  }
+}
+
+// Unpacking the Q4_K layout by hand gives back every row's dequantized values.
+TEST_F(GgufPackedTest, Q4_KLayoutHoldsEveryElement) {
+  std::mt19937 rng(4);
+  const int64_t n = 19, k = 512, nb = k / 256;
+  const Packed w = RandomPacked(GgmlType::kQ4_K, n, k, rng);
+  const auto* packed = static_cast<const uint8_t*>(w.packed.get());
+  ASSERT_NE(packed, nullptr);
+  for (int64_t row = 0; row < n; ++row) {
+    std::vector<float> want(k);
+    ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_K, w.bytes.data() + row * w.matrix.row_bytes, k, want.data()).ok());
+    const int64_t g = row / kPackRows, c = row % kPackRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ4_KBlockBytes;
+      uint16_t d, dmin;
+      std::memcpy(&d, block + 2 * c, sizeof(d));
+      std::memcpy(&dmin, block + 32 + 2 * c, sizeof(dmin));
+      for (int e = 0; e < 256; ++e) {
+        const int sb = e / 32, l = e % 32, t = l / 8, nibble = (l % 8) / 4;
+        const int q = (block[320 + 256 * sb + 64 * t + 4 * c + l % 4] >> (4 * nibble)) & 0x0f;
+        // gguf-py's order of roundings: (d * sc) * q - (dmin * m).
+        const float value = F16ToF32(d) * static_cast<float>(block[64 + 16 * sb + c]) * static_cast<float>(q) -
+                            F16ToF32(dmin) * static_cast<float>(block[192 + 16 * sb + c]);
+        EXPECT_EQ(value, want[b * 256 + e]) << "row " << row << " e " << b * 256 + e;
+      }
+    }
+  }
+}
+
+TEST_F(GgufPackedTest, MatchesReferenceDots) {
+  std::mt19937 rng(11);
+  ThreadPool::SetGlobalThreads(2);
+  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kQ4_K}) {
+  for (int64_t k : type == GgmlType::kQ5_0 ? std::vector<int64_t>{32, 96, 640, 4096}
+                                           : std::vector<int64_t>{256, 1024, 2048}) {
+    for (int64_t n : {1, 16, 33, 100}) {
+      const Packed w = RandomPacked(type, n, k, rng);
+      for (int64_t m : {1, 5, 9}) {
+        const std::vector<float> x = RandomX(m, k, rng);
+        std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
+        GgufMatMul(x.data(), m, w.matrix, y.data());
+        for (int64_t i = 0; i < m; ++i) {
+          const std::vector<float> xi(x.begin() + i * k, x.begin() + (i + 1) * k);
+          const test_util::QuantizedActivations q = test_util::QuantizeActivations(type, xi);
+          for (int64_t j = 0; j < n; ++j) {
+            const uint8_t* wj = w.bytes.data() + j * w.matrix.row_bytes;
+            const float want = kDotRef.For(type)(k, wj, q.bytes.data());
+            const double magnitude = test_util::Dot(test_util::Dequantized(type, wj, k), q.values).magnitude;
+            ASSERT_NEAR(y[i * n + j], want, 1e-5 * magnitude + 1e-30)
+                << "type " << static_cast<int>(type) << " k=" << k << " n=" << n << " m=" << m;
+          }
+        }
+      }
+    }
+  }
+  }
+}
+
+// Row i of a batch (4-row tiles and a one-row tail, 2 threads) equals that row alone on one
+// thread, and a matrix's leading rows give the same bits as the same rows inside a taller one.
+TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
+  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kQ4_K}) {
+  SCOPED_TRACE(static_cast<int>(type));
+  std::mt19937 rng(5);
+  const int64_t k = type == GgmlType::kQ5_0 ? 640 : 1024, n = 300, m = 19;
+  const Packed w = RandomPacked(type, n, k, rng);
+  const std::vector<float> x = RandomX(m, k, rng);
+  std::vector<float> batched(static_cast<size_t>(m * n));
+  ThreadPool::SetGlobalThreads(2);
+  GgufMatMul(x.data(), m, w.matrix, batched.data());
+  ThreadPool::SetGlobalThreads(1);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<float> single(static_cast<size_t>(n));
+    GgufMatMul(x.data() + i * k, 1, w.matrix, single.data());
+    EXPECT_EQ(std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float)), 0) << "row " << i;
+  }
+  QuantMatrix head{type, w.bytes.data(), 37, k, w.matrix.row_bytes};
+  const std::shared_ptr<const void> head_packed = PackQuantMatrix(head);
+  head.packed = head_packed.get();
+  std::vector<float> head_y(static_cast<size_t>(m * 37));
+  GgufMatMul(x.data(), m, head, head_y.data());
+  for (int64_t i = 0; i < m; ++i) {
+    EXPECT_EQ(std::memcmp(head_y.data() + i * 37, batched.data() + i * n, 37 * sizeof(float)), 0) << "row " << i;
+  }
+  }
+}
+
+}  // namespace
+}  // namespace ember::quant
