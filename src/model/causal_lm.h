@@ -30,6 +30,7 @@ struct ModelInfo {
 struct WeightBytes {
   int64_t total = 0;             // every tensor the model holds
   int64_t per_token_decode = 0;  // weights one decode token streams at batch 1 (dense + top-k experts + lm_head)
+  int64_t repacked = 0;          // load-time copies in a kernel's own layout, held besides `total`
 };
 
 // What `ember inspect` prints: the shape of the model and its parameter census.

@@ -31,6 +31,10 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   // (quant/gguf_packed.h), used while the avx512 dot variant is active.
   linear.owner_ = quant::PackQuantMatrix(weight);
   linear.quant_.packed = linear.owner_.get();
+  if (linear.owner_ != nullptr) {
+    linear.repacked_bytes_ = weight.type == GgmlType::kQ5_0 ? quant::PackedQ5_0Bytes(weight.rows, weight.cols)
+                                                                   : quant::PackedQ4_KBytes(weight.rows, weight.cols);
+  }
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
   linear.bytes_ = weight.rows * weight.row_bytes;

@@ -30,6 +30,9 @@ class Linear {
   int64_t out_features() const { return out_features_; }
   int64_t in_features() const { return in_features_; }
   int64_t bytes() const { return bytes_; }
+  // Bytes of the load-time repacked copy (0 without one). The file's bytes stay mapped besides
+  // it (clean page cache the kernel may drop, but resident after packing read them).
+  int64_t repacked_bytes() const { return repacked_bytes_; }
 
   // y [m, out] = x [m, in] · W^T.
   void Apply(const float* x, int64_t m, float* y) const;
@@ -46,6 +49,7 @@ class Linear {
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;
+  int64_t repacked_bytes_ = 0;
 };
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
+#include "quant/gguf_dot_variants.h"
 
 namespace ember::quant {
 namespace {
@@ -97,7 +98,9 @@ void PackQ4_K(const QuantMatrix& w, uint8_t* out) {
 }
 
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w) {
-  if (!HostCpuFeatures().HasAvx512Set() || w.rows == 0 || w.cols == 0) return nullptr;
+  // Only GgufMatMul's avx512 path reads the copy: under EMBER_ISA=avx2 (or ref) it would be
+  // memory held for nothing.
+  if (&ActiveDotVariant() != &kDotAvx512 || w.rows == 0 || w.cols == 0) return nullptr;
   std::shared_ptr<uint8_t[]> packed;
   if (w.type == GgmlType::kQ5_0) {
     packed.reset(new uint8_t[PackedQ5_0Bytes(w.rows, w.cols)]);

@@ -79,6 +79,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   engine->plan_.kv = kv_config;
   engine->plan_.scheduler = s;
   engine->plan_.weight_bytes = model->weight_bytes().total;
+  engine->plan_.repacked_weight_bytes = model->weight_bytes().repacked;
   engine->plan_.kv_bytes = store.bytes();
   engine->plan_.tokens_per_full_group = (kv_config.num_blocks - 1) * kv_config.block_size;
   const int64_t per_sequence = kv::KvBytesPerSequence(kv_config, max_model_len);
@@ -104,7 +105,10 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
 std::vector<std::string> LocalEngine::DescribePlan() const {
   const EnginePlan& p = plan_;
   return {
-      fmt::format("memory: weights {:.1f} MiB, KV cache {:.1f} MiB", p.weight_bytes / 1048576.0,
+      fmt::format("memory: weights {:.1f} MiB{}, KV cache {:.1f} MiB", p.weight_bytes / 1048576.0,
+                  p.repacked_weight_bytes > 0
+                      ? fmt::format(" (+{:.1f} MiB repacked for the AVX-512 GEMM)", p.repacked_weight_bytes / 1048576.0)
+                      : std::string(),
                   p.kv_bytes / 1048576.0),
       fmt::format("KV cache: {}", kv::DescribeKvConfig(p.kv)),
       fmt::format("KV capacity: {} tokens per full-attention group; {} sequences of max_model_len {} at once",

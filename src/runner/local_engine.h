@@ -34,6 +34,7 @@ struct EnginePlan {
   kv::KvCacheConfig kv;
   SchedulerConfig scheduler;
   int64_t weight_bytes = 0;
+  int64_t repacked_weight_bytes = 0;  // load-time kernel-layout copies (WeightBytes::repacked)
   int64_t kv_bytes = 0;
   int64_t tokens_per_full_group = 0;       // KV capacity in tokens of a full-attention group
   int64_t max_concurrency_at_max_len = 0;  // full-length sequences that fit at once

@@ -14,10 +14,13 @@ WeightBytes DenseDecoder::weight_bytes() const {
   WeightBytes bytes;
   bytes.total = spec_.embed_tokens.bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.bytes());
   int64_t layers = 0;
+  bytes.repacked = spec_.embed_tokens.repacked_bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.repacked_bytes());
   for (const DenseDecoderLayer& l : spec_.layers) {
     const AttentionWeights& a = l.attention;
-    layers += a.q.bytes() + a.k.bytes() + a.v.bytes() + a.o.bytes() + l.ffn_gate.bytes() + l.ffn_up.bytes() +
-              l.ffn_down.bytes();
+    for (const Linear* w : {&a.q, &a.k, &a.v, &a.o, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      layers += w->bytes();
+      bytes.repacked += w->repacked_bytes();
+    }
   }
   bytes.total += layers;
   bytes.per_token_decode = layers + spec_.lm_head.bytes();
