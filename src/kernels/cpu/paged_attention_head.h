@@ -31,20 +31,27 @@ constexpr int64_t kPagedElementBytes = T == DType::kF32 ? 4 : (T == DType::kF8E4
 // Output vectors accumulated in registers at once by the value loop (8 zmm = 128 dims).
 inline constexpr int kValueChunk = 8;
 
-// Calls fn(cache row, key index from 0) for the task's keys in position order, one block-table
-// lookup per block.
+// Calls fn(first cache row, number of keys) for each run of the task's keys that lies in one
+// cache block, in position order: one block-table lookup per block, no division per key. Key i of
+// a run is cache row `first + i * kv.num_kv_heads`.
 template <class Fn>
-void ForEachKey(const PagedKvView& kv, const PagedHeadTask& t, Fn&& fn) {
-  int64_t key = 0;
+void ForEachKeyRun(const PagedKvView& kv, const PagedHeadTask& t, Fn&& fn) {
   for (int64_t position = t.first_key; position <= t.last_key;) {
     const int64_t offset = position % kv.block_size;
     const int64_t left = kv.block_size - offset;
     const int64_t n = left < t.last_key - position + 1 ? left : t.last_key - position + 1;
-    const int64_t row0 = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) *
-                             kv.num_kv_heads + t.kv_head;
-    for (int64_t i = 0; i < n; ++i) fn(row0 + i * kv.num_kv_heads, key++);
+    fn((int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) * kv.num_kv_heads + t.kv_head, n);
     position += n;
   }
+}
+
+// Calls fn(cache row, key index from 0) for the task's keys in position order.
+template <class Fn>
+void ForEachKey(const PagedKvView& kv, const PagedHeadTask& t, Fn&& fn) {
+  int64_t key = 0;
+  ForEachKeyRun(kv, t, [&](int64_t row0, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) fn(row0 + i * kv.num_kv_heads, key++);
+  });
 }
 
 template <class S, DType T>
@@ -58,18 +65,12 @@ void PagedAttentionHeadTyped(const PagedKvView& kv, const PagedHeadTask& t) {
   const auto* keys = static_cast<const uint8_t*>(kv.keys);
   const auto* values = static_cast<const uint8_t*>(kv.values);
 
-  // Keys are walked block by block (one table lookup per block, no division per key) and four
-  // at a time with independent accumulators: each key's dot product is still the same operation
+  // Keys are walked run by run within a block and four at a time with independent accumulators: each key's dot product is still the same operation
   // sequence, so this changes speed, not results.
   float max_score = -INFINITY;
   int64_t j = 0;
-  for (int64_t position = t.first_key; position <= t.last_key;) {
-    const int64_t offset = position % kv.block_size;
-    const int64_t left = kv.block_size - offset;
-    const int64_t n = left < t.last_key - position + 1 ? left : t.last_key - position + 1;
-    const int64_t row0 = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) *
-                             kv.num_kv_heads + t.kv_head;
-    const int64_t row_step = kv.num_kv_heads;
+  const int64_t row_step = kv.num_kv_heads;
+  ForEachKeyRun(kv, t, [&](int64_t row0, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
       const uint8_t* k0 = keys + (row0 + i * row_step) * d * kBytes;
@@ -112,8 +113,7 @@ void PagedAttentionHeadTyped(const PagedKvView& kv, const PagedHeadTask& t) {
       t.scores[j++] = score;
       if (score > max_score) max_score = score;
     }
-    position += n;
-  }
+  });
   const int64_t count = j;
   float total = 0.0f;
   for (j = 0; j < count; ++j) {
