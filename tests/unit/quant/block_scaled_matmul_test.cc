@@ -81,7 +81,8 @@ Matrix MakeMatrix(const Case& c, int64_t rows, int64_t cols, std::mt19937& rng) 
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(m.codes.data() + r * (row_bytes + pad), dense_codes.data() + r * row_bytes, row_bytes);
   m.fp4_scales.assign(rows * (scale_bytes + pad), 0x7f);
-  for (int64_t r = 0; r < rows; ++r)
+  // FP8 keeps its scales apart (scale_bytes == 0, dense_scales empty): no copy from a null pointer.
+  for (int64_t r = 0; r < rows && scale_bytes > 0; ++r)
     std::memcpy(m.fp4_scales.data() + r * (scale_bytes + pad), dense_scales.data() + r * scale_bytes, scale_bytes);
   const void* scales = c.format == WeightFormat::kFp8E4m3 ? static_cast<const void*>(m.fp8_scales.data())
                                                           : static_cast<const void*>(m.fp4_scales.data());

@@ -24,8 +24,10 @@ LevelRun RunLoadLevel(const ServerTarget& target, const std::string& model, cons
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
+  // The next session a fixed-concurrency worker takes; declared here so that it outlives the
+  // threads, which are joined below.
+  std::atomic<size_t> next{0};
   if (level.concurrency > 0) {
-    std::atomic<size_t> next{0};
     const int64_t workers = std::min<int64_t>(level.concurrency, static_cast<int64_t>(sessions.size()));
     for (int64_t w = 0; w < workers; ++w) {
       threads.emplace_back([&] {
