@@ -20,6 +20,8 @@ namespace {
 // Chunks per thread: enough that a thread slowed by another process hands work to the others,
 // few enough that each chunk still streams a long run of weight rows.
 constexpr int64_t kChunksPerThread = 4;
+// The claim word's chunk fields are 16 bits wide.
+constexpr int64_t kMaxChunks = 0xFFFF;
 // How long an idle thread polls before sleeping: longer than the gap between the loops of one
 // forward pass, short enough that an idle server does not burn its cores. EMBER_SPIN_US
 // overrides it (0: sleep at once, for machines where other processes want the cores).
@@ -45,7 +47,15 @@ std::unique_ptr<ThreadPool>& GlobalPoolStorage() {
   return pool;
 }
 
+std::atomic<void (*)()> g_claim_hook{nullptr};
+
+// The claim word: generation << 32 | chunk count << 16 | next chunk.
 uint32_t GenerationOf(uint64_t claim) { return static_cast<uint32_t>(claim >> 32); }
+uint32_t ChunkCountOf(uint64_t claim) { return static_cast<uint32_t>(claim >> 16) & 0xFFFF; }
+uint32_t NextChunkOf(uint64_t claim) { return static_cast<uint32_t>(claim) & 0xFFFF; }
+uint64_t ClaimWord(uint32_t generation, uint32_t chunks) {
+  return static_cast<uint64_t>(generation) << 32 | static_cast<uint64_t>(chunks) << 16;
+}
 
 // Polls `ready` for up to SpinTime(); true once it holds.
 template <typename Ready>
@@ -80,23 +90,28 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
-  const int64_t chunks = std::min<int64_t>(num_threads_ == 1 ? 1 : num_threads_ * kChunksPerThread, max_chunks);
+  const int64_t chunks =
+      std::min({num_threads_ == 1 ? 1 : num_threads_ * kChunksPerThread, max_chunks, kMaxChunks});
   if (chunks <= 1) {
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> caller(caller_mutex_);
   job_ = &fn;
   job_n_ = n;
-  job_chunks_.store(static_cast<uint32_t>(chunks), std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
+  if (auto hook = g_claim_hook.load(std::memory_order_relaxed)) hook();
   const uint32_t generation = GenerationOf(claim_.load(std::memory_order_relaxed)) + 1;
-  claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_seq_cst);
+  // Publishes the job fields above with the word (release; seq_cst also orders it before the
+  // load of sleeping_ below, against WaitForJob's increment before it sleeps).
+  claim_.store(ClaimWord(generation, static_cast<uint32_t>(chunks)), std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_seq_cst) > 0) {
     // Taking the mutex orders this publication against a worker about to sleep (no lost wake-up).
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_cv_.notify_all();
   }
   RunChunks(generation);
+  // Acquire pairs with each chunk's release increment: their writes are visible on return.
   const auto all_done = [&] { return done_.load(std::memory_order_acquire) == chunks; };
   while (!SpinUntil(all_done)) std::this_thread::yield();
   job_ = nullptr;
@@ -106,17 +121,20 @@ void ThreadPool::RunChunks(uint32_t generation) {
   uint64_t claim = claim_.load(std::memory_order_acquire);
   while (true) {
     if (GenerationOf(claim) != generation) return;
-    const uint32_t chunk = static_cast<uint32_t>(claim);
-    if (chunk >= job_chunks_.load(std::memory_order_relaxed)) return;
-    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    const uint32_t chunk = NextChunkOf(claim);
+    const uint32_t chunks = ChunkCountOf(claim);
+    if (chunk >= chunks) return;
+    if (auto hook = g_claim_hook.load(std::memory_order_relaxed)) hook();
+    // Succeeds only if the word is still exactly the one checked above: same job, same count,
+    // chunk unclaimed. Acquire makes the job fields published with that word visible.
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acquire, std::memory_order_acquire)) {
       continue;
     }
     // Owning an unfinished chunk keeps the job alive until done_ counts it.
-    const int64_t chunks = job_chunks_.load(std::memory_order_relaxed);
     const int64_t begin = job_n_ * chunk / chunks;
     const int64_t end = job_n_ * (chunk + 1) / chunks;
     (*job_)(begin, end);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    done_.fetch_add(1, std::memory_order_release);
     claim = claim_.load(std::memory_order_acquire);
   }
 }
@@ -148,5 +166,7 @@ ThreadPool& ThreadPool::Global() {
 void ThreadPool::SetGlobalThreads(int num_threads) {
   GlobalPoolStorage() = std::make_unique<ThreadPool>(num_threads);
 }
+
+void ThreadPool::SetClaimHookForTesting(void (*hook)()) { g_claim_hook.store(hook); }
 
 }  // namespace ember

@@ -9,6 +9,8 @@
 //
 // A decode step issues hundreds of short loops, so idle workers spin briefly before they sleep:
 // a futex wake-up per loop costs as much as a small loop itself.
+//
+// How a job is published and claimed (thread_pool.cc) is explained beside claim_ below.
 #pragma once
 
 #include <atomic>
@@ -31,14 +33,20 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // fn(begin, end) over contiguous chunks of [0, n), at least `min_chunk` indices each.
-  // Not reentrant: fn must not call ParallelFor on the same pool.
+  // fn(begin, end) over contiguous chunks of [0, n), at least `min_chunk` indices each; every
+  // write fn makes is visible to the caller when ParallelFor returns. Callers on different
+  // threads take turns. Not reentrant: fn must not call ParallelFor on the same pool.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
 
   // The process-wide pool used by the kernels.
   static ThreadPool& Global();
   // Replaces the global pool's size (call before heavy work starts, e.g. from --threads).
   static void SetGlobalThreads(int num_threads);
+
+  // Test hook, to widen the race windows in stress tests: ParallelFor calls it between writing
+  // a job and publishing it, and every thread between reading the claim word and claiming from
+  // it. Null by default (a relaxed load per job and per chunk).
+  static void SetClaimHookForTesting(void (*hook)());
 
  private:
   void WorkerLoop();
@@ -48,17 +56,25 @@ class ThreadPool {
 
   const int num_threads_;
   std::vector<std::thread> workers_;
+  // One ParallelFor at a time: the job fields below belong to a single caller.
+  std::mutex caller_mutex_;
 
-  // The job: written by ParallelFor before it publishes a new generation in claim_, and not
-  // touched again until every chunk has been reported in done_.
+  // The job. ParallelFor writes these, then publishes claim_ with release order; a thread reads
+  // them only after a successful exchange on a claim word of that job's generation (acquire),
+  // and ParallelFor writes them again only after done_ has counted every chunk of the job, so
+  // no thread ever reads them while they change.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  // Atomic because a worker reads it before its claim succeeds, when a newer job may be writing
-  // it; such a claim then fails on the generation.
-  std::atomic<uint32_t> job_chunks_{0};
-  // (generation << 32) | next unclaimed chunk. A worker that wakes late finds another
-  // generation in the high half and claims nothing from a job that is not its own.
+  // Everything a thread needs to claim a chunk, in one word: generation (32 bits) | chunk count
+  // (16) | next unclaimed chunk (16). A thread claims by compare-exchange of the word it read
+  // to that word plus one, so a claim succeeds only if generation, count and index are all
+  // still those it checked: a thread that read the word of an old job can never claim a chunk
+  // of a newer one. The generation is 32 bits; a thread would have to stall between its read
+  // and its exchange through 2^32 jobs to be fooled.
   std::atomic<uint64_t> claim_{0};
+  // Chunks of the current job that have finished. Only a successful claim of the current job
+  // adds to it, and the job ends only when every chunk is counted, so the count can neither
+  // overshoot nor be reached while a chunk still runs.
   std::atomic<uint32_t> done_{0};
 
   std::mutex mutex_;
