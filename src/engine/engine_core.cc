@@ -33,7 +33,9 @@ std::vector<RequestOutput> EngineCore::Step() {
   ModelRunnerOutput output;
   // The runner must hear about finished and preempted requests even in a step with no tokens.
   if (!scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty()) {
+    if (observer_ != nullptr) observer_->OnStepBegin(scheduled);
     output = executor_->Execute(scheduled);
+    if (observer_ != nullptr) observer_->OnStepEnd();
   }
   return scheduler_.UpdateFromOutput(scheduled, output);
 }

@@ -10,6 +10,7 @@
 #include "engine/request.h"
 #include "engine/request_output.h"
 #include "engine/scheduler.h"
+#include "engine/step_observer.h"
 #include "kv/kv_cache_manager.h"
 
 namespace ember {
@@ -38,6 +39,10 @@ class EngineCore {
   // more Step() tells it), so a `while (HasUnfinished()) Step();` loop leaves nothing behind.
   bool HasUnfinished() const { return scheduler_.HasUnfinished() || scheduler_.HasPendingRunnerUpdates(); }
 
+  // Told when each step's execution starts and ends (the step watchdog); null: nobody. The
+  // observer must outlive the engine core or be reset first.
+  void set_step_observer(StepObserver* observer) { observer_ = observer; }
+
   SchedulerStats Stats() const { return scheduler_.Stats(); }
   const Scheduler& scheduler() const { return scheduler_; }
   const kv::KvCacheManager& kv_cache() const { return kv_; }
@@ -48,6 +53,7 @@ class EngineCore {
   kv::KvCacheManager kv_;
   Scheduler scheduler_;
   Executor* executor_;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace ember

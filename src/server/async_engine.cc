@@ -22,7 +22,8 @@ bool RequestStream::Pop(RequestOutput* out, std::chrono::milliseconds timeout) {
   return true;
 }
 
-AsyncEngine::AsyncEngine(EngineCore* core, ServerMetrics* metrics) : core_(core), client_(core), metrics_(metrics) {}
+AsyncEngine::AsyncEngine(EngineCore* core, ServerMetrics* metrics, StepWatchdogOptions watchdog)
+    : core_(core), client_(core), metrics_(metrics), watchdog_(watchdog) {}
 
 AsyncEngine::~AsyncEngine() { Stop(); }
 
@@ -64,6 +65,8 @@ RequestIndex AsyncEngine::Submit(RequestInput input, std::shared_ptr<RequestStre
 void AsyncEngine::Abort(RequestIndex index) { client_.Abort(index); }
 
 void AsyncEngine::Loop() {
+  core_->set_step_observer(&watchdog_);
+  SetThreadOpTrace(watchdog_.trace());
   try {
     while (!stop_) {
       client_.WaitForWork(std::chrono::milliseconds(20));
@@ -76,6 +79,8 @@ void AsyncEngine::Loop() {
     EMBER_LOG_ERROR("engine loop died: {}", e.what());
     FailAll(std::string("the engine failed: ") + e.what());
   }
+  SetThreadOpTrace(nullptr);
+  core_->set_step_observer(nullptr);
   alive_ = false;
 }
 

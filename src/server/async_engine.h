@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "engine/engine_client.h"
+#include "engine/step_watchdog.h"
 #include "server/metrics.h"
 
 namespace ember::server {
@@ -38,7 +39,8 @@ class AsyncEngine {
   static constexpr RequestIndex kNoRequest = ~RequestIndex{0};
 
   // `core` is stepped only by this object's thread once Start() runs. `metrics` may be null.
-  AsyncEngine(EngineCore* core, ServerMetrics* metrics);
+  // The step watchdog reports a step that runs far past its expected cost (stalled()).
+  AsyncEngine(EngineCore* core, ServerMetrics* metrics, StepWatchdogOptions watchdog = {});
   ~AsyncEngine();
 
   void Start();
@@ -56,6 +58,10 @@ class AsyncEngine {
 
   // False once the engine loop has died (a bug) or stopped; /health answers 503 then.
   bool alive() const { return alive_.load(); }
+  // True while the current step runs far past its expected cost; /health answers 503 with
+  // StallMessage() then.
+  bool stalled() const { return watchdog_.stalled(); }
+  std::string StallMessage() const { return watchdog_.StallMessage(); }
   // Requests submitted and not finished yet (for overload control).
   int64_t num_in_flight() const { return in_flight_.load(); }
 
@@ -68,6 +74,7 @@ class AsyncEngine {
   EngineCore* core_;
   EngineClient client_;
   ServerMetrics* metrics_;
+  StepWatchdog watchdog_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> alive_{false};

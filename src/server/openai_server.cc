@@ -80,6 +80,9 @@ void OpenAiServer::RegisterRoutes() {
   http_->Get("/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return SendError(res, ServiceUnavailable("the model is loading"));
     if (!ctx.engine->alive()) return SendError(res, ServiceUnavailable("the engine loop has stopped"));
+    if (const std::string stall = ctx.engine->StallMessage(); !stall.empty()) {
+      return SendError(res, ServiceUnavailable(stall + "; see the server log"));
+    }
     res.status = 200;
   });
   http_->Get("/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/op_trace.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch/muse_spark.h"
@@ -58,11 +59,13 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, std::vect
 
   const AttentionStep step(batch, kv);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    ScopedOp op("decoder", l);
     AttentionBlock(layers_[l], l, step, residual.data());
     FeedForwardBlock(layers_[l], count, residual.data());
   }
 
   // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
+  ScopedOp op("lm_head");
   const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
   std::vector<float> selected(rows * h), normed(rows * h);
   for (int64_t r = 0; r < rows; ++r) {
@@ -113,6 +116,7 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
   const int64_t hm = c.moe_hidden_size;
   const int64_t inter = c.moe_intermediate_size;
 
+  ScopedOp op("moe.route");
   // Router: f32 logits scaled by the output multiplier, sigmoid scores.
   std::vector<float> scores(count * num_experts);
   layer.router.Apply(x, count, scores.data());
@@ -160,12 +164,14 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
     first_row.push_back(row);
     row += n;
   }
+  ScopedOp experts_op("moe.experts");
   layer.experts_gate_up.ApplyGrouped(up_groups);
   kernels::SwiGluHalves(gate_up.data(), routed, inter, activated.data());
   layer.experts_down.ApplyGrouped(down_groups);
   // Each expert's output is normalised (gain before the weightless norm) before weighting.
   kernels::GainRmsNorm(expert_out.data(), routed, hm, static_cast<float>(c.post_norm_eps),
                        layer.post_expert_gain.data(), expert_out.data());
+  ScopedOp combine_op("moe.combine");
   std::vector<float> mixed(count * hm, 0.0f);
   for (size_t a = 0; a < up_groups.size(); ++a) {
     const auto& tokens = assigned[up_groups[a].expert];
@@ -180,6 +186,7 @@ void MuseSparkModel::MoE(const MuseSparkLayer& layer, const float* x, int64_t co
 }
 
 void MuseSparkModel::DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f) {
+  ScopedOp op("mlp");
   const int64_t inter = config_.intermediate_size;
   std::vector<float> gate(count * inter), up(count * inter), act(count * inter);
   layer.mlp_gate.Apply(x, count, gate.data());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/op_trace.h"
 #include "kernels/paged_attention.h"
 #include "kernels/ops.h"
 
@@ -38,6 +39,7 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
   const int64_t count = step.batch.num_tokens();
 
   std::vector<float> q(count * q_width), k(count * kv_width), v(count * kv_width);
+  ScopedOp op("attention.qkv_proj", layer);
   w.q.Apply(x, count, q.data());
   w.k.Apply(x, count, k.data());
   w.v.Apply(x, count, v.data());
@@ -50,6 +52,7 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
     ApplyRope(o.rope, q.data(), count, o.num_heads, d, step.positions.data(), o.inv_freq.data());
     ApplyRope(o.rope, k.data(), count, o.num_kv_heads, d, step.positions.data(), o.inv_freq.data());
   }
+  ScopedOp paged_op("attention.paged");
   const KvGroupTable& table = step.batch.groups[step.kv.config().group_of_layer[layer]];
   step.kv.Write(layer, k.data(), v.data(), count, table.slot_mapping.data());
 
@@ -76,6 +79,7 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
     kernels::SigmoidInPlace(gate.data(), count * q_width);
     for (int64_t i = 0; i < count * q_width; ++i) attended[i] *= gate[i];
   }
+  ScopedOp o_op("attention.o_proj");
   w.o.Apply(attended.data(), count, out);
 }
 

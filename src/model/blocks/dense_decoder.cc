@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/op_trace.h"
 #include "kernels/ops.h"
 
 namespace ember {
@@ -89,6 +90,7 @@ Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, std::vector
   for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), step,
                                                         residual.data());
 
+  ScopedOp op("lm_head");
   const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
   std::vector<float> selected(rows * h), normed(rows * h);
   for (int64_t r = 0; r < rows; ++r) {
@@ -115,6 +117,7 @@ void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const At
                                                          out.data());
   for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
 
+  ScopedOp op("mlp", index);
   kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x.data());
   const int64_t inter = layer.ffn_gate.out_features();
   std::vector<float> gate(count * inter), up(count * inter);

@@ -77,7 +77,10 @@ std::string ElementText(const GgufValue& v) {
     case GgufValueType::kString: return Escape(*v.AsString());
     case GgufValueType::kArray: {
       std::string out = "[";
-      for (int64_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + ElementText(v.At(i));
+      for (int64_t i = 0; i < v.size(); ++i) {
+        if (i > 0) out += ',';
+        out += ElementText(v.At(i));
+      }
       return out + "]";
     }
     default: break;

@@ -1,0 +1,100 @@
+#include "engine/step_watchdog.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/logging.h"
+
+namespace ember {
+namespace {
+// Weight of the newest step in the moving average of seconds per token.
+constexpr double kAverageWeight = 0.1;
+// Request ids a report lists before it says "and N more".
+constexpr size_t kMaxListedRequests = 16;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+StepWatchdog::StepWatchdog(StepWatchdogOptions options) : options_(options) {
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+StepWatchdog::~StepWatchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  monitor_.join();
+}
+
+double StepWatchdog::LimitSecondsLocked(int64_t num_tokens) const {
+  if (seconds_per_token_ < 0) return std::max(options_.min_seconds, options_.first_step_seconds);
+  const double expected = seconds_per_token_ * static_cast<double>(std::max<int64_t>(1, num_tokens));
+  return std::max(options_.min_seconds, options_.factor * expected);
+}
+
+double StepWatchdog::LimitSeconds(int64_t num_tokens) const {
+  std::lock_guard lock(mu_);
+  return LimitSecondsLocked(num_tokens);
+}
+
+void StepWatchdog::OnStepBegin(const SchedulerOutput& step) {
+  std::lock_guard lock(mu_);
+  in_step_ = true;
+  stalled_ = false;
+  step_id_ = step.step_id;
+  num_tokens_ = step.total_num_scheduled_tokens;
+  reqs_ = step.scheduled_reqs;
+  started_ = Clock::now();
+  limit_s_ = LimitSecondsLocked(num_tokens_);
+}
+
+void StepWatchdog::OnStepEnd() {
+  std::lock_guard lock(mu_);
+  const double elapsed = SecondsSince(started_);
+  if (stalled_) {
+    EMBER_LOG_WARN("engine step {} finished after {:.1f} s; /health answers 200 again", step_id_, elapsed);
+  }
+  in_step_ = false;
+  stalled_ = false;
+  if (num_tokens_ > 0) {
+    const double per_token = elapsed / static_cast<double>(num_tokens_);
+    seconds_per_token_ =
+        seconds_per_token_ < 0 ? per_token : (1 - kAverageWeight) * seconds_per_token_ + kAverageWeight * per_token;
+  }
+}
+
+bool StepWatchdog::stalled() const {
+  std::lock_guard lock(mu_);
+  return stalled_;
+}
+
+std::string StepWatchdog::StallMessage() const {
+  std::lock_guard lock(mu_);
+  if (!stalled_) return "";
+  return fmt::format("engine step {} has run for {:.1f} s (limit {:.1f} s) in {}", step_id_, SecondsSince(started_),
+                     limit_s_, trace_.Describe());
+}
+
+void StepWatchdog::Monitor() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, options_.poll);
+    if (!in_step_ || stalled_ || SecondsSince(started_) <= limit_s_) continue;
+    stalled_ = true;
+    const size_t listed = std::min(reqs_.size(), kMaxListedRequests);
+    const std::vector<RequestIndex> shown(reqs_.begin(), reqs_.begin() + static_cast<std::ptrdiff_t>(listed));
+    EMBER_LOG_ERROR(
+        "engine step {} has run for {:.1f} s, past its limit of {:.1f} s ({} tokens), in {}; requests [{}]{}; "
+        "/health answers 503 until it finishes (a hang here is a bug: attach gdb to see the engine thread)",
+        step_id_, SecondsSince(started_), limit_s_, num_tokens_, trace_.Describe(), fmt::join(shown, ", "),
+        reqs_.size() > listed ? fmt::format(" and {} more", reqs_.size() - listed) : std::string());
+  }
+}
+
+}  // namespace ember
