@@ -33,7 +33,13 @@ std::vector<RequestOutput> EngineCore::Step() {
   ModelRunnerOutput output;
   // The runner must hear about finished and preempted requests even in a step with no tokens.
   if (!scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty()) {
-    if (observer_ != nullptr) observer_->OnStepBegin(scheduled);
+    if (observer_ != nullptr) {
+      step_request_ids_.clear();
+      for (RequestIndex req : scheduled.scheduled_reqs) {
+        step_request_ids_.push_back(&scheduler_.Find(req)->external_id());
+      }
+      observer_->OnStepBegin(scheduled, step_request_ids_);
+    }
     output = executor_->Execute(scheduled);
     if (observer_ != nullptr) observer_->OnStepEnd();
   }

@@ -54,6 +54,7 @@ class EngineCore {
   Scheduler scheduler_;
   Executor* executor_;
   StepObserver* observer_ = nullptr;
+  std::vector<const std::string*> step_request_ids_;  // for observer_, reused across steps
 };
 
 }  // namespace ember

@@ -2,6 +2,9 @@
 // engine/step_watchdog.h). Called on the engine thread, around Executor::Execute.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "engine/scheduler_output.h"
 
 namespace ember {
@@ -9,7 +12,9 @@ namespace ember {
 class StepObserver {
  public:
   virtual ~StepObserver() = default;
-  virtual void OnStepBegin(const SchedulerOutput& step) = 0;
+  // `request_ids[i]` is the API id of step.scheduled_reqs[i]; the strings stay valid until
+  // OnStepEnd (no request is freed while its step executes).
+  virtual void OnStepBegin(const SchedulerOutput& step, const std::vector<const std::string*>& request_ids) = 0;
   virtual void OnStepEnd() = 0;
 };
 

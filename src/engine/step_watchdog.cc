@@ -1,7 +1,8 @@
 #include "engine/step_watchdog.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -43,13 +44,13 @@ double StepWatchdog::LimitSeconds(int64_t num_tokens) const {
   return LimitSecondsLocked(num_tokens);
 }
 
-void StepWatchdog::OnStepBegin(const SchedulerOutput& step) {
+void StepWatchdog::OnStepBegin(const SchedulerOutput& step, const std::vector<const std::string*>& request_ids) {
   std::lock_guard lock(mu_);
   in_step_ = true;
   stalled_ = false;
   step_id_ = step.step_id;
   num_tokens_ = step.total_num_scheduled_tokens;
-  reqs_ = step.scheduled_reqs;
+  request_ids_ = request_ids;  // reuses the capacity: no allocation in a steady state
   started_ = Clock::now();
   limit_s_ = LimitSecondsLocked(num_tokens_);
 }
@@ -74,11 +75,18 @@ bool StepWatchdog::stalled() const {
   return stalled_;
 }
 
+std::string StepWatchdog::DescribeLocked() const {
+  const size_t listed = std::min(request_ids_.size(), kMaxListedRequests);
+  std::string ids;
+  for (size_t i = 0; i < listed; ++i) ids += (i > 0 ? ", " : "") + *request_ids_[i];
+  if (request_ids_.size() > listed) ids += fmt::format(" and {} more", request_ids_.size() - listed);
+  return fmt::format("engine step {} has run for {:.1f} s (limit {:.1f} s, {} tokens) in {}; requests {}", step_id_,
+                     SecondsSince(started_), limit_s_, num_tokens_, trace_.Describe(), ids);
+}
+
 std::string StepWatchdog::StallMessage() const {
   std::lock_guard lock(mu_);
-  if (!stalled_) return "";
-  return fmt::format("engine step {} has run for {:.1f} s (limit {:.1f} s) in {}", step_id_, SecondsSince(started_),
-                     limit_s_, trace_.Describe());
+  return stalled_ ? DescribeLocked() : std::string();
 }
 
 void StepWatchdog::Monitor() {
@@ -87,13 +95,8 @@ void StepWatchdog::Monitor() {
     cv_.wait_for(lock, options_.poll);
     if (!in_step_ || stalled_ || SecondsSince(started_) <= limit_s_) continue;
     stalled_ = true;
-    const size_t listed = std::min(reqs_.size(), kMaxListedRequests);
-    const std::vector<RequestIndex> shown(reqs_.begin(), reqs_.begin() + static_cast<std::ptrdiff_t>(listed));
-    EMBER_LOG_ERROR(
-        "engine step {} has run for {:.1f} s, past its limit of {:.1f} s ({} tokens), in {}; requests [{}]{}; "
-        "/health answers 503 until it finishes (a hang here is a bug: attach gdb to see the engine thread)",
-        step_id_, SecondsSince(started_), limit_s_, num_tokens_, trace_.Describe(), fmt::join(shown, ", "),
-        reqs_.size() > listed ? fmt::format(" and {} more", reqs_.size() - listed) : std::string());
+    EMBER_LOG_ERROR("{}; /health answers 503 until it finishes (a hang here is a bug: `gdb -p {}` and "
+                    "`thread apply all bt` show where the engine thread is)", DescribeLocked(), getpid());
   }
 }
 

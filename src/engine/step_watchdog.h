@@ -39,13 +39,13 @@ class StepWatchdog : public StepObserver {
   // The engine thread passes this to SetThreadOpTrace so the report can name the op.
   OpTrace* trace() { return &trace_; }
 
-  void OnStepBegin(const SchedulerOutput& step) override;
+  void OnStepBegin(const SchedulerOutput& step, const std::vector<const std::string*>& request_ids) override;
   void OnStepEnd() override;
 
   // Any thread: true while the current step has run past its limit.
   bool stalled() const;
   // Any thread: what /health says while stalled, e.g. "engine step 41 has run for 12.0 s
-  // (limit 10.0 s) in layer 3 attention.o_proj".
+  // (limit 10.0 s, 8 tokens) in layer 3 attention.o_proj; requests cmpl-1, cmpl-2"; "" otherwise.
   std::string StallMessage() const;
   // The limit a step of `num_tokens` gets now, in seconds.
   double LimitSeconds(int64_t num_tokens) const;
@@ -54,6 +54,9 @@ class StepWatchdog : public StepObserver {
   using Clock = std::chrono::steady_clock;
   void Monitor();
   double LimitSecondsLocked(int64_t num_tokens) const;
+  // "engine step 41 has run for 12.0 s (limit 10.0 s, 8 tokens) in layer 3 attention.o_proj;
+  // requests cmpl-1, cmpl-2" (the first few ids), with mu_ held.
+  std::string DescribeLocked() const;
 
   const StepWatchdogOptions options_;
   OpTrace trace_;
@@ -65,7 +68,7 @@ class StepWatchdog : public StepObserver {
   bool stalled_ = false;
   uint64_t step_id_ = 0;
   int64_t num_tokens_ = 0;
-  std::vector<RequestIndex> reqs_;
+  std::vector<const std::string*> request_ids_;  // valid while in_step_
   Clock::time_point started_;
   double limit_s_ = 0.0;
   // Moving average of seconds per scheduled token over finished steps; < 0 before the first.

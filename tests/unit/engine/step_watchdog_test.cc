@@ -18,6 +18,9 @@ SchedulerOutput StepOf(uint64_t id, std::vector<RequestIndex> reqs, int64_t toke
   return s;
 }
 
+const std::string kIdA = "cmpl-a", kIdB = "cmpl-b";
+const std::vector<const std::string*> kIds = {&kIdA, &kIdB};
+
 StepWatchdogOptions FastOptions() {
   StepWatchdogOptions o;
   o.min_seconds = 0.2;
@@ -41,7 +44,7 @@ bool Eventually(Pred pred) {
 TEST(StepWatchdogTest, AStepPastItsLimitIsReportedWithItsOpUntilItEnds) {
   StepWatchdog watchdog(FastOptions());
   SetThreadOpTrace(watchdog.trace());
-  watchdog.OnStepBegin(StepOf(41, {3, 5}, 2));
+  watchdog.OnStepBegin(StepOf(41, {3, 5}, 2), kIds);
   {
     ScopedOp layer("decoder", 4);
     ScopedOp op("attention.o_proj");
@@ -49,6 +52,7 @@ TEST(StepWatchdogTest, AStepPastItsLimitIsReportedWithItsOpUntilItEnds) {
     const std::string message = watchdog.StallMessage();
     EXPECT_NE(message.find("engine step 41"), std::string::npos) << message;
     EXPECT_NE(message.find("in layer 4 attention.o_proj"), std::string::npos) << message;
+    EXPECT_NE(message.find("requests cmpl-a, cmpl-b"), std::string::npos) << message;
   }
   watchdog.OnStepEnd();
   EXPECT_FALSE(watchdog.stalled());
@@ -59,7 +63,7 @@ TEST(StepWatchdogTest, AStepPastItsLimitIsReportedWithItsOpUntilItEnds) {
 TEST(StepWatchdogTest, StepsWithinTheirLimitAreNeverStalled) {
   StepWatchdog watchdog(FastOptions());
   for (uint64_t i = 0; i < 20; ++i) {
-    watchdog.OnStepBegin(StepOf(i, {1}, 4));
+    watchdog.OnStepBegin(StepOf(i, {1}, 4), {&kIdA});
     std::this_thread::sleep_for(milliseconds(2));
     EXPECT_FALSE(watchdog.stalled());
     watchdog.OnStepEnd();
@@ -72,7 +76,7 @@ TEST(StepWatchdogTest, TheLimitFollowsTheMeasuredCostPerToken) {
   options.min_seconds = 0.0;
   StepWatchdog watchdog(options);
   EXPECT_DOUBLE_EQ(watchdog.LimitSeconds(1), 0.3);  // nothing measured yet: the first-step limit
-  watchdog.OnStepBegin(StepOf(0, {1}, 10));
+  watchdog.OnStepBegin(StepOf(0, {1}, 10), {&kIdA});
   std::this_thread::sleep_for(milliseconds(20));
   watchdog.OnStepEnd();
   // At least 2 ms per token measured: a 100-token step may run 20x its 100 tokens' cost.

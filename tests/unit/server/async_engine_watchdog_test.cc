@@ -50,6 +50,7 @@ TEST(AsyncEngineWatchdogTest, AHungStepIsReportedAndClearsWhenItEnds) {
   engine.Start();
 
   RequestInput input;
+  input.external_id = "cmpl-hung";
   input.prompt_token_ids = test::Prompt(6, 1);
   input.sampling.max_tokens = 3;
   auto submitted = engine.Submit(std::move(input));
@@ -61,6 +62,7 @@ TEST(AsyncEngineWatchdogTest, AHungStepIsReportedAndClearsWhenItEnds) {
   ASSERT_TRUE(engine.stalled());
   const std::string message = engine.StallMessage();
   EXPECT_NE(message.find("in layer 7 moe.experts"), std::string::npos) << message;
+  EXPECT_NE(message.find("requests cmpl-hung"), std::string::npos) << message;
   EXPECT_TRUE(engine.alive());
 
   executor.Release();
