@@ -46,6 +46,8 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
     : config_(config), weights_(std::move(weights)), scheme_(scheme), options_(options) {
   info_.architecture = "muse_spark";
   info_.vocab_size = config.vocab_size;
+  info_.hidden_size = config.hidden_size;
+  info_.num_layers = config.num_hidden_layers;
   info_.max_position_embeddings = config.max_position_embeddings;
   info_.bos_token_id = config.bos_token_id;
   info_.eos_token_ids = config.eos_token_ids;

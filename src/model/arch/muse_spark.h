@@ -59,7 +59,7 @@ class MuseSparkModel : public CausalLM {
   ModelSummary Summary() const override;
   std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
-  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
+  Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   const MuseSparkConfig& config() const { return config_; }
 
  private:

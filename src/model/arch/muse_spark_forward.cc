@@ -9,6 +9,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch/muse_spark.h"
+#include "model/blocks/decoder_ends.h"
 
 namespace ember {
 namespace {
@@ -44,39 +45,33 @@ void RouteToken(const float* scores, const float* bias, int64_t num_experts, int
 
 }  // namespace
 
-Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) {
+Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
   const int64_t count = batch.num_tokens();
 
-  // Embedding: a weightless RMSNorm over each row of the table.
+  // Embedding: the table row with a weightless RMSNorm (transformers' normed embedding module).
   std::vector<float> residual(count * h);
-  for (int64_t i = 0; i < count; ++i) {
-    EMBER_RETURN_IF_ERROR(embed_tokens_.ReadRow(batch.token_ids[i], residual.data() + i * h));
-  }
-  kernels::RmsNorm(residual.data(), count, h, static_cast<float>(c.rms_norm_eps), residual.data());
+  EMBER_RETURN_IF_ERROR(EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, batch, h,
+                                    residual.data()));
 
   const AttentionStep step(batch, kv);
+  HiddenStateTap tap(batch, h, out);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     ScopedOp op("decoder", l);
     AttentionBlock(layers_[l], l, step, residual.data());
     FeedForwardBlock(layers_[l], count, residual.data());
+    tap.AfterLayer(l, residual.data());
   }
 
   // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
-  ScopedOp op("lm_head");
-  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-  std::vector<float> selected(rows * h), normed(rows * h);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(residual.data() + batch.logits_indices[r] * h, h, selected.data() + r * h);
-  }
-  kernels::RmsNormGain(selected.data(), rows, h, static_cast<float>(c.rms_norm_eps), final_gain_.data(),
-                       normed.data());
-  logits->resize(rows * c.vocab_size);
-  lm_head_.Apply(normed.data(), rows, logits->data());
-  kernels::ScaleSoftcapInPlace(logits->data(), rows * c.vocab_size, static_cast<float>(c.output_multiplier),
-                               static_cast<float>(c.final_logit_softcapping));
+  HeadOptions head;
+  head.norm_eps = static_cast<float>(c.rms_norm_eps);
+  head.final_gain = final_gain_.data();
+  head.logit_scale = static_cast<float>(c.output_multiplier);
+  head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
+  RunHead(head, lm_head_, batch, h, residual.data(), out);
   return Status::Ok();
 }
 

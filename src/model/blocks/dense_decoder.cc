@@ -6,10 +6,14 @@
 
 #include "core/op_trace.h"
 #include "kernels/ops.h"
+#include "model/blocks/decoder_ends.h"
 
 namespace ember {
 
-DenseDecoder::DenseDecoder(DenseDecoderSpec spec) : spec_(std::move(spec)) {}
+DenseDecoder::DenseDecoder(DenseDecoderSpec spec) : spec_(std::move(spec)) {
+  spec_.info.hidden_size = spec_.hidden_size;
+  spec_.info.num_layers = static_cast<int64_t>(spec_.layers.size());
+}
 
 WeightBytes DenseDecoder::weight_bytes() const {
   WeightBytes bytes;
@@ -74,34 +78,22 @@ std::vector<kv::LayerKvSpec> DenseDecoder::KvLayerSpecs() const {
   return specs;
 }
 
-Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) {
+Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const int64_t h = spec_.hidden_size;
-  const int64_t vocab = spec_.info.vocab_size;
-  const int64_t count = batch.num_tokens();
-  std::vector<float> residual(count * h);
-  for (int64_t i = 0; i < count; ++i) {
-    EMBER_RETURN_IF_ERROR(spec_.embed_tokens.ReadRow(batch.token_ids[i], residual.data() + i * h));
-  }
-  if (spec_.embed_scale != 1.0f) {
-    for (float& v : residual) v *= spec_.embed_scale;
-  }
+  std::vector<float> residual(batch.num_tokens() * h);
+  EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual.data()));
   const AttentionStep step(batch, kv);
-  for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), step,
-                                                        residual.data());
-
-  ScopedOp op("lm_head");
-  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-  std::vector<float> selected(rows * h), normed(rows * h);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(residual.data() + batch.logits_indices[r] * h, h, selected.data() + r * h);
+  HiddenStateTap tap(batch, h, out);
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual.data());
+    tap.AfterLayer(static_cast<int64_t>(l), residual.data());
   }
-  kernels::RmsNormGain(selected.data(), rows, h, spec_.norm_eps, spec_.final_norm.data(), normed.data());
-  logits->resize(rows * vocab);
-  spec_.lm_head.Apply(normed.data(), rows, logits->data());
-  if (spec_.final_logit_softcap > 0) {
-    kernels::ScaleSoftcapInPlace(logits->data(), rows * vocab, 1.0f, spec_.final_logit_softcap);
-  }
+  HeadOptions head;
+  head.norm_eps = spec_.norm_eps;
+  head.final_gain = spec_.final_norm.data();
+  head.logit_softcap = spec_.final_logit_softcap;
+  RunHead(head, spec_.lm_head, batch, h, residual.data(), out);
   return Status::Ok();
 }
 

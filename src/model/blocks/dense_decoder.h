@@ -48,7 +48,7 @@ class DenseDecoder : public CausalLM {
   ModelSummary Summary() const override;
   std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
-  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
+  Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
 
  private:
   void Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step, float* residual);
