@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "exec/communicator.h"
 #include "kv/spec.h"
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
@@ -90,6 +91,9 @@ struct LoadOptions {
   bool quantize_dense = false;
   // Called after each converted tensor with (done, total), e.g. to draw a progress bar.
   std::function<void(int64_t done, int64_t total)> progress;
+  // The group the model's collectives run over (tensor- and expert-parallel ranks); it must
+  // outlive the model. nullptr: the process-wide exec::LocalCommunicator (one process).
+  exec::Communicator* communicator = nullptr;
 };
 
 // A model directory's config.json model_type selects the factory.
