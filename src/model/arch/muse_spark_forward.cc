@@ -4,6 +4,7 @@
 #include "model/arch/muse_spark.h"
 #include "model/blocks/decoder_ends.h"
 #include "model/blocks/moe_block.h"
+#include "model/parallel_linear.h"
 
 namespace ember {
 
@@ -18,7 +19,7 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   EMBER_RETURN_IF_ERROR(EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, batch, h,
                                     residual.data()));
 
-  const AttentionStep step(batch, kv);
+  const AttentionStep step(batch, kv, comm_);
   HiddenStateTap tap(batch, h, out);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     ScopedOp op("decoder", l);
@@ -70,10 +71,11 @@ void MuseSparkModel::DenseMlp(const MuseSparkLayer& layer, const float* x, int64
   ScopedOp op("mlp");
   const int64_t inter = config_.intermediate_size;
   std::vector<float> gate(count * inter), up(count * inter), act(count * inter);
-  layer.mlp_gate.Apply(x, count, gate.data());
-  layer.mlp_up.Apply(x, count, up.data());
+  // gate and up column-parallel, down row-parallel (model/parallel_linear.h).
+  ColumnParallelApply(layer.mlp_gate, x, count, gate.data());
+  ColumnParallelApply(layer.mlp_up, x, count, up.data());
   kernels::SwiGlu(gate.data(), up.data(), count, inter, act.data());
-  layer.mlp_down.Apply(act.data(), count, f);
+  RowParallelApply(layer.mlp_down, act.data(), count, f, comm_);
 }
 
 }  // namespace ember

@@ -7,10 +7,12 @@
 #include "core/op_trace.h"
 #include "kernels/ops.h"
 #include "model/blocks/decoder_ends.h"
+#include "model/parallel_linear.h"
 
 namespace ember {
 
-DenseDecoder::DenseDecoder(DenseDecoderSpec spec) : spec_(std::move(spec)) {
+DenseDecoder::DenseDecoder(DenseDecoderSpec spec)
+    : spec_(std::move(spec)), comm_(exec::OrLocal(spec_.communicator)) {
   spec_.info.hidden_size = spec_.hidden_size;
   spec_.info.num_layers = static_cast<int64_t>(spec_.layers.size());
 }
@@ -83,7 +85,7 @@ Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutp
   const int64_t h = spec_.hidden_size;
   std::vector<float> residual(batch.num_tokens() * h);
   EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual.data()));
-  const AttentionStep step(batch, kv);
+  const AttentionStep step(batch, kv, comm_);
   HiddenStateTap tap(batch, h, out);
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
     Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual.data());
@@ -113,14 +115,15 @@ void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const At
   kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x.data());
   const int64_t inter = layer.ffn_gate.out_features();
   std::vector<float> gate(count * inter), up(count * inter);
-  layer.ffn_gate.Apply(x.data(), count, gate.data());
-  layer.ffn_up.Apply(x.data(), count, up.data());
+  // gate and up column-parallel, down row-parallel: a rank holds a block of the intermediate width.
+  ColumnParallelApply(layer.ffn_gate, x.data(), count, gate.data());
+  ColumnParallelApply(layer.ffn_up, x.data(), count, up.data());
   if (spec_.activation == GatedActivation::kSilu) {
     kernels::SwiGlu(gate.data(), up.data(), count, inter, gate.data());
   } else {
     kernels::GeGluTanh(gate.data(), up.data(), count, inter, gate.data());
   }
-  layer.ffn_down.Apply(gate.data(), count, out.data());
+  RowParallelApply(layer.ffn_down, gate.data(), count, out.data(), comm_);
   if (!layer.post_ffn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_ffn_norm.data(),
                                                         out.data());
   for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
