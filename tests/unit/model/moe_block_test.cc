@@ -148,7 +148,8 @@ TEST(MoeBlockTest, ForwardEqualsThePerTokenReferenceBitwise) {
     MoeBlock(m.w, m.o, exec::LocalCommunicator::Instance()).Forward(x.data(), count, f.data());
     for (int64_t t = 0; t < count; ++t) {
       const std::vector<float> expected = ReferenceToken(m, x.data() + t * kHidden);
-      EXPECT_TRUE(BitwiseEqual(f.data() + t * kHidden, expected.data(), kHidden)) << "count " << count << " token " << t;
+      EXPECT_TRUE(BitwiseEqual(f.data() + t * kHidden, expected.data(), kHidden))
+          << "count " << count << " token " << t;
     }
   }
 }
