@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -119,6 +120,10 @@ void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, floa
   ActiveVariant().geglu_tanh(gate, up, rows * n, out);
 }
 
+void ScaleInPlace(float* x, int64_t count, float scale) {
+  for (int64_t i = 0; i < count; ++i) x[i] *= scale;
+}
+
 void SigmoidInPlace(float* x, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
@@ -128,6 +133,28 @@ void ScaleSoftcapInPlace(float* x, int64_t count, float scale, float cap) {
     for (int64_t i = 0; i < count; ++i) x[i] = cap * std::tanh(x[i] * scale / cap);
   } else {
     for (int64_t i = 0; i < count; ++i) x[i] *= scale;
+  }
+}
+
+void ResidualGate(float* s, const float* branch, int64_t rows, int64_t n, const float* alpha, const float* beta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * n;
+    const float* br = branch + r * n;
+    for (int64_t i = 0; i < n; ++i) sr[i] = alpha[i] * sr[i] + beta[i] * br[i];
+  }
+}
+
+void GatherRows(const float* x, int64_t n, const int64_t* rows, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) std::copy_n(x + rows[i] * n, n, out + i * n);
+}
+
+void ScatterAddWeightedRows(const float* x, int64_t n, const int64_t* rows, const float* weights, int64_t count,
+                            float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    float* dst = out + rows[i] * n;
+    const float* src = x + i * n;
+    const float w = weights[i];
+    for (int64_t j = 0; j < n; ++j) dst[j] += w * src[j];
   }
 }
 

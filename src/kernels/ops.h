@@ -39,9 +39,22 @@ void SwiGlu(const float* gate, const float* up, int64_t rows, int64_t n, float* 
 // (PyTorch's gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh).
 void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, float* out);
 
+// x *= scale, in place.
+void ScaleInPlace(float* x, int64_t count, float scale);
 // x = 1 / (1 + exp(-x)), in place.
 void SigmoidInPlace(float* x, int64_t count);
 // x = cap * tanh(x * scale / cap) (cap > 0), or x * scale (cap == 0), in place.
 void ScaleSoftcapInPlace(float* x, int64_t count, float scale, float cap);
+
+// s = alpha * s + beta * branch per channel (alpha, beta [n]): Muse Spark's norm-preserving
+// residual gate.
+void ResidualGate(float* s, const float* branch, int64_t rows, int64_t n, const float* alpha, const float* beta);
+
+// out row i = x row rows[i], for i < count (rows of width n). out must not overlap x.
+void GatherRows(const float* x, int64_t n, const int64_t* rows, int64_t count, float* out);
+// out row rows[i] += weights[i] * x row i, for i = 0, 1, ..., count - 1 in that order, so a row
+// that several inputs add to sums them in input order (rows of width n).
+void ScatterAddWeightedRows(const float* x, int64_t n, const int64_t* rows, const float* weights, int64_t count,
+                            float* out);
 
 }  // namespace ember::kernels

@@ -138,6 +138,24 @@ Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const
       return InvalidArgument(fmt::format("Forward: logits index {} outside the batch of {} tokens", row, num_tokens));
     }
   }
+  for (size_t i = 0; i < batch.hidden_state_layers.size(); ++i) {
+    const int32_t layer = batch.hidden_state_layers[i];
+    if (layer < 0 || layer >= info.num_layers || (i > 0 && layer <= batch.hidden_state_layers[i - 1])) {
+      return InvalidArgument(fmt::format("Forward: hidden state layers must increase within [0, {}); got {}",
+                                         info.num_layers, layer));
+    }
+  }
+  for (size_t i = 0; i < batch.embedding_rows.size(); ++i) {
+    const int32_t row = batch.embedding_rows[i];
+    if (row < 0 || row >= num_tokens || (i > 0 && row <= batch.embedding_rows[i - 1])) {
+      return InvalidArgument(fmt::format("Forward: embedding rows must increase within the batch of {} tokens; got "
+                                         "{}", num_tokens, row));
+    }
+  }
+  if (batch.input_embeddings.size() != batch.embedding_rows.size() * static_cast<size_t>(info.hidden_size)) {
+    return InvalidArgument(fmt::format("Forward: {} input embedding floats for {} rows of {}",
+                                       batch.input_embeddings.size(), batch.embedding_rows.size(), info.hidden_size));
+  }
   return Status::Ok();
 }
 

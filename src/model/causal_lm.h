@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "core/status.h"
+#include "exec/communicator.h"
 #include "kv/spec.h"
 #include "model/forward_batch.h"
+#include "model/forward_output.h"
 #include "model/kv_store.h"
 #include "quant/block_scaled.h"
 
@@ -21,6 +23,8 @@ namespace ember {
 struct ModelInfo {
   std::string architecture;  // "muse_spark", ...
   int64_t vocab_size = 0;
+  int64_t hidden_size = 0;  // width of the residual stream (hidden states, input embeddings)
+  int64_t num_layers = 0;   // decoder layers
   int64_t max_position_embeddings = 0;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
@@ -61,11 +65,12 @@ class CausalLM {
 
   // Runs one step over a ragged batch of requests: writes every token's K/V into `kv` at its
   // slot (batch.groups[g].slot_mapping for the layer's group g), attends over each request's
-  // blocks, and writes vocab_size logits for each row listed in batch.logits_indices, in that
-  // order, into `logits`. `kv` must be laid out from KvLayerSpecs(). A request's logits do not
-  // depend on the other requests in the batch or on how its prompt was split into steps
-  // (bitwise). Bad token ids, positions or tables are errors, not crashes.
-  virtual Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) = 0;
+  // blocks, and fills `out` (model/forward_output.h): vocab_size logits for each row listed in
+  // batch.logits_indices, in that order, and the hidden states after batch.hidden_state_layers.
+  // `kv` must be laid out from KvLayerSpecs(). A request's results do not depend on the other
+  // requests in the batch or on how its prompt was split into steps (bitwise). Bad token ids,
+  // positions, tables, layers or embeddings are errors, not crashes.
+  virtual Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) = 0;
 };
 
 // The checks every Forward starts with: batch shape, token ids against the vocabulary, positions
@@ -86,6 +91,9 @@ struct LoadOptions {
   bool quantize_dense = false;
   // Called after each converted tensor with (done, total), e.g. to draw a progress bar.
   std::function<void(int64_t done, int64_t total)> progress;
+  // The group the model's collectives run over (tensor- and expert-parallel ranks); it must
+  // outlive the model. nullptr: the process-wide exec::LocalCommunicator (one process).
+  exec::Communicator* communicator = nullptr;
 };
 
 // A model directory's config.json model_type selects the factory.

@@ -58,7 +58,8 @@ Status Sequence::Append(const int32_t* tokens, int64_t count, bool all_logits, s
   batch_.logits_indices.resize(all_logits ? count : 1);
   std::iota(batch_.logits_indices.begin(), batch_.logits_indices.end(),
             static_cast<int32_t>(all_logits ? 0 : count - 1));
-  EMBER_RETURN_IF_ERROR(model_->Forward(batch_, kv_, logits));
+  EMBER_RETURN_IF_ERROR(model_->Forward(batch_, kv_, &output_));
+  logits->swap(output_.logits);
   num_tokens_ = end;
   return Status::Ok();
 }

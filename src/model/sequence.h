@@ -40,6 +40,7 @@ class Sequence {
   int64_t blocks_per_group_;
   int64_t num_tokens_ = 0;
   ForwardBatch batch_;  // reused across steps
+  ForwardOutput output_;
 };
 
 }  // namespace ember

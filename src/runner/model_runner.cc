@@ -27,7 +27,7 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
 
   // Token ids and positions were validated at admission and bounded by max_model_len, so a
   // failure here is a bug too.
-  const Status forward = model_->Forward(built.batch, *kv_, &logits_);
+  const Status forward = model_->Forward(built.batch, *kv_, &forward_);
   EMBER_CHECK(forward.ok(), "{}", forward.message());
   ++num_steps_;
   num_tokens_computed_ += built.batch.num_tokens();
@@ -48,7 +48,7 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   }
   const int64_t vocab = model_->info().vocab_size;
   std::vector<SampledToken> sampled =
-      sampler_.Sample(std::span<float>(logits_.data(), rows.size() * vocab), rows, &ThreadPool::Global());
+      sampler_.Sample(std::span<float>(forward_.logits.data(), rows.size() * vocab), rows, &ThreadPool::Global());
 
   result.reqs = output.scheduled_reqs;
   result.sampled_token_ids.resize(requests.size());

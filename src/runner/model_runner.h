@@ -32,7 +32,7 @@ class ModelRunner : public Executor {
   KvStore* kv_;
   RequestStates states_;
   Sampler sampler_;
-  std::vector<float> logits_;
+  ForwardOutput forward_;  // reused across steps
   int64_t num_steps_ = 0;
   int64_t num_tokens_computed_ = 0;
 };

@@ -137,6 +137,60 @@ TEST_P(MuseSparkGoldenTest, ChunkedPrefillMatchesSinglePass) {
   }
 }
 
+// Hidden states after every decoder layer against transformers' output_hidden_states
+// (scripts/make_muse_hidden_states.py): entry l + 1 there is decoder layer l's output, except the
+// last entry, which is after the final norm. Same tolerance and reason as the logits, relative to
+// each position's largest |state|.
+TEST_P(MuseSparkGoldenTest, HiddenStatesMatchReference) {
+  const Golden g = LoadGolden(GetParam());
+  std::ifstream in(g.dir + "/golden.json");
+  const nlohmann::json json = nlohmann::json::parse(in);
+  const auto shape = json.at("hidden_states_shape").get<std::vector<int64_t>>();
+  const std::vector<float> reference = ReadFloats(g.dir + "/" + json.at("hidden_states_file").get<std::string>());
+  auto model = LoadModel(g.dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
+  const int64_t layers = (*model)->info().num_layers, hidden = (*model)->info().hidden_size;
+  ASSERT_EQ(shape, (std::vector<int64_t>{layers + 1, n, hidden}));
+  ASSERT_EQ(static_cast<int64_t>(reference.size()), (layers + 1) * n * hidden);
+
+  constexpr int64_t kBlockSize = 16;
+  auto config = kv::PlanKvGroups((*model)->KvLayerSpecs(), kBlockSize, kv::KvDtype::kF32);
+  ASSERT_TRUE(config.ok());
+  const int64_t blocks = (n + kBlockSize - 1) / kBlockSize;
+  config->num_blocks = 1 + blocks * static_cast<int64_t>(config->groups.size());
+  auto store = KvStore::Create(*config);
+  ASSERT_TRUE(store.ok());
+  ForwardBatch batch;
+  batch.token_ids = g.prompt_ids;
+  batch.query_start_loc = {0, static_cast<int32_t>(n)};
+  batch.seq_lens = {static_cast<int32_t>(n)};
+  batch.logits_indices = {static_cast<int32_t>(n - 1)};
+  for (int64_t l = 0; l + 1 < layers; ++l) batch.hidden_state_layers.push_back(static_cast<int32_t>(l));
+  batch.groups.resize(config->groups.size());
+  for (size_t gi = 0; gi < batch.groups.size(); ++gi) {
+    KvGroupTable& table = batch.groups[gi];
+    table.max_blocks_per_req = static_cast<int32_t>(blocks);
+    for (int64_t j = 0; j < blocks; ++j) table.block_table.push_back(static_cast<int32_t>(1 + gi * blocks + j));
+    for (int64_t p = 0; p < n; ++p) {
+      table.slot_mapping.push_back(int64_t{table.block_table[p / kBlockSize]} * kBlockSize + p % kBlockSize);
+    }
+  }
+  for (int64_t p = 0; p < n; ++p) batch.positions.push_back(static_cast<int32_t>(p));
+  ForwardOutput out;
+  ASSERT_TRUE((*model)->Forward(batch, *store, &out).ok());
+  ASSERT_EQ(static_cast<int64_t>(out.hidden_states.size()), (layers - 1) * n * hidden);
+  float worst = 0.0f;
+  for (int64_t l = 0; l + 1 < layers; ++l) {
+    const float error = WorstRelativeError(out.hidden_states.data() + l * n * hidden,
+                                           reference.data() + (l + 1) * n * hidden, n, hidden);
+    EXPECT_LT(error, kRelativeTolerance) << "after layer " << l;
+    worst = std::max(worst, error);
+  }
+  std::printf("[ %s ] worst relative hidden-state error over %lld layers x %lld positions: %.3g\n",
+              GetParam().c_str(), static_cast<long long>(layers - 1), static_cast<long long>(n), worst);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, MuseSparkGoldenTest, ::testing::Values("tiny_a", "tiny_b"));
 
 }  // namespace

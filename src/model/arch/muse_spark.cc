@@ -43,12 +43,24 @@ Expected<std::vector<float>> LoadVector(WeightSource& source, const std::string&
 
 MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights,
                                const QuantScheme& scheme, const LoadOptions& options)
-    : config_(config), weights_(std::move(weights)), scheme_(scheme), options_(options) {
+    : config_(config),
+      weights_(std::move(weights)),
+      scheme_(scheme),
+      options_(options),
+      comm_(exec::OrLocal(options.communicator)) {
   info_.architecture = "muse_spark";
   info_.vocab_size = config.vocab_size;
+  info_.hidden_size = config.hidden_size;
+  info_.num_layers = config.num_hidden_layers;
   info_.max_position_embeddings = config.max_position_embeddings;
   info_.bos_token_id = config.bos_token_id;
   info_.eos_token_ids = config.eos_token_ids;
+  moe_options_.num_experts = config.num_local_experts;
+  moe_options_.top_k = config.num_experts_per_tok;
+  moe_options_.routed_scaling_factor = config.routed_scaling_factor;
+  moe_options_.router_logit_scale = static_cast<float>(config.output_multiplier);
+  moe_options_.latent_norm_eps = static_cast<float>(config.rms_norm_eps);
+  moe_options_.post_expert_norm_eps = static_cast<float>(config.post_norm_eps);
 }
 
 Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSparkConfig& config,
@@ -127,10 +139,11 @@ Status MuseSparkModel::LoadWeights() {
   int64_t per_token = lm_head_.bytes();
   for (const MuseSparkLayer& layer : layers_) {
     const AttentionWeights& a = layer.attention;
+    const MoeWeights& m = layer.moe;
     const int64_t dense = a.q.bytes() + a.k.bytes() + a.v.bytes() + a.gate.bytes() + a.o.bytes() +
-                          layer.router.bytes() + layer.pre_expert_proj.bytes() + layer.post_expert_proj.bytes() +
+                          m.router.bytes() + m.pre_expert_proj.bytes() + m.post_expert_proj.bytes() +
                           layer.mlp_gate.bytes() + layer.mlp_up.bytes() + layer.mlp_down.bytes();
-    const int64_t experts = layer.experts_gate_up.bytes() + layer.experts_down.bytes();
+    const int64_t experts = m.experts_gate_up.bytes() + m.experts_down.bytes();
     total += dense + experts;
     per_token += dense;
     if (experts > 0) per_token += experts / c.num_local_experts * c.num_experts_per_tok;
@@ -206,15 +219,16 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   const int64_t e = c.num_local_experts;
   const int64_t hm = c.moe_hidden_size;
   const int64_t inter = c.moe_intermediate_size;
-  EMBER_ASSIGN_OR_RETURN(layer.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
-  EMBER_ASSIGN_OR_RETURN(layer.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
-  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h));
-  EMBER_ASSIGN_OR_RETURN(layer.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.experts_gate_up, LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
-  EMBER_ASSIGN_OR_RETURN(layer.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
-  EMBER_ASSIGN_OR_RETURN(layer.post_expert_gain,
+  EMBER_ASSIGN_OR_RETURN(layer.moe.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.experts_gate_up,
+                         LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_gain,
                          LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm));
   return Status::Ok();
 }
 

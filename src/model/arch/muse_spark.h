@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/moe_block.h"
 #include "model/causal_lm.h"
 #include "model/expert_weights.h"
 #include "model/linear.h"
@@ -30,15 +32,7 @@ struct MuseSparkLayer {
   std::vector<float> attn_alpha, attn_beta, ffn_alpha, ffn_beta;
   AttentionWeights attention;  // q, k, v, o and the sigmoid output gate
   AttentionOptions attention_options;  // window and RoPE of this layer
-  // Sparse (latent MoE) layers.
-  Linear router;                         // [E, H]
-  std::vector<float> router_bias;        // [E], selection only
-  Linear pre_expert_proj;                // [Hm, H]
-  std::vector<float> pre_expert_gain;    // [Hm]
-  ExpertWeights experts_gate_up;         // [E, 2I, Hm]: bf16/f32 or block-scaled (NVFP4, MXFP4, FP8)
-  ExpertWeights experts_down;            // [E, Hm, I]
-  std::vector<float> post_expert_gain;   // [Hm]
-  Linear post_expert_proj;               // [H, Hm]
+  MoeWeights moe;  // sparse (latent MoE) layers
   // Dense layers.
   Linear mlp_gate, mlp_up, mlp_down;
 };
@@ -59,7 +53,7 @@ class MuseSparkModel : public CausalLM {
   ModelSummary Summary() const override;
   std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
-  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
+  Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   const MuseSparkConfig& config() const { return config_; }
 
  private:
@@ -75,14 +69,14 @@ class MuseSparkModel : public CausalLM {
                                       int64_t halves);
   void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const AttentionStep& step, float* residual);
   void FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual);
-  // f [count, H] = latent MoE(x [count, H]).
-  void MoE(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);
   void DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);
 
   MuseSparkConfig config_;
   std::shared_ptr<WeightSource> weights_;
   QuantScheme scheme_;
   LoadOptions options_;
+  exec::Communicator& comm_;  // options_.communicator, or the process-wide LocalCommunicator
+  MoeOptions moe_options_;    // the sparse layers' routing and norms, from the config
   int64_t converted_ = 0;  // expert tensors converted so far (progress)
   ModelInfo info_;
   WeightBytes weight_bytes_;

@@ -5,6 +5,7 @@
 #include "core/op_trace.h"
 #include "kernels/paged_attention.h"
 #include "kernels/ops.h"
+#include "model/parallel_linear.h"
 
 namespace ember {
 namespace {
@@ -28,8 +29,8 @@ void ApplyRope(RopeLayout layout, float* x, int64_t count, int64_t heads, int64_
 
 }  // namespace
 
-AttentionStep::AttentionStep(const ForwardBatch& b, KvStore& store)
-    : batch(b), kv(store), positions(b.positions.begin(), b.positions.end()) {}
+AttentionStep::AttentionStep(const ForwardBatch& b, KvStore& store, exec::Communicator& c)
+    : batch(b), kv(store), comm(c), positions(b.positions.begin(), b.positions.end()) {}
 
 void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t layer, const float* x,
                   const AttentionStep& step, float* out) {
@@ -40,14 +41,12 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
 
   std::vector<float> q(count * q_width), k(count * kv_width), v(count * kv_width);
   ScopedOp op("attention.qkv_proj", layer);
-  w.q.Apply(x, count, q.data());
-  w.k.Apply(x, count, k.data());
-  w.v.Apply(x, count, v.data());
+  ColumnParallelApply(w.q, x, count, q.data());
+  ColumnParallelApply(w.k, x, count, k.data());
+  ColumnParallelApply(w.v, x, count, v.data());
   ApplyQkNorm(o.qk_norm, q.data(), count * o.num_heads, d, o.qk_norm_eps, w.q_norm_gain);
   ApplyQkNorm(o.qk_norm, k.data(), count * o.num_kv_heads, d, o.qk_norm_eps, w.k_norm_gain);
-  if (o.q_multiplier != 1.0f) {
-    for (float& value : q) value *= o.q_multiplier;
-  }
+  if (o.q_multiplier != 1.0f) kernels::ScaleInPlace(q.data(), count * q_width, o.q_multiplier);
   if (o.rope != RopeLayout::kNone) {
     ApplyRope(o.rope, q.data(), count, o.num_heads, d, step.positions.data(), o.inv_freq.data());
     ApplyRope(o.rope, k.data(), count, o.num_kv_heads, d, step.positions.data(), o.inv_freq.data());
@@ -75,12 +74,12 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
   if (o.output_norm) kernels::RmsNorm(attended.data(), count * o.num_heads, d, o.output_norm_eps, attended.data());
   if (!w.gate.empty()) {
     std::vector<float> gate(count * q_width);
-    w.gate.Apply(x, count, gate.data());
+    ColumnParallelApply(w.gate, x, count, gate.data());
     kernels::SigmoidInPlace(gate.data(), count * q_width);
     for (int64_t i = 0; i < count * q_width; ++i) attended[i] *= gate[i];
   }
   ScopedOp o_op("attention.o_proj");
-  w.o.Apply(attended.data(), count, out);
+  RowParallelApply(w.o, attended.data(), count, out, step.comm);
 }
 
 }  // namespace ember

@@ -6,10 +6,16 @@
 
 #include "core/op_trace.h"
 #include "kernels/ops.h"
+#include "model/blocks/decoder_ends.h"
+#include "model/parallel_linear.h"
 
 namespace ember {
 
-DenseDecoder::DenseDecoder(DenseDecoderSpec spec) : spec_(std::move(spec)) {}
+DenseDecoder::DenseDecoder(DenseDecoderSpec spec)
+    : spec_(std::move(spec)), comm_(exec::OrLocal(spec_.communicator)) {
+  spec_.info.hidden_size = spec_.hidden_size;
+  spec_.info.num_layers = static_cast<int64_t>(spec_.layers.size());
+}
 
 WeightBytes DenseDecoder::weight_bytes() const {
   WeightBytes bytes;
@@ -74,34 +80,22 @@ std::vector<kv::LayerKvSpec> DenseDecoder::KvLayerSpecs() const {
   return specs;
 }
 
-Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) {
+Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const int64_t h = spec_.hidden_size;
-  const int64_t vocab = spec_.info.vocab_size;
-  const int64_t count = batch.num_tokens();
-  std::vector<float> residual(count * h);
-  for (int64_t i = 0; i < count; ++i) {
-    EMBER_RETURN_IF_ERROR(spec_.embed_tokens.ReadRow(batch.token_ids[i], residual.data() + i * h));
+  std::vector<float> residual(batch.num_tokens() * h);
+  EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual.data()));
+  const AttentionStep step(batch, kv, comm_);
+  HiddenStateTap tap(batch, h, out);
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual.data());
+    tap.AfterLayer(static_cast<int64_t>(l), residual.data());
   }
-  if (spec_.embed_scale != 1.0f) {
-    for (float& v : residual) v *= spec_.embed_scale;
-  }
-  const AttentionStep step(batch, kv);
-  for (size_t l = 0; l < spec_.layers.size(); ++l) Layer(spec_.layers[l], static_cast<int64_t>(l), step,
-                                                        residual.data());
-
-  ScopedOp op("lm_head");
-  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-  std::vector<float> selected(rows * h), normed(rows * h);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(residual.data() + batch.logits_indices[r] * h, h, selected.data() + r * h);
-  }
-  kernels::RmsNormGain(selected.data(), rows, h, spec_.norm_eps, spec_.final_norm.data(), normed.data());
-  logits->resize(rows * vocab);
-  spec_.lm_head.Apply(normed.data(), rows, logits->data());
-  if (spec_.final_logit_softcap > 0) {
-    kernels::ScaleSoftcapInPlace(logits->data(), rows * vocab, 1.0f, spec_.final_logit_softcap);
-  }
+  HeadOptions head;
+  head.norm_eps = spec_.norm_eps;
+  head.final_gain = spec_.final_norm.data();
+  head.logit_softcap = spec_.final_logit_softcap;
+  RunHead(head, spec_.lm_head, batch, h, residual.data(), out);
   return Status::Ok();
 }
 
@@ -121,14 +115,15 @@ void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const At
   kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x.data());
   const int64_t inter = layer.ffn_gate.out_features();
   std::vector<float> gate(count * inter), up(count * inter);
-  layer.ffn_gate.Apply(x.data(), count, gate.data());
-  layer.ffn_up.Apply(x.data(), count, up.data());
+  // gate and up column-parallel, down row-parallel: a rank holds a block of the intermediate width.
+  ColumnParallelApply(layer.ffn_gate, x.data(), count, gate.data());
+  ColumnParallelApply(layer.ffn_up, x.data(), count, up.data());
   if (spec_.activation == GatedActivation::kSilu) {
     kernels::SwiGlu(gate.data(), up.data(), count, inter, gate.data());
   } else {
     kernels::GeGluTanh(gate.data(), up.data(), count, inter, gate.data());
   }
-  layer.ffn_down.Apply(gate.data(), count, out.data());
+  RowParallelApply(layer.ffn_down, gate.data(), count, out.data(), comm_);
   if (!layer.post_ffn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_ffn_norm.data(),
                                                         out.data());
   for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];

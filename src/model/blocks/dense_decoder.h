@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
@@ -37,6 +38,9 @@ struct DenseDecoderSpec {
   std::vector<float> final_norm;
   std::vector<DenseDecoderLayer> layers;
   std::shared_ptr<const void> keep_alive;  // the mapped file the weights point into
+  // The tensor-parallel group (must outlive the model); nullptr: the process-wide
+  // exec::LocalCommunicator.
+  exec::Communicator* communicator = nullptr;
 };
 
 class DenseDecoder : public CausalLM {
@@ -48,12 +52,13 @@ class DenseDecoder : public CausalLM {
   ModelSummary Summary() const override;
   std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
-  Status Forward(const ForwardBatch& batch, KvStore& kv, std::vector<float>* logits) override;
+  Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
 
  private:
   void Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step, float* residual);
 
   DenseDecoderSpec spec_;
+  exec::Communicator& comm_;
 };
 
 }  // namespace ember

@@ -18,6 +18,7 @@
 #include "kernels/ops.h"
 #include "model/blocks/dense_decoder.h"
 #include "model/causal_lm.h"
+#include "random_dense_decoder.h"
 
 namespace ember {
 namespace {
@@ -94,10 +95,11 @@ std::vector<std::vector<float>> RunBatched(CausalLM& model, kv::KvDtype dtype, c
                                            tables[g][r].end());
       }
     }
-    std::vector<float> logits;
-    const Status status = model.Forward(batch, *store, &logits);
+    ForwardOutput output;
+    const Status status = model.Forward(batch, *store, &output);
     EXPECT_TRUE(status.ok()) << status.ToString();
     if (!status.ok()) return {};
+    const std::vector<float>& logits = output.logits;
     for (size_t i = 0; i < in_step.size(); ++i) {
       const int64_t r = in_step[i];
       const int64_t begin = batch.query_start_loc[i], end = batch.query_start_loc[i + 1];
@@ -127,6 +129,7 @@ void CheckBatchInvariance(CausalLM& model, kv::KvDtype dtype) {
   const Plan a{RandomTokens(30, vocab, 11), {30}};
   const Plan a_chunked{a.tokens, {7, 1, 13, 1, 1, 7}};
   const Plan a_batched{a.tokens, {12, 1, 1, 16}};
+  const Plan a_stepwise{a.tokens, std::vector<int64_t>(a.tokens.size(), 1)};  // decode-like, one per step
   const Plan b{RandomTokens(25, vocab, 12), {5, 20}};
   const Plan c{RandomTokens(4, vocab, 13), {1, 1, 1, 1}};
   const Plan d{RandomTokens(40, vocab, 14), {40}};
@@ -135,12 +138,16 @@ void CheckBatchInvariance(CausalLM& model, kv::KvDtype dtype) {
   const auto alone = RunBatched(model, dtype, {a}, 1);
   const auto b_alone = RunBatched(model, dtype, {b}, 2);
   const auto chunked = RunBatched(model, dtype, {a_chunked}, 3);
+  const auto stepwise = RunBatched(model, dtype, {a_stepwise}, 5);
   ThreadPool::SetGlobalThreads(2);
   const auto batched = RunBatched(model, dtype, {b, a_batched, c, d}, 4);
   ThreadPool::SetGlobalThreads(0);
   ASSERT_EQ(alone.size(), 1u);
   ASSERT_EQ(alone[0].size(), a.tokens.size() * vocab);
   EXPECT_TRUE(BitwiseEqual(alone[0], chunked[0])) << "chunked prefill changed request A's logits";
+  // Logits of 30 consecutive positions in one step (what verifying drafts asks for) equal 30
+  // single-position steps.
+  EXPECT_TRUE(BitwiseEqual(alone[0], stepwise[0])) << "multi-position logits differ from single steps";
   ASSERT_EQ(batched.size(), 4u);
   EXPECT_TRUE(BitwiseEqual(alone[0], batched[1])) << "batching changed request A's logits";
   EXPECT_TRUE(BitwiseEqual(b_alone[0], batched[0])) << "batching changed request B's logits";
@@ -165,78 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MuseSparkBatchInvarianceTest,
                                   std::string(kv::KvDtypeName(std::get<1>(info.param)));
                          });
 
-// A random Gemma-3-shaped decoder: sliding (window 5) and full layers, QK-norm gains, rotate-half
-// RoPE, GeGLU, embedding scale, softcap; GQA 6 heads over 2 KV heads of head_dim 12.
-class RandomDenseDecoder {
- public:
-  RandomDenseDecoder() {
-    constexpr int64_t kHidden = 48, kHeads = 6, kKvHeads = 2, kHeadDim = 12, kInter = 64, kVocab = 97;
-    DenseDecoderSpec spec;
-    spec.info.architecture = "random_gemma";
-    spec.info.vocab_size = kVocab;
-    spec.info.max_position_embeddings = 4096;
-    spec.hidden_size = kHidden;
-    spec.norm_eps = 1e-6f;
-    spec.embed_scale = std::sqrt(static_cast<float>(kHidden));
-    spec.final_logit_softcap = 30.0f;
-    spec.activation = GatedActivation::kGeluTanh;
-    spec.embed_tokens = Matrix(kVocab, kHidden);
-    spec.lm_head = spec.embed_tokens;
-    spec.tied_embeddings = true;
-    spec.final_norm = Gain(kHidden);
-    std::vector<float> inv_freq(kHeadDim / 2);
-    kernels::RopeInverseFrequencies(10000.0, kHeadDim, inv_freq.data());
-    for (int l = 0; l < 4; ++l) {
-      DenseDecoderLayer layer;
-      layer.attn_norm = Gain(kHidden);
-      layer.post_attn_norm = Gain(kHidden);
-      layer.ffn_norm = Gain(kHidden);
-      layer.post_ffn_norm = Gain(kHidden);
-      AttentionOptions& o = layer.attention_options;
-      o.num_heads = kHeads;
-      o.num_kv_heads = kKvHeads;
-      o.head_dim = kHeadDim;
-      o.qk_norm = QkNorm::kGain;
-      o.softmax_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-      o.rope = RopeLayout::kRotateHalf;
-      o.inv_freq = inv_freq;
-      o.window = l % 2 == 0 ? 5 : -1;
-      layer.attention.q = Matrix(kHeads * kHeadDim, kHidden);
-      layer.attention.k = Matrix(kKvHeads * kHeadDim, kHidden);
-      layer.attention.v = Matrix(kKvHeads * kHeadDim, kHidden);
-      layer.attention.o = Matrix(kHidden, kHeads * kHeadDim);
-      layer.attention.q_norm_gain = Gain(kHeadDim);
-      layer.attention.k_norm_gain = Gain(kHeadDim);
-      layer.ffn_gate = Matrix(kInter, kHidden);
-      layer.ffn_up = Matrix(kInter, kHidden);
-      layer.ffn_down = Matrix(kHidden, kInter);
-      spec.layers.push_back(std::move(layer));
-    }
-    model_ = std::make_unique<DenseDecoder>(std::move(spec));
-  }
-  DenseDecoder& model() { return *model_; }
-
- private:
-  Linear Matrix(int64_t rows, int64_t cols) {
-    std::normal_distribution<float> normal(0.0f, 0.3f);
-    storage_.emplace_back(rows * cols);
-    for (float& x : storage_.back()) x = normal(rng_);
-    return Linear::Dense(TensorView{DType::kF32, Shape{rows, cols}, storage_.back().data()});
-  }
-  std::vector<float> Gain(int64_t n) {
-    std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
-    std::vector<float> g(n);
-    for (float& x : g) x = uniform(rng_);
-    return g;
-  }
-
-  std::mt19937 rng_{7};
-  std::vector<std::vector<float>> storage_;  // a list: the views point into its elements
-  std::unique_ptr<DenseDecoder> model_;
-};
-
 TEST(DenseDecoderBatchInvarianceTest, AloneChunkedAndBatchedAreBitwiseEqual) {
-  RandomDenseDecoder random;
+  test::RandomDenseDecoder random;
   ASSERT_EQ(random.model().KvLayerSpecs()[0].kind, kv::AttentionKind::kSlidingWindow);
   for (kv::KvDtype dtype : {kv::KvDtype::kF32, kv::KvDtype::kF16, kv::KvDtype::kBF16}) {
     SCOPED_TRACE(std::string(kv::KvDtypeName(dtype)));
@@ -259,7 +196,7 @@ TEST(GgufBatchInvarianceTest, SmolLm2AloneChunkedAndBatchedAreBitwiseEqual) {
 
 // Bad input is an error naming the problem, never a crash.
 TEST(DenseDecoderBatchInvarianceTest, RejectsBadBatches) {
-  RandomDenseDecoder random;
+  test::RandomDenseDecoder random;
   DenseDecoder& model = random.model();
   auto config = kv::PlanKvGroups(model.KvLayerSpecs(), 4, kv::KvDtype::kF32);
   ASSERT_TRUE(config.ok());
@@ -276,11 +213,11 @@ TEST(DenseDecoderBatchInvarianceTest, RejectsBadBatches) {
     for (size_t g = 0; g < config->groups.size(); ++g) b.groups.push_back({{static_cast<int32_t>(1 + g)}, 1, {4 + 4 * static_cast<int64_t>(g), 5 + 4 * static_cast<int64_t>(g)}});
     return b;
   };
-  std::vector<float> logits;
-  ASSERT_TRUE(model.Forward(make(), *store, &logits).ok());
-  EXPECT_EQ(logits.size(), static_cast<size_t>(model.info().vocab_size));
+  ForwardOutput output;
+  ASSERT_TRUE(model.Forward(make(), *store, &output).ok());
+  EXPECT_EQ(output.logits.size(), static_cast<size_t>(model.info().vocab_size));
   auto expect_error = [&](ForwardBatch b, const std::string& text) {
-    const Status status = model.Forward(b, *store, &logits);
+    const Status status = model.Forward(b, *store, &output);
     EXPECT_FALSE(status.ok()) << text;
     EXPECT_NE(status.message().find(text), std::string::npos) << status.message();
   };
@@ -303,6 +240,19 @@ TEST(DenseDecoderBatchInvarianceTest, RejectsBadBatches) {
   b.seq_lens[0] = 5;  // one block of 4 cannot hold 5 tokens
   b.positions = {3, 4};
   expect_error(b, "maps only 1 blocks");
+  b = make();
+  b.hidden_state_layers = {static_cast<int32_t>(model.info().num_layers)};
+  expect_error(b, "hidden state layers");
+  b = make();
+  b.hidden_state_layers = {1, 0};
+  expect_error(b, "hidden state layers");
+  b = make();
+  b.embedding_rows = {2};
+  b.input_embeddings.assign(model.info().hidden_size, 0.0f);
+  expect_error(b, "embedding rows");
+  b = make();
+  b.embedding_rows = {1};
+  expect_error(b, "input embedding floats");
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+// The two ends every decoder shares, written once for DenseDecoder and MuseSparkModel:
+// - EmbedInputs: each row's token embedding (scaled or normed as the architecture's embedding
+//   module does), or the embedding the batch gives for that row (multimodal features);
+// - HiddenStateTap: copies the residual stream after the layers the batch asked for;
+// - RunHead: the rows the caller wants, the final norm, the output head, the logit scale and
+//   tanh softcap.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/forward_batch.h"
+#include "model/forward_output.h"
+#include "model/linear.h"
+
+namespace ember {
+
+// What an architecture's token embedding module does after the table lookup. transformers does
+// it inside the module (Gemma 3's scaled embedding, Muse Spark's normed embedding), so it applies
+// to token rows only: an embedding given for a row (inputs_embeds) is used as it is.
+struct TokenEmbedding {
+  float scale = 1.0f;         // Gemma: sqrt(hidden)
+  float norm_eps = -1.0f;     // >= 0: then a weightless RMSNorm (Muse Spark)
+};
+
+// residual [num_tokens, hidden] = the token embedding of each row of batch.token_ids, except
+// rows in batch.embedding_rows, copied from batch.input_embeddings.
+Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const ForwardBatch& batch, int64_t hidden,
+                   float* residual);
+
+class HiddenStateTap {
+ public:
+  // Sizes out->hidden_states for the layers `batch` asks for.
+  HiddenStateTap(const ForwardBatch& batch, int64_t hidden, ForwardOutput* out);
+  // Call after each decoder layer with the residual stream [num_tokens, hidden].
+  void AfterLayer(int64_t layer, const float* residual);
+
+ private:
+  const std::vector<int32_t>& layers_;
+  size_t next_ = 0;
+  int64_t block_floats_;
+  float* out_;
+};
+
+struct HeadOptions {
+  float norm_eps = 1e-6f;
+  const float* final_gain = nullptr;  // [hidden], ready to multiply
+  float logit_scale = 1.0f;           // Muse Spark's output multiplier
+  float logit_softcap = 0.0f;         // cap * tanh(x / cap); 0 = none
+};
+
+// out->logits [logits_indices.size(), lm_head rows] for the requested rows of residual.
+void RunHead(const HeadOptions& options, const Linear& lm_head, const ForwardBatch& batch, int64_t hidden,
+             const float* residual, ForwardOutput* out);
+
+}  // namespace ember

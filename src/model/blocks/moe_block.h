@@ -1,0 +1,102 @@
+// The latent mixture-of-experts sub-layer (Muse Spark's sparse MLP, reference/muse_spark.md §1.3)
+// as four named steps, so that expert parallelism has a place to put its all-to-alls:
+//
+//   Route     router logits * logit_scale, sigmoid scores, top-k by score + selection bias,
+//             weights = chosen scores renormalised to routed_scaling_factor
+//   Dispatch  latent projection [count, H] -> [count, Hm] and its norm, then every routed row
+//             gathered expert after expert and sent to the rank owning that expert
+//   Experts   gate_up and down as grouped matmuls over the active experts, SwiGLU between, then
+//             the post-expert norm
+//   Combine   expert outputs sent back, each token's weighted outputs summed in expert-index order
+//             into its own row, then post_expert_proj [count, Hm] -> [count, H]
+//
+// Dispatch and Combine exchange rows through the Communicator with AllToAllV; over one process
+// (LocalCommunicator) the exchange is a copy and the block computes what the inlined MoE did, bit
+// for bit (tests/golden/logit_hashes_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "exec/communicator.h"
+#include "model/expert_weights.h"
+#include "model/linear.h"
+
+namespace ember {
+
+// One layer's MoE weights. Gains are stored ready to multiply (1 + gamma).
+struct MoeWeights {
+  Linear router;                        // [E, H]
+  std::vector<float> router_bias;       // [E], selection only
+  Linear pre_expert_proj;               // [Hm, H]
+  std::vector<float> pre_expert_gain;   // [Hm]
+  ExpertWeights experts_gate_up;        // [E, 2I, Hm]: bf16/f32 or block-scaled (NVFP4, MXFP4, FP8)
+  ExpertWeights experts_down;           // [E, Hm, I]
+  std::vector<float> post_expert_gain;  // [Hm]
+  Linear post_expert_proj;              // [H, Hm]
+
+  bool empty() const { return experts_gate_up.empty(); }
+};
+
+struct MoeOptions {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  double routed_scaling_factor = 1.0;  // the chosen weights sum to this
+  float router_logit_scale = 1.0f;     // multiplies the router logits before the sigmoid
+  float latent_norm_eps = 1e-6f;       // pre-expert norm (zero-centred gain, then weightless norm)
+  float post_expert_norm_eps = 1e-6f;  // post-expert norm (gain before the weightless norm)
+};
+
+// Route's result: for each of `count` tokens its top_k experts and their weights.
+struct MoeRouting {
+  int64_t count = 0;
+  int64_t top_k = 0;
+  std::vector<int32_t> chosen;  // [count, top_k], by descending biased score
+  std::vector<float> weights;   // [count, top_k]
+};
+
+// Dispatch's result, which Experts fills and Combine reads. Rows are laid out expert after
+// expert in expert-index order, each expert's rows in token order.
+struct MoeDispatch {
+  int64_t latent_width = 0;        // Hm
+  std::vector<int64_t> token;      // [routed]: the token each gathered row came from
+  std::vector<float> weight;       // [routed]: its routing weight
+  // One per active expert, in expert-index order: its rows [first_row, first_row + n) of `rows`.
+  // With expert parallelism the rows a rank receives from each source arrive in rank order, each
+  // source's rows grouped by expert; regrouping them per expert is that to add.
+  struct ExpertRows {
+    int64_t expert = 0;
+    int64_t first_row = 0;
+    int64_t n = 0;
+  };
+  std::vector<ExpertRows> experts;
+  std::vector<int64_t> send_rows;  // per rank: rows sent by Dispatch (received back by Combine)
+  std::vector<int64_t> recv_rows;  // per rank: rows received by Dispatch (sent back by Combine)
+  std::vector<float> rows;         // [received, Hm]: the rows this rank's experts process
+  std::vector<float> gate_up;      // [received, 2I]
+  std::vector<float> activated;    // [received, I]
+  std::vector<float> expert_out;   // [received, Hm]
+};
+
+// The MoE of one layer for one step: a view over its weights, options and communicator.
+class MoeBlock {
+ public:
+  MoeBlock(const MoeWeights& weights, const MoeOptions& options, exec::Communicator& comm)
+      : w_(weights), o_(options), comm_(comm) {}
+
+  // f [count, H] = MoE(x [count, H]): Route, Dispatch, Experts, Combine.
+  void Forward(const float* x, int64_t count, float* f) const;
+
+  MoeRouting Route(const float* x, int64_t count) const;
+  MoeDispatch Dispatch(const float* x, const MoeRouting& routing) const;
+  void Experts(MoeDispatch& d) const;
+  // f [count, H] from the expert outputs in `d`.
+  void Combine(const MoeDispatch& d, int64_t count, float* f) const;
+
+ private:
+  const MoeWeights& w_;
+  const MoeOptions& o_;
+  exec::Communicator& comm_;
+};
+
+}  // namespace ember
