@@ -23,6 +23,10 @@ uint64_t MixSeed(uint64_t base, uint64_t index) {
 
 Status SchedulerConfig::Validate() const {
   if (max_num_seqs < 1) return InvalidArgument(fmt::format("max_num_seqs is {}: it must be at least 1", max_num_seqs));
+  if (vocab_size < 1) {
+    return InvalidArgument(fmt::format("vocab_size is {}: set it to the model's vocabulary size (ModelInfo::vocab_size)",
+                                       vocab_size));
+  }
   if (max_model_len < 2) {
     return InvalidArgument(fmt::format("max_model_len is {}: it must be at least 2 (one prompt and one output token)",
                                        max_model_len));
@@ -59,6 +63,15 @@ Status Scheduler::Add(RequestIndex index, RequestInput input) {
         "the prompt has {} tokens but this model's context is {} tokens (max_model_len), which must also hold "
         "at least one generated token: shorten the prompt to at most {} tokens",
         prompt_len, config_.max_model_len, config_.max_model_len - 1));
+  }
+  // The runner trusts admitted ids: a forward pass that fails on one mid-step is an engine bug.
+  for (size_t i = 0; i < input.prompt_token_ids.size(); ++i) {
+    const int32_t id = input.prompt_token_ids[i];
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgument(fmt::format("token id {} at index {} of the prompt is outside the model's vocabulary of "
+                                         "{} tokens: ids must be in [0, {}]",
+                                         id, i, config_.vocab_size, config_.vocab_size - 1));
+    }
   }
   if (input.sampling.max_tokens < 1) {
     return InvalidArgument(fmt::format("max_tokens is {}: it must be at least 1", input.sampling.max_tokens));

@@ -32,6 +32,9 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;              // running requests at most
   int64_t max_num_batched_tokens = 2048;   // tokens computed per step at most
   int64_t max_model_len = 4096;            // prompt + output tokens at most
+  // The model's vocabulary: prompt token ids must lie in [0, vocab_size). Required (no default
+  // fits every model), so that admission, not the runner, rejects an id the model cannot embed.
+  int64_t vocab_size = 0;
   // Split long prompts across steps. Without it a prompt is computed in one step, so
   // max_num_batched_tokens must be at least max_model_len.
   bool enable_chunked_prefill = true;
@@ -58,7 +61,8 @@ class Scheduler {
   Scheduler(SchedulerConfig config, kv::KvCacheManager* kv);
 
   // Admits a request (index unique for the engine's lifetime) or says why not: empty prompt, a
-  // prompt leaving no room for one output token within max_model_len, a duplicate index.
+  // prompt leaving no room for one output token within max_model_len, a prompt token id outside
+  // [0, vocab_size), a duplicate index.
   Status Add(RequestIndex index, RequestInput input);
   // Finishes a request wherever it is and frees its blocks; false if it is unknown or finished.
   bool Abort(RequestIndex index);

@@ -114,7 +114,10 @@ Status ParseTextConfig(const nlohmann::json& json, const std::string& where, Mus
   EMBER_RETURN_IF_ERROR(f.Int("moe_hidden_size", &c.moe_hidden_size));
   EMBER_RETURN_IF_ERROR(f.Int("moe_intermediate_size", &c.moe_intermediate_size));
   EMBER_RETURN_IF_ERROR(f.Double("routed_scaling_factor", &c.routed_scaling_factor, false));
-  EMBER_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &c.tie_word_embeddings, false));
+  // Ignored, as the reference ignores it: transformers' MuseSparkForConditionalGeneration has no
+  // _tied_weights_keys, so its tie_weights() ties nothing and the logits always come from its own
+  // lm_head.weight, whatever this flag says.
+  f.Ignore({"tie_word_embeddings"});
   EMBER_RETURN_IF_ERROR(f.Int("bos_token_id", &c.bos_token_id, false));
   EMBER_RETURN_IF_ERROR(f.Int("pad_token_id", &c.pad_token_id, false));
   EMBER_RETURN_IF_ERROR(f.IntOrIntList("eos_token_id", &c.eos_token_ids, false));
@@ -268,7 +271,7 @@ ParameterCounts CountParameters(const MuseSparkConfig& c) {
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
   p.embedding = c.vocab_size * h;
-  p.lm_head = c.tie_word_embeddings ? 0 : c.vocab_size * h;
+  p.lm_head = c.vocab_size * h;
   p.norms_and_gates = h;  // final norm
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     p.attention += h * q_width * 2 /* q, gate */ + h * kv_width * 2 /* k, v */ + q_width * h /* o */;

@@ -38,7 +38,6 @@ struct MuseSparkConfig {
   int64_t moe_hidden_size = 0;           // Hm, the expert ("latent") width
   int64_t moe_intermediate_size = 0;     // I, each expert's SwiGLU width
   double routed_scaling_factor = 1.0;
-  bool tie_word_embeddings = false;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
   int64_t pad_token_id = -1;
@@ -71,7 +70,7 @@ struct MuseSparkConfig {
 // Parameter census derived from a config (no checkpoint needed).
 struct ParameterCounts {
   int64_t embedding = 0;       // embed_tokens
-  int64_t lm_head = 0;         // 0 when tied
+  int64_t lm_head = 0;         // never tied to embed_tokens (see ParseTextConfig)
   int64_t attention = 0;       // q, k, v, gate, o over all layers
   int64_t norms_and_gates = 0; // every norm gain and residual gate
   int64_t router = 0;          // router weights + correction biases

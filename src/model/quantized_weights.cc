@@ -289,13 +289,16 @@ Expected<QuantizationChoice> ParseQuantization(std::string_view name) {
       return QuantizationChoice{WeightFormat::kMxfp4, rounding};
     }
   }
-  auto format = ParseWeightFormat(name);
-  if (!format.ok()) {
-    return InvalidArgument(fmt::format(
-        "unknown quantization '{}'; choose nvfp4, mxfp4 (Quark's default scale rounding), mxfp4-floor (OCP MX "
-        "v1.0 scales) or fp8",
-        name));
+  constexpr std::string_view kChoices =
+      "nvfp4, mxfp4 (Quark's default scale rounding), mxfp4-floor (OCP MX v1.0 scales) or fp8";
+  // Empty is not a way to say "no quantization": that is leaving the option out.
+  if (name.empty()) {
+    return InvalidArgument(
+        fmt::format("--quantization is empty; choose {} (to keep the checkpoint's stored formats, leave the flag out)",
+                    kChoices));
   }
+  auto format = ParseWeightFormat(name);
+  if (!format.ok()) return InvalidArgument(fmt::format("unknown quantization '{}'; choose {}", name, kChoices));
   return QuantizationChoice{*format};
 }
 

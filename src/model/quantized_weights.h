@@ -79,7 +79,8 @@ struct QuantizationChoice {
 };
 // ParseWeightFormat's names, where "mxfp4" rounds scales as Quark does by default ("even", also
 // what AMD's AITER quantizes with at run time), plus "mxfp4-floor" (the OCP MX v1.0 rule, Quark's
-// "floor") and "mxfp4-even" (explicit). Anything else is InvalidArgument listing the choices.
+// "floor") and "mxfp4-even" (explicit). Anything else, "" included, is InvalidArgument listing the
+// choices: callers say "no quantization" with no value, not with "".
 Expected<QuantizationChoice> ParseQuantization(std::string_view name);
 
 }  // namespace ember

@@ -131,7 +131,7 @@ Expected<std::vector<TensorEntry>> MuseSparkCensus(const MuseSparkConfig& c, con
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   const std::string& p = c.tensor_prefix;
   out.push_back(Entry(p + "embed_tokens.weight", Component::kEmbeddings, {c.vocab_size, h}, "bf16", 2));
-  if (!c.tie_word_embeddings) out.push_back(Entry("lm_head.weight", Component::kLmHead, {c.vocab_size, h}, "bf16", 2));
+  out.push_back(Entry("lm_head.weight", Component::kLmHead, {c.vocab_size, h}, "bf16", 2));  // never tied
   out.push_back(Entry(p + "norm.weight", Component::kNorms, {h}, "bf16", 2));
   Facts layer_facts{{"num_layers", Value::Number(static_cast<double>(c.num_hidden_layers))}};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

@@ -67,6 +67,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   SchedulerConfig s;
   s.max_num_seqs = o.max_num_seqs;
   s.max_model_len = max_model_len;
+  s.vocab_size = model->info().vocab_size;
   s.enable_chunked_prefill = o.enable_chunked_prefill;
   s.max_num_batched_tokens = o.max_num_batched_tokens > 0 ? o.max_num_batched_tokens
                              : o.enable_chunked_prefill   ? std::max<int64_t>(2048, o.max_num_seqs)

@@ -151,3 +151,36 @@ def test_generate_jsonl_runs_many_prompts_through_the_engine(ember_bin, golden_d
     bad.write_text('{"prompt": [1], "temperature": "hot"}\n')
     result = run(ember_bin, "generate", "--model", golden_dir / "tiny_a", "--jsonl", bad, check=False)
     assert result.returncode != 0 and "bad.jsonl:1" in result.stderr and "temperature" in result.stderr
+
+
+def test_generate_jsonl_reports_a_token_id_outside_the_vocabulary_on_its_line(ember_bin, golden_dir, tmp_path):
+    vocab = json.loads((golden_dir / "tiny_a" / "golden.json").read_text())["vocab_size"]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"prompt": [1, 999999], "max_tokens": 2}) + "\n"
+                    + json.dumps({"prompt": [1, 2], "max_tokens": 2}) + "\n")
+    result = run(ember_bin, "generate", "--model", golden_dir / "tiny_a", "--jsonl", path, "--max-model-len", "256",
+                 "--kv-cache-memory", "16MiB", check=False)
+    assert result.returncode == 0, (result.returncode, result.stderr)  # negative: killed by a signal
+    bad, good = [json.loads(line) for line in result.stdout.splitlines()]
+    assert bad["index"] == 0 and bad["finish_reason"] == "error" and bad["token_ids"] == []
+    assert "999999" in bad["error"] and str(vocab) in bad["error"], bad
+    assert good["index"] == 1 and good["finish_reason"] == "length" and len(good["token_ids"]) == 2
+    assert "error" not in good
+
+
+def test_empty_quantization_is_an_error_listing_the_choices(ember_bin, golden_dir, tmp_path):
+    # Leaving the flag out keeps the stored formats; giving it empty is a mistake, not the same thing.
+    jsonl = tmp_path / "prompts.jsonl"
+    jsonl.write_text(json.dumps({"prompt": [1, 2], "max_tokens": 1}) + "\n")
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1 2 3 4 5 6 7 8")
+    model = ["--model", golden_dir / "tiny_a"]
+    for args in (["generate", *model, "--prompt-ids", "1,2", "--max-tokens", 1],
+                 ["generate", *model, "--jsonl", jsonl, "--max-model-len", 64, "--kv-cache-memory", "16MiB"],
+                 ["perplexity", *model, "--ids-file", ids, "--ctx", 4]):
+        result = run(ember_bin, *args, "--quantization", "", check=False)
+        assert result.returncode == 1, (args, result.returncode, result.stderr)
+        assert "ember: error:" in result.stderr, (args, result.stderr)
+        for choice in ("nvfp4", "mxfp4", "mxfp4-floor", "fp8"):
+            assert choice in result.stderr, (args, choice, result.stderr)
+        assert result.stdout == "", args

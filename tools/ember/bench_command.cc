@@ -17,6 +17,7 @@
 #include <ctime>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -52,7 +53,7 @@ struct DecodeBenchOptions {
   int64_t stream_mib = 512;
   int threads = 0;
   bool json = false;
-  std::string quantization;  // experts quantized while loading (nvfp4, mxfp4, fp8) or "" for bf16
+  std::optional<std::string> quantization;  // experts quantized while loading (nvfp4, mxfp4, fp8); unset: bf16
 };
 
 MuseSparkConfig MakeConfig(const DecodeBenchOptions& o) {
@@ -77,8 +78,8 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   const MuseSparkConfig config = MakeConfig(o);
   auto weights = std::make_shared<RandomWeightSource>(/*seed=*/1, /*stddev=*/0.02f);
   LoadOptions load;
-  if (!o.quantization.empty()) {
-    auto choice = ParseQuantization(o.quantization);
+  if (o.quantization) {
+    auto choice = ParseQuantization(*o.quantization);
     if (!choice.ok()) return Fail(choice.status());
     load.quantization = choice->format;
     load.mxfp4_rounding = choice->mxfp4_rounding;
@@ -118,7 +119,7 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
                                       {"moe_intermediate", o.moe_intermediate}, {"vocab", o.vocab}}},
                           {"threads", threads},
                           {"kernels", std::string(kernels::ActiveVariant().name)},
-                          {"experts", o.quantization.empty() ? "bf16" : o.quantization},
+                          {"experts", o.quantization.value_or("bf16")},
                           {"weight_bytes_total", bytes.total},
                           {"weight_bytes_per_token", bytes.per_token_decode},
                           {"decode_tokens_per_second_mean", mean_tps},
@@ -130,7 +131,7 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
     return 0;
   }
   std::printf("Muse Spark decode benchmark (random BF16 weights, experts %s, batch 1, greedy)\n",
-              o.quantization.empty() ? "bf16" : o.quantization.c_str());
+              o.quantization.value_or("bf16").c_str());
   std::printf("  config      %lld layers, hidden %lld, %lld experts top-%lld (latent %lld, ffn %lld), vocab %lld\n",
               static_cast<long long>(o.layers), static_cast<long long>(o.hidden), static_cast<long long>(o.experts),
               static_cast<long long>(o.top_k), static_cast<long long>(o.moe_hidden),

@@ -3,6 +3,7 @@
 // end of input quits.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -15,7 +16,7 @@ namespace {
 
 struct ChatOptions {
   std::string model;
-  std::string quantization;
+  std::optional<std::string> quantization;  // unset: the checkpoint's stored formats
   bool quantize_dense = false;
   int64_t max_tokens = 256;
   int threads = 0;

@@ -57,15 +57,16 @@ std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what) {
   };
 }
 
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization,
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir,
+                                                     const std::optional<std::string>& quantization,
                                                      bool quantize_dense) {
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
-  if (!quantization.empty()) {
-    EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(quantization));
+  if (quantization) {
+    EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(*quantization));
     options.quantization = choice.format;
     options.mxfp4_rounding = choice.mxfp4_rounding;
-    options.progress = StderrProgressBar(fmt::format("quantizing to {}", quantization));
+    options.progress = StderrProgressBar(fmt::format("quantizing to {}", *quantization));
     options.quantize_dense = quantize_dense;
   } else if (quantize_dense) {
     return InvalidArgument("--quantize-dense needs --quantization nvfp4|mxfp4|fp8");

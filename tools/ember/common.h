@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,13 @@ inline constexpr const char* kKvCacheDtypeHelp =
     "KV cache element type: auto (the model's default: f16 for GGUF, bf16 for safetensors), f32, f16, bf16, fp8";
 
 // LoadModel with a startup log line (architecture, weight bytes, ISA, threads, load time).
-// `quantization` ("", "nvfp4", "mxfp4", "fp8") quantizes a bf16 checkpoint's experts while
-// loading, with a progress bar on stderr.
+// `quantization` (a ParseQuantization name: "nvfp4", "mxfp4", "fp8", ...) quantizes a bf16
+// checkpoint's experts while loading, with a progress bar on stderr; nullopt (--quantization not
+// given) keeps the stored formats. A given but empty value is an error, not "none": the
+// commands hold the flag in a std::optional so the two stay apart.
 // `quantize_dense` extends it to the decoder layers' dense linears.
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir, const std::string& quantization = "",
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir,
+                                                     const std::optional<std::string>& quantization = std::nullopt,
                                                      bool quantize_dense = false);
 // The help text of --quantization, shared by the commands that load a model.
 inline constexpr const char* kQuantizationHelp =

@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
+#include <string>
+
 #include "runner/local_engine.h"
 
 namespace ember::tools {
@@ -13,7 +16,7 @@ struct EngineFlags {
   std::string kv_cache_memory;  // "4GiB", "512MiB", "1073741824"
   std::string scheduling_policy = "fcfs";
   int threads = 0;
-  std::string quantization;  // --quantization: "", nvfp4, mxfp4, fp8
+  std::optional<std::string> quantization;  // --quantization; unset: the checkpoint's stored formats
   bool quantize_dense = false;
 
   // Parses the text options into `engine`; errors say which flag is wrong.

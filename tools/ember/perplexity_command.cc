@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "core/thread_pool.h"
@@ -23,7 +24,7 @@ namespace {
 
 struct PerplexityOptions {
   std::string model;
-  std::string quantization;
+  std::optional<std::string> quantization;  // unset: the checkpoint's stored formats
   bool quantize_dense = false;
   std::string ids_file;
   int64_t ctx = 512;

@@ -124,18 +124,22 @@ Status MuseSparkModel::LoadWeights() {
   WeightSource& w = *weights_;
   const std::string& p = c.tensor_prefix;
   EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size));
-  if (c.tie_word_embeddings) {
-    lm_head_ = embed_tokens_;
-  } else {
-    EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size));
+  // The reference never ties the output head to the embedding table, whatever config.json's
+  // tie_word_embeddings says (see ParseTextConfig), so lm_head.weight must be there.
+  if (!w.Has("lm_head.weight")) {
+    return NotFound(fmt::format("tensor 'lm_head.weight' not found in {}: Muse Spark always has its own output head "
+                                "(transformers' MuseSparkForConditionalGeneration ignores tie_word_embeddings and "
+                                "never ties it to embed_tokens); use a checkpoint that includes lm_head.weight",
+                                w.Describe()));
   }
+  EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size));
   // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
   EMBER_ASSIGN_OR_RETURN(final_gain_, LoadVector(w, p + "norm.weight", c.hidden_size));
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
 
   // Byte accounting for memory plans and the decode roofline.
-  int64_t total = embed_tokens_.bytes() + (c.tie_word_embeddings ? 0 : lm_head_.bytes());
+  int64_t total = embed_tokens_.bytes() + lm_head_.bytes();
   int64_t per_token = lm_head_.bytes();
   for (const MuseSparkLayer& layer : layers_) {
     const AttentionWeights& a = layer.attention;

@@ -14,6 +14,7 @@ namespace {
 
 TEST(EngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 64;

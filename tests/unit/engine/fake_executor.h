@@ -37,6 +37,10 @@ inline std::vector<int32_t> ExpectedOutput(std::span<const int32_t> prompt, int6
   return out;
 }
 
+// SchedulerConfig::vocab_size for the fake model: above every prompt id the tests use (Prompt()
+// and the random test stay below 30010) and every FakeToken.
+inline constexpr int64_t kFakeVocabSize = 32000;
+
 class FakeExecutor : public Executor {
  public:
   using TokenFn = std::function<int32_t(std::span<const int32_t> prompt, int64_t position)>;

@@ -12,6 +12,7 @@ bool Contains(const std::vector<RequestIndex>& v, RequestIndex r) { return std::
 
 TEST(SchedulerAbort, WaitingMidPrefillAndDecoding) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 2;
   c.max_num_batched_tokens = 8;
   c.max_model_len = 128;
@@ -55,6 +56,7 @@ TEST(SchedulerAbort, WaitingMidPrefillAndDecoding) {
 
 TEST(SchedulerAbort, AbortBetweenScheduleAndUpdateDropsTheStepsTokens) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 2;
   c.max_num_batched_tokens = 16;
   c.max_model_len = 64;

@@ -1,5 +1,6 @@
 // Admission: bad requests and configurations are rejected up front with messages that say what
 // to change; nothing about them reaches the scheduler's queues.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine_harness.h"
@@ -9,6 +10,7 @@ namespace {
 
 SchedulerConfig Small() {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 32;
@@ -41,6 +43,36 @@ TEST(SchedulerAdmission, PromptMustLeaveRoomForOneToken) {
   EXPECT_EQ(h.result(ok).tokens, ExpectedOutput(Prompt(31, 1), 10, 32));
   EXPECT_EQ(h.result(ok).tokens.size(), 1u);
   h.ExpectAllReleased();
+}
+
+// An id the model cannot embed is refused here, for every front end, instead of reaching the
+// runner (whose forward pass would fail mid-step and abort the engine).
+TEST(SchedulerAdmission, RejectsTokenIdsOutsideTheVocabulary) {
+  EngineHarness h(Small(), FullOnlyKv(4, 64));
+  for (int32_t bad : {static_cast<int32_t>(kFakeVocabSize), 999999, -1}) {
+    RequestInput input;
+    input.prompt_token_ids = {1, 2, bad, 3};
+    const Status s = h.core().AddRequest(100, std::move(input));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(fmt::format("token id {}", bad)), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("index 2"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::to_string(kFakeVocabSize)), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(h.core().HasUnfinished());
+
+  // The largest id is fine, and the engine goes on serving.
+  const RequestIndex ok = h.Add({1, static_cast<int32_t>(kFakeVocabSize - 1)}, /*max_tokens=*/3);
+  h.RunToCompletion(100);
+  EXPECT_EQ(h.result(ok).reason, FinishReason::kLength);
+  h.ExpectAllReleased();
+}
+
+TEST(SchedulerAdmission, ConfigNeedsTheVocabularySize) {
+  SchedulerConfig c = Small();
+  c.vocab_size = 0;
+  const Status s = c.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("vocab_size"), std::string::npos) << s.message();
 }
 
 TEST(SchedulerAdmission, RejectsDuplicateIndexAndZeroMaxTokens) {

@@ -13,6 +13,7 @@ namespace {
 
 TEST(SchedulerBatching, BudgetSeqLimitAndDecodeFirstEveryStep) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 3;
   c.max_num_batched_tokens = 20;
   c.max_model_len = 256;
@@ -52,6 +53,7 @@ TEST(SchedulerBatching, BudgetSeqLimitAndDecodeFirstEveryStep) {
 
 TEST(SchedulerBatching, ChunkedPrefillSplitsLongPromptAndSeesEachPositionOnce) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 16;
   c.max_model_len = 512;
@@ -74,6 +76,7 @@ TEST(SchedulerBatching, ChunkedPrefillSplitsLongPromptAndSeesEachPositionOnce) {
 
 TEST(SchedulerBatching, LongPrefillThresholdCapsOneRequestsChunk) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 512;
@@ -91,6 +94,7 @@ TEST(SchedulerBatching, LongPrefillThresholdCapsOneRequestsChunk) {
 
 TEST(SchedulerBatching, WithoutChunkedPrefillOnlyWholePrompts) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 64;
@@ -118,6 +122,7 @@ TEST(SchedulerBatching, WithoutChunkedPrefillOnlyWholePrompts) {
 
 TEST(SchedulerBatching, EosAndStopTokensEndRequestsAndFreeTheirSlots) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 2;
   c.max_num_batched_tokens = 32;
   c.max_model_len = 128;

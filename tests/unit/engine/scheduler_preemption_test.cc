@@ -20,6 +20,7 @@ class TinyPool : public ::testing::TestWithParam<PoolCase> {};
 TEST_P(TinyPool, AllRequestsFinishWithTheirOwnTokens) {
   const PoolCase& p = GetParam();
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 6;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 64;
@@ -50,6 +51,7 @@ INSTANTIATE_TEST_SUITE_P(Scheduler, TinyPool,
 
 TEST(SchedulerPreemption, VictimIsTheLowestRankedRunningRequest) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 32;
   c.max_model_len = 64;
@@ -80,6 +82,7 @@ TEST(SchedulerPreemption, VictimIsTheLowestRankedRunningRequest) {
 TEST(SchedulerPreemption, PromptLargerThanThePoolFailsCleanly) {
   for (bool chunked : {true, false}) {
     SchedulerConfig c;
+    c.vocab_size = kFakeVocabSize;
     c.max_num_seqs = 4;
     c.max_num_batched_tokens = 128;
     c.max_model_len = 128;
@@ -98,6 +101,7 @@ TEST(SchedulerPreemption, PromptLargerThanThePoolFailsCleanly) {
 
 TEST(SchedulerPreemption, GenerationOutgrowingThePoolFailsAfterStreaming) {
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 32;
   c.max_model_len = 128;

@@ -16,6 +16,7 @@ class PrefixReuse : public ::testing::TestWithParam<KvCase> {
   kv::KvCacheConfig Kv() const { return GetParam().hybrid ? HybridKv(4, 128, 8) : FullOnlyKv(4, 128); }
   static SchedulerConfig Config() {
     SchedulerConfig c;
+    c.vocab_size = kFakeVocabSize;
     c.max_num_seqs = 4;
     c.max_num_batched_tokens = 64;
     c.max_model_len = 128;

@@ -43,6 +43,7 @@ class RandomWorkload : public ::testing::TestWithParam<RandomCase> {};
 TEST_P(RandomWorkload, InvariantsHoldAndEverythingIsReleased) {
   const RandomCase& p = GetParam();
   SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = p.chunked ? 48 : kMaxModelLen;
   c.max_model_len = kMaxModelLen;

@@ -133,6 +133,18 @@ TEST(MuseSparkConfigTest, MissingFileSaysWhatToDo) {
   EXPECT_THAT(config.status().message(), HasSubstr("/nonexistent/config.json"));
 }
 
+// transformers' MuseSparkForConditionalGeneration never ties lm_head to embed_tokens (it has no
+// _tied_weights_keys), so tie_word_embeddings=true still counts a separate output head.
+TEST(MuseSparkConfigTest, TieWordEmbeddingsStillCountsTheLmHead) {
+  nlohmann::json text = TinyTextConfig();
+  text["tie_word_embeddings"] = true;
+  auto config = MuseSparkConfig::FromJson(text, "config.json");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const ParameterCounts p = CountParameters(*config);
+  EXPECT_EQ(p.embedding, 64 * 32);
+  EXPECT_EQ(p.lm_head, 64 * 32);
+}
+
 // The released model's census (reference/muse_spark.md §1.2, derived figures).
 TEST(MuseSparkConfigTest, MuseSparkOpenParameterCensus) {
   const MuseSparkConfig config = MuseSparkConfig::MuseSparkOpen();

@@ -310,5 +310,19 @@ TEST(ParseQuantizationTest, Mxfp4DefaultsToQuarkEvenScalesAndFloorIsSelectable) 
   EXPECT_NE(bad.status().message().find("mxfp4-floor"), std::string::npos) << bad.status().message();
 }
 
+// `--quantization ''` is a mistake, not "no quantization" (that is leaving the flag out): the
+// error lists the choices and says how to keep the stored formats.
+TEST(ParseQuantizationTest, EmptyIsAnErrorListingTheChoices) {
+  auto empty = ParseQuantization("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  const std::string message = empty.status().message();
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+  for (const char* choice : {"nvfp4", "mxfp4", "mxfp4-floor", "fp8"}) {
+    EXPECT_NE(message.find(choice), std::string::npos) << choice << ": " << message;
+  }
+  EXPECT_NE(message.find("stored formats"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace ember

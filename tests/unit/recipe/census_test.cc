@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -87,6 +88,33 @@ TEST(CensusTest, HybridKvAtOneMillionTokensIsSlightlyMoreThanAQuarter) {
   ASSERT_TRUE(ratio.ok());
   EXPECT_GT(*ratio, 0.25);
   EXPECT_LT(*ratio, 0.27);
+}
+
+// Muse Spark always has its own output head (transformers never ties it), so the census lists
+// lm_head.weight whatever tie_word_embeddings says.
+TEST(CensusTest, MuseSparkCensusListsLmHeadEvenWithTieWordEmbeddings) {
+  auto config = MuseSparkConfig::FromJson({{"model_type", "muse_spark_text"},
+                                           {"vocab_size", 64},
+                                           {"hidden_size", 32},
+                                           {"num_hidden_layers", 2},
+                                           {"num_attention_heads", 4},
+                                           {"num_key_value_heads", 2},
+                                           {"num_local_experts", 4},
+                                           {"num_experts_per_tok", 2},
+                                           {"moe_hidden_size", 16},
+                                           {"moe_intermediate_size", 16},
+                                           {"tie_word_embeddings", true}},
+                                          "config.json");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto format = FindFormat("bf16");
+  ASSERT_TRUE(format.ok());
+  auto tensors = MuseSparkCensus(*config, **format, 0);
+  ASSERT_TRUE(tensors.ok()) << tensors.status().ToString();
+  const auto lm_head = std::find_if(tensors->begin(), tensors->end(),
+                                    [](const TensorEntry& t) { return t.name == "lm_head.weight"; });
+  ASSERT_NE(lm_head, tensors->end());
+  EXPECT_EQ(lm_head->bytes, 64 * 32 * 2);
+  EXPECT_EQ(SumByComponent(*tensors)[static_cast<int>(Component::kLmHead)], 64 * 32 * 2);
 }
 
 TEST(CensusTest, UnknownFormatIsAClearError) {

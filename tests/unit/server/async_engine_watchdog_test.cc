@@ -39,6 +39,7 @@ class HangingExecutor : public Executor {
 
 TEST(AsyncEngineWatchdogTest, AHungStepIsReportedAndClearsWhenItEnds) {
   SchedulerConfig config;
+  config.vocab_size = test::kFakeVocabSize;
   HangingExecutor executor(config);
   auto core = EngineCore::Create({config, test::FullOnlyKv(4, 64), {}}, &executor);
   ASSERT_TRUE(core.ok()) << core.status().ToString();
