@@ -4,17 +4,27 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <utility>
+
 namespace ember::internal {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition, const std::string& message);
+
+// The optional message of a check: none, or a format string (checked at compile time) and its
+// arguments.
+inline std::string CheckMessage() { return {}; }
+template <typename... Args>
+std::string CheckMessage(fmt::format_string<Args...> format, Args&&... args) {
+  return fmt::format(format, std::forward<Args>(args)...);
+}
 }  // namespace ember::internal
 
 // EMBER_CHECK(cond) or EMBER_CHECK(cond, "fmt {}", args...).
-#define EMBER_CHECK(cond, ...)                                                           \
-  do {                                                                                   \
-    if (__builtin_expect(!(cond), 0)) {                                                  \
-      ::ember::internal::CheckFailed(__FILE__, __LINE__, #cond,                          \
-                                     ::fmt::format("" __VA_OPT__(, ) __VA_ARGS__));      \
-    }                                                                                    \
+#define EMBER_CHECK(cond, ...)                                                                              \
+  do {                                                                                                      \
+    if (__builtin_expect(!(cond), 0)) {                                                                     \
+      ::ember::internal::CheckFailed(__FILE__, __LINE__, #cond, ::ember::internal::CheckMessage(__VA_ARGS__)); \
+    }                                                                                                       \
   } while (0)
 
 #ifdef NDEBUG
