@@ -4,8 +4,12 @@
 
 namespace ember::server {
 
-GenerationJob::GenerationJob(ServingContext* context, std::vector<ChoiceSpec> choices, std::string request_id)
-    : context_(context), request_id_(std::move(request_id)), stream_(std::make_shared<RequestStream>()) {
+GenerationJob::GenerationJob(ServingContext* context, std::vector<ChoiceSpec> choices, std::string request_id,
+                             Admission::Slot slot)
+    : context_(context),
+      request_id_(std::move(request_id)),
+      stream_(std::make_shared<RequestStream>()),
+      slot_(std::move(slot)) {
   int max_prompt = 0;
   for (ChoiceSpec& spec : choices) {
     Choice c;

@@ -36,7 +36,9 @@ struct Usage {
 
 class GenerationJob {
  public:
-  GenerationJob(ServingContext* context, std::vector<ChoiceSpec> choices, std::string request_id);
+  // `slot` is the request's admission (server/admission.h), given back when the job ends.
+  GenerationJob(ServingContext* context, std::vector<ChoiceSpec> choices, std::string request_id,
+                Admission::Slot slot = {});
   ~GenerationJob();  // aborts whatever is still running (a client that went away)
 
   // Submits the choices (the first of each prompt now, its siblings after its prompt is cached).
@@ -66,6 +68,7 @@ class GenerationJob {
   size_t num_finished_ = 0;
   Usage usage_;
   std::vector<bool> prompt_counted_;
+  Admission::Slot slot_;  // held until the job ends
 };
 
 }  // namespace ember::server

@@ -50,7 +50,8 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   auto parsed = ParseChatCompletionRequest(std::get<json>(body), context.config.default_sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
-  if (auto e = CheckServing(context, request.common.model)) return SendError(res, *e);
+  auto admitted = Admit(context, request.common.model);
+  if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
   if (context.model.chat_template == nullptr) {
     return SendError(res, BadRequest("this model has no chat template; use /v1/completions"));
   }
@@ -92,7 +93,8 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   const std::string model = context.config.served_model_name;
   const bool want_logprobs = request.common.sampling.logprobs.has_value();
   const json tools = request.tools;
-  auto job = std::make_shared<GenerationJob>(&context, std::move(std::get<std::vector<ChoiceSpec>>(choices)), id);
+  auto job = std::make_shared<GenerationJob>(&context, std::move(std::get<std::vector<ChoiceSpec>>(choices)), id,
+                                             std::move(std::get<Admission::Slot>(admitted)));
   job->Start();
   auto parse = [&parser, tools_enabled, tools, forced](const std::string& text, bool final) {
     ParsedOutput out = parser.Parse(forced + text, final, tools);

@@ -40,7 +40,8 @@ void HandleCompletions(ServingContext& context, const httplib::Request& req, htt
   auto parsed = ParseCompletionRequest(std::get<json>(body), context.config.default_sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (auto e = CheckServing(context, request.common.model)) return SendError(res, *e);
+  auto admitted = Admit(context, request.common.model);
+  if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
 
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> prompt_texts;
@@ -64,7 +65,8 @@ void HandleCompletions(ServingContext& context, const httplib::Request& req, htt
   const int64_t created = UnixNow();
   const std::string model = context.config.served_model_name;
   const bool want_logprobs = request.common.sampling.logprobs.has_value();
-  auto job = std::make_shared<GenerationJob>(&context, std::move(specs), id);
+  auto job = std::make_shared<GenerationJob>(&context, std::move(specs), id,
+                                             std::move(std::get<Admission::Slot>(admitted)));
   job->Start();
 
   if (request.common.stream) {

@@ -6,18 +6,20 @@
 
 namespace ember::server {
 
-std::optional<ApiError> CheckServing(const ServingContext& context, const std::string& model) {
+std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std::string& model) {
   if (!model.empty() && model != context.config.served_model_name) {
     return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", model,
                                 context.config.served_model_name),
                     "model");
   }
   if (!context.engine->alive()) return ServiceUnavailable("the engine is not running; check the server log");
-  if (context.engine->num_in_flight() >= context.config.max_waiting_requests) {
-    return ServiceUnavailable(fmt::format("the server is overloaded ({} requests in flight); retry later",
-                                          context.engine->num_in_flight()));
+  std::optional<Admission::Slot> slot = context.admission.TryAcquire(context.config.max_waiting_requests);
+  if (!slot) {
+    return ServiceUnavailable(fmt::format("the server is overloaded ({} requests in progress, --max-waiting-requests "
+                                          "{}); retry later", context.admission.in_progress(),
+                                          context.config.max_waiting_requests));
   }
-  return std::nullopt;
+  return std::move(*slot);
 }
 
 std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext& context, const CommonRequest& request,

@@ -13,7 +13,7 @@
 namespace ember::server {
 
 // 404 for another model's name, 503 while the engine is down or the queue is full.
-std::optional<ApiError> CheckServing(const ServingContext& context, const std::string& model);
+std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std::string& model);
 
 // One ChoiceSpec per (prompt, choice); errors name the offending field.
 std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext& context, const CommonRequest& request,
