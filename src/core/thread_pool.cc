@@ -75,8 +75,25 @@ bool SpinUntil(Ready ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(ResolveThreadCount(num_threads)) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
+
+namespace {
+thread_local int t_thread_index = 0;
+
+// The caller of a ParallelFor is thread 0 of that pool while the loop runs, even when it is a
+// worker of another pool.
+class CallerIndex {
+ public:
+  CallerIndex() : saved_(t_thread_index) { t_thread_index = 0; }
+  ~CallerIndex() { t_thread_index = saved_; }
+
+ private:
+  int saved_;
+};
+}  // namespace
+
+int ThreadPool::ThreadIndex() { return t_thread_index; }
 
 ThreadPool::~ThreadPool() {
   {
@@ -87,11 +104,12 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+void ThreadPool::ParallelFor(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t min_chunk) {
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
   const int64_t chunks =
       std::min({num_threads_ == 1 ? 1 : num_threads_ * kChunksPerThread, max_chunks, kMaxChunks});
+  const CallerIndex caller_index;
   if (chunks <= 1) {
     fn(0, n);
     return;
@@ -149,7 +167,8 @@ bool ThreadPool::WaitForJob(uint32_t seen_generation) {
   return !stopping_;
 }
 
-void ThreadPool::WorkerLoop() {
+void ThreadPool::WorkerLoop(int index) {
+  t_thread_index = index;
   uint32_t seen_generation = 0;
   while (WaitForJob(seen_generation)) {
     seen_generation = GenerationOf(claim_.load(std::memory_order_acquire));

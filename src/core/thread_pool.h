@@ -16,10 +16,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace ember {
 
@@ -35,8 +36,15 @@ class ThreadPool {
 
   // fn(begin, end) over contiguous chunks of [0, n), at least `min_chunk` indices each; every
   // write fn makes is visible to the caller when ParallelFor returns. Callers on different
-  // threads take turns. Not reentrant: fn must not call ParallelFor on the same pool.
-  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
+  // threads take turns. Not reentrant: fn must not call ParallelFor on the same pool. Makes no
+  // heap allocation (fn is referenced, not copied).
+  void ParallelFor(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t min_chunk = 1);
+
+  // Inside a ParallelFor body: the running thread's index in [0, num_threads()) of the pool that
+  // runs the body (0 for the caller), so that a kernel can give each thread its own slice of
+  // scratch the caller sized once, instead of thread_local buffers that each worker grows the
+  // first time it happens to get a chunk. 0 outside any ParallelFor.
+  static int ThreadIndex();
 
   // The process-wide pool used by the kernels.
   static ThreadPool& Global();
@@ -49,7 +57,7 @@ class ThreadPool {
   static void SetClaimHookForTesting(void (*hook)());
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(int index);
   // Claims and runs chunks of the job published as `generation` until none are left.
   void RunChunks(uint32_t generation);
   bool WaitForJob(uint32_t seen_generation);
@@ -63,7 +71,7 @@ class ThreadPool {
   // them only after a successful exchange on a claim word of that job's generation (acquire),
   // and ParallelFor writes them again only after done_ has counted every chunk of the job, so
   // no thread ever reads them while they change.
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   // Everything a thread needs to claim a chunk, in one word: generation (32 bits) | chunk count
   // (16) | next unclaimed chunk (16). A thread claims by compare-exchange of the word it read

@@ -120,6 +120,14 @@ void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, floa
   ActiveVariant().geglu_tanh(gate, up, rows * n, out);
 }
 
+void AddInPlace(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void MulInPlace(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] *= y[i];
+}
+
 void ScaleInPlace(float* x, int64_t count, float scale) {
   for (int64_t i = 0; i < count; ++i) x[i] *= scale;
 }
@@ -141,6 +149,16 @@ void ResidualGate(float* s, const float* branch, int64_t rows, int64_t n, const 
     float* sr = s + r * n;
     const float* br = branch + r * n;
     for (int64_t i = 0; i < n; ++i) sr[i] = alpha[i] * sr[i] + beta[i] * br[i];
+  }
+}
+
+void FoldResidualGate(const float* gate, int64_t n, float temperature, float eps, float* alpha, float* beta) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = gate[i] / temperature;
+    const float b = 1.0f / (1.0f + std::exp(-u));
+    const float s_neg = 1.0f / (1.0f + std::exp(u));
+    beta[i] = b;
+    alpha[i] = std::sqrt(std::max(s_neg * (1.0f + b), eps));
   }
 }
 

@@ -39,6 +39,10 @@ void SwiGlu(const float* gate, const float* up, int64_t rows, int64_t n, float* 
 // (PyTorch's gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh).
 void GeGluTanh(const float* gate, const float* up, int64_t rows, int64_t n, float* out);
 
+// x += y, in place (the residual add).
+void AddInPlace(float* x, const float* y, int64_t count);
+// x *= y elementwise, in place (an output gate).
+void MulInPlace(float* x, const float* y, int64_t count);
 // x *= scale, in place.
 void ScaleInPlace(float* x, int64_t count, float scale);
 // x = 1 / (1 + exp(-x)), in place.
@@ -49,6 +53,11 @@ void ScaleSoftcapInPlace(float* x, int64_t count, float scale, float cap);
 // s = alpha * s + beta * branch per channel (alpha, beta [n]): Muse Spark's norm-preserving
 // residual gate.
 void ResidualGate(float* s, const float* branch, int64_t rows, int64_t n, const float* alpha, const float* beta);
+
+// The per-channel constants of ResidualGate from its learned gate g [n] (load time, f32 as the
+// reference): u = g / temperature, beta = sigmoid(u), alpha = sqrt(max(sigmoid(-u) * (1 + beta),
+// eps)).
+void FoldResidualGate(const float* gate, int64_t n, float temperature, float eps, float* alpha, float* beta);
 
 // out row i = x row rows[i], for i < count (rows of width n). out must not overlap x.
 void GatherRows(const float* x, int64_t n, const int64_t* rows, int64_t count, float* out);

@@ -75,7 +75,7 @@ Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const
     return InvalidArgument(fmt::format("Forward: query_start_loc must run from 0 to {} tokens", num_tokens));
   }
   // The store must be laid out for this model.
-  const std::vector<kv::LayerKvSpec> specs = model.KvLayerSpecs();
+  const std::vector<kv::LayerKvSpec>& specs = model.KvLayerSpecs();
   if (config.group_of_layer.size() != specs.size() || config.num_kv_heads != specs.front().num_kv_heads ||
       config.head_dim != specs.front().head_dim) {
     return InvalidArgument(fmt::format("Forward: the KV store holds {} layers of {} KV heads x {}, the model has "

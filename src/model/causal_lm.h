@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/workspace.h"
 #include "exec/communicator.h"
 #include "kv/spec.h"
 #include "model/forward_batch.h"
@@ -51,6 +52,12 @@ struct ModelSummary {
   WeightBytes bytes;
 };
 
+// The most one step may hold, which sizes a model's step workspace (ReserveWorkspace).
+struct StepLimits {
+  int64_t max_tokens = 0;      // the engine's max_num_batched_tokens
+  int64_t max_logit_rows = 0;  // rows of logits one step asks for (at most max_tokens)
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
@@ -58,7 +65,7 @@ class CausalLM {
   virtual WeightBytes weight_bytes() const = 0;
   virtual ModelSummary Summary() const = 0;
   // One entry per layer, in model order: what PlanKvGroups needs to lay out the paged cache.
-  virtual std::vector<kv::LayerKvSpec> KvLayerSpecs() const = 0;
+  virtual const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const = 0;
   // The KV dtype tools use for "auto": f16 for GGUF models (llama.cpp's default), bf16 for
   // checkpoints whose weights are bf16.
   virtual kv::KvDtype DefaultKvDtype() const = 0;
@@ -70,7 +77,21 @@ class CausalLM {
   // `kv` must be laid out from KvLayerSpecs(). A request's results do not depend on the other
   // requests in the batch or on how its prompt was split into steps (bitwise). Bad token ids,
   // positions, tables, layers or embeddings are errors, not crashes.
+  // Every activation buffer comes from the model's step workspace, so once the workspace has
+  // been reserved for the engine's limits a step makes no heap allocation (tests/alloc); `out`
+  // is resized only when the step asks for more rows than the last one held.
   virtual Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) = 0;
+
+  // The workspace one step within `limits` takes, at most (an architecture sums its blocks').
+  virtual int64_t WorkspaceBytes(const StepLimits& limits) const = 0;
+  // Sizes the step workspace for `limits` once, at load (the model runner does). A step beyond
+  // them still runs: the workspace grows to fit it (core/workspace.h).
+  void ReserveWorkspace(const StepLimits& limits) { workspace_.Reserve(WorkspaceBytes(limits)); }
+  const Workspace& workspace() const { return workspace_; }
+
+ protected:
+  // The scratch arena of Forward; one step at a time (the engine thread's).
+  Workspace workspace_;
 };
 
 // The checks every Forward starts with: batch shape, token ids against the vocabulary, positions

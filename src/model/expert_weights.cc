@@ -85,7 +85,8 @@ void ExpertWeights::ApplyGrouped(std::span<const Group> groups) const {
   if (!parts_.empty()) {
     // One quant group per part; the parts of an expert share its input, so its activations are
     // quantized once, and each part writes its columns of y directly (row stride rows_).
-    std::vector<quant::BlockScaledGroup> pieces;
+    thread_local std::vector<quant::BlockScaledGroup> pieces;  // per thread: no allocation once grown
+    pieces.clear();
     for (const Group& g : groups) {
       int64_t column = 0;
       for (const quant::BlockScaledMatrix& m : parts_[g.expert]) {
@@ -99,13 +100,20 @@ void ExpertWeights::ApplyGrouped(std::span<const Group> groups) const {
   // Dense: the active kernel variant on row ranges of each expert; its results do not depend on
   // the range split (kernels/README.md), so each row has kernels::MatMul's bits.
   const int64_t element_bytes = dense_.dtype == DType::kBF16 ? 2 : 4;
-  std::vector<int64_t> rows(groups.size()), cost(groups.size());
+  // Per calling thread, bound to references: the pool's workers must read the caller's vectors.
+  thread_local std::vector<int64_t> tl_rows, tl_cost;
+  thread_local std::vector<quant::GroupRowRange> tl_ranges;
+  std::vector<int64_t>& rows = tl_rows;
+  std::vector<int64_t>& cost = tl_cost;
+  std::vector<quant::GroupRowRange>& ranges = tl_ranges;
+  rows.resize(groups.size());
+  cost.resize(groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
     rows[i] = groups[i].n == 0 ? 0 : rows_;
     cost[i] = cols_ * element_bytes * groups[i].n;
   }
   ThreadPool& pool = ThreadPool::Global();
-  const std::vector<quant::GroupRowRange> ranges = quant::SplitGroupRows(rows, cost, pool.num_threads());
+  quant::SplitGroupRows(rows, cost, pool.num_threads(), ranges);
   const kernels::KernelVariant& variant = kernels::ActiveVariant();
   pool.ParallelFor(static_cast<int64_t>(ranges.size()), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

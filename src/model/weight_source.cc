@@ -91,6 +91,21 @@ Expected<TensorView> RandomWeightSource::Require(std::string_view name, std::ini
   return view;
 }
 
+Expected<std::vector<float>> RequireVectorF32(WeightSource& source, std::string_view name, int64_t n, float add) {
+  EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, {DType::kBF16, DType::kF32, DType::kF16}, Shape{n}));
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = 0.0f;
+    switch (t.dtype) {
+      case DType::kF32: v = t.As<float>()[i]; break;
+      case DType::kBF16: v = BF16ToF32(t.As<uint16_t>()[i]); break;
+      default: v = F16ToF32(t.As<uint16_t>()[i]); break;  // kF16, the last dtype Require allows
+    }
+    out[i] = add + v;
+  }
+  return out;
+}
+
 std::string SummarizeTensorNames(const std::vector<std::string>& names) {
   std::map<std::string, int> groups;
   for (const std::string& name : names) {

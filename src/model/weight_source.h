@@ -29,6 +29,11 @@ class WeightSource {
   virtual std::vector<std::string> UnusedTensorNames() const { return {}; }
 };
 
+// The vector `name` of `n` elements stored as f32, bf16 or f16, as f32 values plus `add` (1 for
+// the zero-centred norm gains, so they are ready to multiply).
+Expected<std::vector<float>> RequireVectorF32(WeightSource& source, std::string_view name, int64_t n,
+                                              float add = 0.0f);
+
 // "model.vision_tower.* (80), model.audio_tower.* (43)": unused tensors grouped by the first two
 // components of their names, for one log line.
 std::string SummarizeTensorNames(const std::vector<std::string>& names);

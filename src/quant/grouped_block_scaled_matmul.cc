@@ -13,6 +13,13 @@ namespace ember::quant {
 
 std::vector<GroupRowRange> SplitGroupRows(std::span<const int64_t> rows, std::span<const int64_t> cost_per_row,
                                           int threads) {
+  std::vector<GroupRowRange> ranges;
+  SplitGroupRows(rows, cost_per_row, threads, ranges);
+  return ranges;
+}
+
+void SplitGroupRows(std::span<const int64_t> rows, std::span<const int64_t> cost_per_row, int threads,
+                    std::vector<GroupRowRange>& ranges) {
   EMBER_CHECK(rows.size() == cost_per_row.size(), "SplitGroupRows: {} row counts, {} costs", rows.size(),
               cost_per_row.size());
   int64_t total = 0;
@@ -20,7 +27,7 @@ std::vector<GroupRowRange> SplitGroupRows(std::span<const int64_t> rows, std::sp
   // Eight ranges per thread: the pool hands out four chunks per thread (consecutive ranges), and
   // two ranges per chunk keep chunks within about half a range of each other.
   const int64_t target = std::max<int64_t>(kMinChunkBytes, total / std::max<int64_t>(1, int64_t{8} * threads));
-  std::vector<GroupRowRange> ranges;
+  ranges.clear();
   for (size_t g = 0; g < rows.size(); ++g) {
     if (rows[g] == 0) continue;
     const int64_t cost = rows[g] * cost_per_row[g];
@@ -31,14 +38,37 @@ std::vector<GroupRowRange> SplitGroupRows(std::span<const int64_t> rows, std::sp
       ranges.push_back({static_cast<int64_t>(g), begin, std::min(rows[g], begin + tiled)});
     }
   }
-  return ranges;
 }
+
+namespace {
+
+struct ActivationRow {
+  const float* x;
+  int64_t k;
+  uint8_t* out;
+};
+
+struct Scratch {
+  std::vector<int64_t> act_offset, rows, cost;
+  std::vector<GroupRowRange> ranges;
+  std::vector<ActivationRow> todo;
+};
+
+}  // namespace
 
 void GroupedBlockScaledMatMul(std::span<const BlockScaledGroup> groups) {
   const int64_t count = static_cast<int64_t>(groups.size());
+  // Scratch kept per calling thread, so a steady-state step allocates nothing here. Bound to
+  // references because the pool's workers, which the loops below capture them into, must see the
+  // caller's vectors, not their own thread_local ones.
+  thread_local Scratch scratch;
+  std::vector<int64_t>& act_offset = scratch.act_offset;
+  std::vector<int64_t>& rows = scratch.rows;
+  std::vector<int64_t>& cost = scratch.cost;
+  std::vector<GroupRowRange>& ranges = scratch.ranges;
   // Where each group's prepared activations start in the buffer (-1: none, FP8); a group that
   // shares the previous group's input reuses its rows.
-  std::vector<int64_t> act_offset(count, -1);
+  act_offset.assign(count, -1);
   int64_t act_total = 0;
   for (int64_t g = 0; g < count; ++g) {
     const BlockScaledGroup& group = groups[g];
@@ -64,12 +94,8 @@ void GroupedBlockScaledMatMul(std::span<const BlockScaledGroup> groups) {
   if (act_total > 0) {
     // Every activation row to quantize, over all groups, as one loop (inline when it is small, as
     // at decode: a handful of rows).
-    struct Row {
-      const float* x;
-      int64_t k;
-      uint8_t* out;
-    };
-    std::vector<Row> todo;
+    std::vector<ActivationRow>& todo = scratch.todo;
+    todo.clear();
     int64_t floats = 0;
     for (int64_t g = 0; g < count; ++g) {
       if (act_offset[g] < 0 || (g > 0 && act_offset[g] == act_offset[g - 1])) continue;
@@ -89,13 +115,14 @@ void GroupedBlockScaledMatMul(std::span<const BlockScaledGroup> groups) {
         std::max<int64_t>(1, kMinChunkBytes / (average_k * 4)));
   }
 
-  std::vector<int64_t> rows(count), cost(count);
+  rows.resize(count);
+  cost.resize(count);
   for (int64_t g = 0; g < count; ++g) {
     const BlockScaledMatrix& w = groups[g].w;
     rows[g] = groups[g].m == 0 ? 0 : w.rows;
     cost[g] = (CodesRowBytes(w.format, w.cols) + ScalesRowBytes(w.format, w.cols)) * groups[g].m;
   }
-  const std::vector<GroupRowRange> ranges = SplitGroupRows(rows, cost, pool.num_threads());
+  SplitGroupRows(rows, cost, pool.num_threads(), ranges);
   pool.ParallelFor(static_cast<int64_t>(ranges.size()), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const BlockScaledGroup& group = groups[ranges[r].group];

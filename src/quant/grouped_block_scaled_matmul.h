@@ -44,6 +44,10 @@ struct GroupRowRange {
 // thread over the total and none below kMinChunkBytes of cost, range boundaries at multiples of
 // kRowTile. In group order, rows ascending. Shared with the dense grouped expert matmul
 // (model/expert_weights.cc), so both balance the same way.
+// Writes the ranges into `ranges` (cleared first), so a caller that keeps the vector between
+// calls allocates only when a step needs more ranges than any before.
+void SplitGroupRows(std::span<const int64_t> rows, std::span<const int64_t> cost_per_row, int threads,
+                    std::vector<GroupRowRange>& ranges);
 std::vector<GroupRowRange> SplitGroupRows(std::span<const int64_t> rows, std::span<const int64_t> cost_per_row,
                                           int threads);
 

@@ -77,6 +77,10 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   s.long_prefill_token_threshold = o.long_prefill_token_threshold;
   EMBER_RETURN_IF_ERROR(s.Validate());
 
+  // The step workspace for the largest step the scheduler can form (every token's logits at
+  // most), so steady-state steps allocate nothing.
+  model->ReserveWorkspace({.max_tokens = s.max_num_batched_tokens, .max_logit_rows = s.max_num_batched_tokens});
+  engine->plan_.workspace_bytes = model->workspace().capacity();
   engine->plan_.kv = kv_config;
   engine->plan_.scheduler = s;
   engine->plan_.weight_bytes = model->weight_bytes().total;
@@ -106,11 +110,12 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
 std::vector<std::string> LocalEngine::DescribePlan() const {
   const EnginePlan& p = plan_;
   return {
-      fmt::format("memory: weights {:.1f} MiB{}, KV cache {:.1f} MiB", p.weight_bytes / 1048576.0,
+      fmt::format("memory: weights {:.1f} MiB{}, KV cache {:.1f} MiB, step workspace {:.1f} MiB",
+                  p.weight_bytes / 1048576.0,
                   p.repacked_weight_bytes > 0
                       ? fmt::format(" (+{:.1f} MiB repacked for the AVX-512 GEMM)", p.repacked_weight_bytes / 1048576.0)
                       : std::string(),
-                  p.kv_bytes / 1048576.0),
+                  p.kv_bytes / 1048576.0, p.workspace_bytes / 1048576.0),
       fmt::format("KV cache: {}", kv::DescribeKvConfig(p.kv)),
       fmt::format("KV capacity: {} tokens per full-attention group; {} sequences of max_model_len {} at once",
                   p.tokens_per_full_group, p.max_concurrency_at_max_len, p.scheduler.max_model_len),

@@ -36,6 +36,7 @@ struct EnginePlan {
   int64_t weight_bytes = 0;
   int64_t repacked_weight_bytes = 0;  // load-time kernel-layout copies (WeightBytes::repacked)
   int64_t kv_bytes = 0;
+  int64_t workspace_bytes = 0;             // the model's step workspace for max_num_batched_tokens
   int64_t tokens_per_full_group = 0;       // KV capacity in tokens of a full-attention group
   int64_t max_concurrency_at_max_len = 0;  // full-length sequences that fit at once
 };

@@ -53,9 +53,9 @@ Status LoadGgufAttention(const GgufWeights& w, int64_t l, int64_t h, const Atten
 
 Status LoadGgufMlp(const GgufWeights& w, int64_t l, int64_t hidden, int64_t intermediate, DenseDecoderLayer& layer) {
   const std::string p = fmt::format("blk.{}.", l);
-  EMBER_ASSIGN_OR_RETURN(layer.ffn_gate, w.Matrix(p + "ffn_gate.weight", intermediate, hidden));
-  EMBER_ASSIGN_OR_RETURN(layer.ffn_up, w.Matrix(p + "ffn_up.weight", intermediate, hidden));
-  EMBER_ASSIGN_OR_RETURN(layer.ffn_down, w.Matrix(p + "ffn_down.weight", hidden, intermediate));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, w.Matrix(p + "ffn_gate.weight", intermediate, hidden));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.up, w.Matrix(p + "ffn_up.weight", intermediate, hidden));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.down, w.Matrix(p + "ffn_down.weight", hidden, intermediate));
   return Status::Ok();
 }
 

@@ -14,29 +14,12 @@ namespace ember {
 namespace {
 
 constexpr std::initializer_list<DType> kMatrixDTypes = {DType::kBF16, DType::kF32};
-constexpr std::initializer_list<DType> kVectorDTypes = {DType::kBF16, DType::kF32, DType::kF16};
 // The residual gate's floor on alpha^2 (transformers' MuseSparkResidualGate eps).
 constexpr float kResidualGateEps = 1e-3f;
-
-float ElementAsF32(const TensorView& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::kF32: return t.As<float>()[i];
-    case DType::kBF16: return BF16ToF32(t.As<uint16_t>()[i]);
-    case DType::kF16: return F16ToF32(t.As<uint16_t>()[i]);
-    default: EMBER_CHECK(false, "unexpected dtype"); return 0.0f;
-  }
-}
 
 Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64_t rows, int64_t cols) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kMatrixDTypes, Shape{rows, cols}));
   return Linear::Dense(t);
-}
-
-Expected<std::vector<float>> LoadVector(WeightSource& source, const std::string& name, int64_t n, float add = 0.0f) {
-  EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kVectorDTypes, Shape{n}));
-  std::vector<float> out(n);
-  for (int64_t i = 0; i < n; ++i) out[i] = add + ElementAsF32(t, i);
-  return out;
 }
 
 }  // namespace
@@ -61,6 +44,14 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
   moe_options_.router_logit_scale = static_cast<float>(config.output_multiplier);
   moe_options_.latent_norm_eps = static_cast<float>(config.rms_norm_eps);
   moe_options_.post_expert_norm_eps = static_cast<float>(config.post_norm_eps);
+  kv_specs_.resize(config.num_hidden_layers);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    kv::LayerKvSpec& spec = kv_specs_[l];
+    spec.kind = config.IsSliding(l) ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
+    spec.window = config.IsSliding(l) ? config.sliding_window : 0;
+    spec.num_kv_heads = config.num_key_value_heads;
+    spec.head_dim = config.head_dim;
+  }
 }
 
 Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSparkConfig& config,
@@ -108,17 +99,6 @@ ModelSummary MuseSparkModel::Summary() const {
   return s;
 }
 
-std::vector<kv::LayerKvSpec> MuseSparkModel::KvLayerSpecs() const {
-  std::vector<kv::LayerKvSpec> specs(config_.num_hidden_layers);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    specs[l].kind = config_.IsSliding(l) ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
-    specs[l].window = config_.IsSliding(l) ? config_.sliding_window : 0;
-    specs[l].num_kv_heads = config_.num_key_value_heads;
-    specs[l].head_dim = config_.head_dim;
-  }
-  return specs;
-}
-
 Status MuseSparkModel::LoadWeights() {
   const MuseSparkConfig& c = config_;
   WeightSource& w = *weights_;
@@ -134,7 +114,7 @@ Status MuseSparkModel::LoadWeights() {
   }
   EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size));
   // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
-  EMBER_ASSIGN_OR_RETURN(final_gain_, LoadVector(w, p + "norm.weight", c.hidden_size));
+  EMBER_ASSIGN_OR_RETURN(final_gain_, RequireVectorF32(w, p + "norm.weight", c.hidden_size));
   layers_.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
 
@@ -146,7 +126,7 @@ Status MuseSparkModel::LoadWeights() {
     const MoeWeights& m = layer.moe;
     const int64_t dense = a.q.bytes() + a.k.bytes() + a.v.bytes() + a.gate.bytes() + a.o.bytes() +
                           m.router.bytes() + m.pre_expert_proj.bytes() + m.post_expert_proj.bytes() +
-                          layer.mlp_gate.bytes() + layer.mlp_up.bytes() + layer.mlp_down.bytes();
+                          layer.mlp.bytes();
     const int64_t experts = m.experts_gate_up.bytes() + m.experts_down.bytes();
     total += dense + experts;
     per_token += dense;
@@ -165,9 +145,9 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   const int64_t q_width = c.num_attention_heads * c.head_dim;
   const int64_t kv_width = c.num_key_value_heads * c.head_dim;
 
-  EMBER_ASSIGN_OR_RETURN(layer.input_gain, LoadVector(w, p + "input_layernorm.weight", h, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, LoadVector(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, LoadVector(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.input_gain, RequireVectorF32(w, p + "input_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, RequireVectorF32(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, RequireVectorF32(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
   AttentionWeights& a = layer.attention;
   EMBER_ASSIGN_OR_RETURN(a.q, LoadLinear(p + "self_attn.q_proj.weight", q_width, h));
   EMBER_ASSIGN_OR_RETURN(a.k, LoadLinear(p + "self_attn.k_proj.weight", kv_width, h));
@@ -190,16 +170,10 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
 
   // Residual gates: alpha and beta are fixed per channel, so fold them once (f32, as the reference).
   for (const char* which : {"post_attention_residual_gate", "post_feedforward_residual_gate"}) {
-    EMBER_ASSIGN_OR_RETURN(std::vector<float> gate, LoadVector(w, p + which + ".gate", h));
+    EMBER_ASSIGN_OR_RETURN(std::vector<float> gate, RequireVectorF32(w, p + which + ".gate", h));
     std::vector<float> alpha(h), beta(h);
-    const float temperature = static_cast<float>(c.residual_gate_temperature);
-    for (int64_t i = 0; i < h; ++i) {
-      const float u = gate[i] / temperature;
-      const float b = 1.0f / (1.0f + std::exp(-u));
-      const float s_neg = 1.0f / (1.0f + std::exp(u));
-      beta[i] = b;
-      alpha[i] = std::sqrt(std::max(s_neg * (1.0f + b), kResidualGateEps));
-    }
+    kernels::FoldResidualGate(gate.data(), h, static_cast<float>(c.residual_gate_temperature), kResidualGateEps,
+                              alpha.data(), beta.data());
     const bool attn = std::string(which) == "post_attention_residual_gate";
     (attn ? layer.attn_alpha : layer.ffn_alpha) = std::move(alpha);
     (attn ? layer.attn_beta : layer.ffn_beta) = std::move(beta);
@@ -215,23 +189,23 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
 
   if (c.mlp_layer_types[l] == MlpKind::kDense) {
     const int64_t inter = c.intermediate_size;
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_gate, LoadLinear(p + "mlp.gate_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_up, LoadLinear(p + "mlp.up_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp_down, LoadLinear(p + "mlp.down_proj.weight", h, inter));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, LoadLinear(p + "mlp.gate_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.up, LoadLinear(p + "mlp.up_proj.weight", inter, h));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.down, LoadLinear(p + "mlp.down_proj.weight", h, inter));
     return Status::Ok();
   }
   const int64_t e = c.num_local_experts;
   const int64_t hm = c.moe_hidden_size;
   const int64_t inter = c.moe_intermediate_size;
   EMBER_ASSIGN_OR_RETURN(layer.moe.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
-  EMBER_ASSIGN_OR_RETURN(layer.moe.router_bias, LoadVector(w, p + "mlp.gate.e_score_correction_bias", e));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.router_bias, RequireVectorF32(w, p + "mlp.gate.e_score_correction_bias", e));
   EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h));
-  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_gain, LoadVector(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_gain, RequireVectorF32(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.moe.experts_gate_up,
                          LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
   EMBER_ASSIGN_OR_RETURN(layer.moe.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
   EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_gain,
-                         LoadVector(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
+                         RequireVectorF32(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm));
   return Status::Ok();
 }

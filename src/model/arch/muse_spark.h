@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
 #include "model/causal_lm.h"
 #include "model/expert_weights.h"
@@ -33,8 +34,7 @@ struct MuseSparkLayer {
   AttentionWeights attention;  // q, k, v, o and the sigmoid output gate
   AttentionOptions attention_options;  // window and RoPE of this layer
   MoeWeights moe;  // sparse (latent MoE) layers
-  // Dense layers.
-  Linear mlp_gate, mlp_up, mlp_down;
+  MlpWeights mlp;  // dense layers (SwiGLU)
 };
 
 class MuseSparkModel : public CausalLM {
@@ -51,9 +51,10 @@ class MuseSparkModel : public CausalLM {
   const ModelInfo& info() const override { return info_; }
   WeightBytes weight_bytes() const override { return weight_bytes_; }
   ModelSummary Summary() const override;
-  std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
+  const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
+  int64_t WorkspaceBytes(const StepLimits& limits) const override;
   const MuseSparkConfig& config() const { return config_; }
 
  private:
@@ -67,9 +68,8 @@ class MuseSparkModel : public CausalLM {
   // One stacked expert tensor as stored, or converted per options_.quantization.
   Expected<ExpertWeights> LoadExperts(const std::string& module, const char* param, int64_t rows, int64_t cols,
                                       int64_t halves);
-  void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const AttentionStep& step, float* residual);
-  void FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual);
-  void DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f);
+  void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const StepContext& step, float* residual);
+  void FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual);
 
   MuseSparkConfig config_;
   std::shared_ptr<WeightSource> weights_;
@@ -84,6 +84,7 @@ class MuseSparkModel : public CausalLM {
   Linear lm_head_;       // [V, H]
   std::vector<float> final_gain_;
   std::vector<MuseSparkLayer> layers_;
+  std::vector<kv::LayerKvSpec> kv_specs_;  // one per layer, from the config
 };
 
 }  // namespace ember

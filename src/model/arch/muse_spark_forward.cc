@@ -1,31 +1,46 @@
-// Muse Spark forward pass (reference/muse_spark.md §1.3), f32 activations throughout.
+// Muse Spark forward pass (reference/muse_spark.md §1.3), f32 activations throughout, every
+// buffer from the model's step workspace.
+#include <algorithm>
+
 #include "core/op_trace.h"
 #include "kernels/ops.h"
 #include "model/arch/muse_spark.h"
 #include "model/blocks/decoder_ends.h"
 #include "model/blocks/moe_block.h"
-#include "model/parallel_linear.h"
 
 namespace ember {
+
+int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
+  const int64_t tokens = limits.max_tokens;
+  const int64_t residual = Workspace::BytesFor<float>(tokens * config_.hidden_size);
+  int64_t block = 0;  // the most any layer's attention, MLP or MoE takes beside its x and branch
+  for (const MuseSparkLayer& l : layers_) {
+    block = std::max(block, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens));
+    block = std::max(block, l.moe.empty() ? MlpWorkspaceBytes(l.mlp, tokens)
+                                          : MoeBlock::WorkspaceBytes(l.moe, moe_options_, tokens, comm_));
+  }
+  return residual + StepContext::WorkspaceBytes(tokens) +
+         std::max(2 * residual + block, HeadWorkspaceBytes(limits.max_logit_rows, config_.hidden_size));
+}
 
 Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
-  const int64_t count = batch.num_tokens();
+  Workspace::Scope scope(workspace_);
 
   // Embedding: the table row with a weightless RMSNorm (transformers' normed embedding module).
-  std::vector<float> residual(count * h);
-  EMBER_RETURN_IF_ERROR(EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, batch, h,
-                                    residual.data()));
+  float* residual = workspace_.Take<float>(batch.num_tokens() * h);
+  EMBER_RETURN_IF_ERROR(
+      EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, batch, h, residual));
 
-  const AttentionStep step(batch, kv, comm_);
+  const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     ScopedOp op("decoder", l);
-    AttentionBlock(layers_[l], l, step, residual.data());
-    FeedForwardBlock(layers_[l], count, residual.data());
-    tap.AfterLayer(l, residual.data());
+    AttentionBlock(layers_[l], l, step, residual);
+    FeedForwardBlock(layers_[l], step, residual);
+    tap.AfterLayer(l, residual);
   }
 
   // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
@@ -34,48 +49,41 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   head.final_gain = final_gain_.data();
   head.logit_scale = static_cast<float>(c.output_multiplier);
   head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
-  RunHead(head, lm_head_, batch, h, residual.data(), out);
+  RunHead(head, lm_head_, step, residual, out);
   return Status::Ok();
 }
 
-void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, const AttentionStep& step,
+void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, const StepContext& step,
                                     float* residual) {
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
-  const int64_t count = step.batch.num_tokens();
-  std::vector<float> x(count * h), out(count * h);
-  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.input_gain.data(), x.data());
-  RunAttention(layer.attention, layer.attention_options, l, x.data(), step, out.data());
+  const int64_t count = step.num_tokens();
+  Workspace::Scope scope(step.workspace);
+  float* x = step.workspace.Take<float>(count * h);
+  float* out = step.workspace.Take<float>(count * h);
+  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.input_gain.data(), x);
+  RunAttention(layer.attention, layer.attention_options, l, x, step, out);
   // Weightless post-attention norm (post_norm_eps), then the residual gate.
-  kernels::RmsNorm(out.data(), count, h, static_cast<float>(c.post_norm_eps), out.data());
-  kernels::ResidualGate(residual, out.data(), count, h, layer.attn_alpha.data(), layer.attn_beta.data());
+  kernels::RmsNorm(out, count, h, static_cast<float>(c.post_norm_eps), out);
+  kernels::ResidualGate(residual, out, count, h, layer.attn_alpha.data(), layer.attn_beta.data());
 }
 
-void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, int64_t count, float* residual) {
+void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual) {
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
-  std::vector<float> x(count * h), f(count * h);
-  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x.data());
+  const int64_t count = step.num_tokens();
+  Workspace::Scope scope(step.workspace);
+  float* x = step.workspace.Take<float>(count * h);
+  float* f = step.workspace.Take<float>(count * h);
+  kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x);
   if (!layer.moe.empty()) {  // sparse layer: the latent MoE (model/blocks/moe_block.h)
-    MoeBlock(layer.moe, moe_options_, comm_).Forward(x.data(), count, f.data());
+    MoeBlock(layer.moe, moe_options_, comm_, step.workspace).Forward(x, count, f);
   } else {
-    DenseMlp(layer, x.data(), count, f.data());
+    RunMlp(layer.mlp, GatedActivation::kSilu, x, count, step, f);
   }
   // Input-scaled post-FFN norm: the gain multiplies before the weightless normalisation.
-  kernels::GainRmsNorm(f.data(), count, h, static_cast<float>(c.post_norm_eps), layer.post_ffn_gain.data(),
-                       f.data());
-  kernels::ResidualGate(residual, f.data(), count, h, layer.ffn_alpha.data(), layer.ffn_beta.data());
-}
-
-void MuseSparkModel::DenseMlp(const MuseSparkLayer& layer, const float* x, int64_t count, float* f) {
-  ScopedOp op("mlp");
-  const int64_t inter = config_.intermediate_size;
-  std::vector<float> gate(count * inter), up(count * inter), act(count * inter);
-  // gate and up column-parallel, down row-parallel (model/parallel_linear.h).
-  ColumnParallelApply(layer.mlp_gate, x, count, gate.data());
-  ColumnParallelApply(layer.mlp_up, x, count, up.data());
-  kernels::SwiGlu(gate.data(), up.data(), count, inter, act.data());
-  RowParallelApply(layer.mlp_down, act.data(), count, f, comm_);
+  kernels::GainRmsNorm(f, count, h, static_cast<float>(c.post_norm_eps), layer.post_ffn_gain.data(), f);
+  kernels::ResidualGate(residual, f, count, h, layer.ffn_alpha.data(), layer.ffn_beta.data());
 }
 
 }  // namespace ember

@@ -29,31 +29,38 @@ void ApplyRope(RopeLayout layout, float* x, int64_t count, int64_t heads, int64_
 
 }  // namespace
 
-AttentionStep::AttentionStep(const ForwardBatch& b, KvStore& store, exec::Communicator& c)
-    : batch(b), kv(store), comm(c), positions(b.positions.begin(), b.positions.end()) {}
+int64_t AttentionWorkspaceBytes(const AttentionWeights& w, const AttentionOptions& o, int64_t tokens) {
+  const int64_t q_width = o.num_heads * o.head_dim;
+  const int64_t kv_width = o.num_kv_heads * o.head_dim;
+  const int64_t q_buffers = w.gate.empty() ? 2 : 3;  // q, attended, and the gate's
+  return q_buffers * Workspace::BytesFor<float>(tokens * q_width) + 2 * Workspace::BytesFor<float>(tokens * kv_width);
+}
 
 void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t layer, const float* x,
-                  const AttentionStep& step, float* out) {
+                  const StepContext& step, float* out) {
   const int64_t d = o.head_dim;
   const int64_t q_width = o.num_heads * d;
   const int64_t kv_width = o.num_kv_heads * d;
   const int64_t count = step.batch.num_tokens();
 
-  std::vector<float> q(count * q_width), k(count * kv_width), v(count * kv_width);
+  Workspace::Scope scope(step.workspace);
+  float* q = step.workspace.Take<float>(count * q_width);
+  float* k = step.workspace.Take<float>(count * kv_width);
+  float* v = step.workspace.Take<float>(count * kv_width);
   ScopedOp op("attention.qkv_proj", layer);
-  ColumnParallelApply(w.q, x, count, q.data());
-  ColumnParallelApply(w.k, x, count, k.data());
-  ColumnParallelApply(w.v, x, count, v.data());
-  ApplyQkNorm(o.qk_norm, q.data(), count * o.num_heads, d, o.qk_norm_eps, w.q_norm_gain);
-  ApplyQkNorm(o.qk_norm, k.data(), count * o.num_kv_heads, d, o.qk_norm_eps, w.k_norm_gain);
-  if (o.q_multiplier != 1.0f) kernels::ScaleInPlace(q.data(), count * q_width, o.q_multiplier);
+  ColumnParallelApply(w.q, x, count, q);
+  ColumnParallelApply(w.k, x, count, k);
+  ColumnParallelApply(w.v, x, count, v);
+  ApplyQkNorm(o.qk_norm, q, count * o.num_heads, d, o.qk_norm_eps, w.q_norm_gain);
+  ApplyQkNorm(o.qk_norm, k, count * o.num_kv_heads, d, o.qk_norm_eps, w.k_norm_gain);
+  if (o.q_multiplier != 1.0f) kernels::ScaleInPlace(q, count * q_width, o.q_multiplier);
   if (o.rope != RopeLayout::kNone) {
-    ApplyRope(o.rope, q.data(), count, o.num_heads, d, step.positions.data(), o.inv_freq.data());
-    ApplyRope(o.rope, k.data(), count, o.num_kv_heads, d, step.positions.data(), o.inv_freq.data());
+    ApplyRope(o.rope, q, count, o.num_heads, d, step.positions, o.inv_freq.data());
+    ApplyRope(o.rope, k, count, o.num_kv_heads, d, step.positions, o.inv_freq.data());
   }
   ScopedOp paged_op("attention.paged");
   const KvGroupTable& table = step.batch.groups[step.kv.config().group_of_layer[layer]];
-  step.kv.Write(layer, k.data(), v.data(), count, table.slot_mapping.data());
+  step.kv.Write(layer, k, v, count, table.slot_mapping.data());
 
   kernels::AttentionShape shape;
   shape.num_heads = o.num_heads;
@@ -68,18 +75,18 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
   paged.seq_lens = step.batch.seq_lens.data();
   paged.block_table = table.block_table.data();
   paged.max_blocks_per_req = table.max_blocks_per_req;
-  std::vector<float> attended(count * q_width);
-  kernels::PagedAttention(q.data(), count, paged, step.kv.View(layer), shape, attended.data());
+  float* attended = step.workspace.Take<float>(count * q_width);
+  kernels::PagedAttention(q, count, paged, step.kv.View(layer), shape, attended);
 
-  if (o.output_norm) kernels::RmsNorm(attended.data(), count * o.num_heads, d, o.output_norm_eps, attended.data());
+  if (o.output_norm) kernels::RmsNorm(attended, count * o.num_heads, d, o.output_norm_eps, attended);
   if (!w.gate.empty()) {
-    std::vector<float> gate(count * q_width);
-    ColumnParallelApply(w.gate, x, count, gate.data());
-    kernels::SigmoidInPlace(gate.data(), count * q_width);
-    for (int64_t i = 0; i < count * q_width; ++i) attended[i] *= gate[i];
+    float* gate = step.workspace.Take<float>(count * q_width);
+    ColumnParallelApply(w.gate, x, count, gate);
+    kernels::SigmoidInPlace(gate, count * q_width);
+    kernels::MulInPlace(attended, gate, count * q_width);
   }
   ScopedOp o_op("attention.o_proj");
-  RowParallelApply(w.o, attended.data(), count, out, step.comm);
+  RowParallelApply(w.o, attended, count, out, step.comm);
 }
 
 }  // namespace ember

@@ -6,9 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "exec/communicator.h"
-#include "model/forward_batch.h"
-#include "model/kv_store.h"
+#include "model/blocks/step_context.h"
 #include "model/linear.h"
 
 namespace ember {
@@ -47,22 +45,14 @@ struct AttentionOptions {
   float output_norm_eps = 1e-6f;
 };
 
-// What every attention layer of one step shares: the batch (already checked by
-// CheckForwardBatch), its positions widened for RoPE, the KV store, and the tensor-parallel
-// group the heads are split over.
-struct AttentionStep {
-  AttentionStep(const ForwardBatch& batch, KvStore& kv, exec::Communicator& comm);
-  const ForwardBatch& batch;
-  KvStore& kv;
-  exec::Communicator& comm;
-  std::vector<int64_t> positions;
-};
-
 // out [num_tokens, o.out_features()] = attention over x [num_tokens, q.in_features()] for the
 // step's tokens: writes this layer's K/V to the slots of its KV group, then runs paged attention
 // over each request's block table of that group. q, k, v and the gate are column-parallel (a
-// rank holds a block of heads) and o row-parallel (model/parallel_linear.h).
+// rank holds a block of heads) and o row-parallel (model/parallel_linear.h). Its buffers come
+// from step.workspace and are given back before it returns.
 void RunAttention(const AttentionWeights& w, const AttentionOptions& options, int64_t layer, const float* x,
-                  const AttentionStep& step, float* out);
+                  const StepContext& step, float* out);
+// The most workspace RunAttention takes for `tokens` tokens.
+int64_t AttentionWorkspaceBytes(const AttentionWeights& w, const AttentionOptions& options, int64_t tokens);
 
 }  // namespace ember

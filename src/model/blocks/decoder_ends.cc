@@ -20,9 +20,7 @@ Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const F
       continue;
     }
     EMBER_RETURN_IF_ERROR(table.ReadRow(batch.token_ids[i], row));
-    if (embedding.scale != 1.0f) {
-      for (int64_t j = 0; j < hidden; ++j) row[j] *= embedding.scale;
-    }
+    if (embedding.scale != 1.0f) kernels::ScaleInPlace(row, hidden, embedding.scale);
     // Row-wise, so one row at a time gives the bits of the whole batch at once.
     if (embedding.norm_eps >= 0) kernels::RmsNorm(row, 1, hidden, embedding.norm_eps, row);
   }
@@ -41,18 +39,24 @@ void HiddenStateTap::AfterLayer(int64_t layer, const float* residual) {
   ++next_;
 }
 
-void RunHead(const HeadOptions& options, const Linear& lm_head, const ForwardBatch& batch, int64_t hidden,
-             const float* residual, ForwardOutput* out) {
+int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden) { return Workspace::BytesFor<float>(rows * hidden); }
+
+void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContext& step, const float* residual,
+             ForwardOutput* out) {
   ScopedOp op("lm_head");
-  const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+  const std::vector<int32_t>& indices = step.batch.logits_indices;
+  const int64_t rows = static_cast<int64_t>(indices.size());
+  const int64_t hidden = lm_head.in_features();
   const int64_t vocab = lm_head.out_features();
-  std::vector<float> selected(rows * hidden), normed(rows * hidden);
+  Workspace::Scope scope(step.workspace);
+  float* normed = step.workspace.Take<float>(rows * hidden);
+  // Row-wise norm, so norming the selected rows one by one gives the bits of norming them together.
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(residual + batch.logits_indices[r] * hidden, hidden, selected.data() + r * hidden);
+    kernels::RmsNormGain(residual + indices[r] * hidden, 1, hidden, options.norm_eps, options.final_gain,
+                         normed + r * hidden);
   }
-  kernels::RmsNormGain(selected.data(), rows, hidden, options.norm_eps, options.final_gain, normed.data());
   out->logits.resize(rows * vocab);
-  lm_head.Apply(normed.data(), rows, out->logits.data());
+  lm_head.Apply(normed, rows, out->logits.data());
   if (options.logit_scale != 1.0f || options.logit_softcap > 0) {
     kernels::ScaleSoftcapInPlace(out->logits.data(), rows * vocab, options.logit_scale, options.logit_softcap);
   }

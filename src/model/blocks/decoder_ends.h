@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/blocks/step_context.h"
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
 #include "model/linear.h"
@@ -50,8 +51,11 @@ struct HeadOptions {
   float logit_softcap = 0.0f;         // cap * tanh(x / cap); 0 = none
 };
 
-// out->logits [logits_indices.size(), lm_head rows] for the requested rows of residual.
-void RunHead(const HeadOptions& options, const Linear& lm_head, const ForwardBatch& batch, int64_t hidden,
-             const float* residual, ForwardOutput* out);
+// out->logits [logits_indices.size(), lm_head rows] for the rows of residual [num_tokens,
+// lm_head cols] that step.batch.logits_indices asks for.
+void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContext& step, const float* residual,
+             ForwardOutput* out);
+// The most workspace RunHead takes for `rows` logits rows.
+int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden);
 
 }  // namespace ember

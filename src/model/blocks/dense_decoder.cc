@@ -7,7 +7,6 @@
 #include "core/op_trace.h"
 #include "kernels/ops.h"
 #include "model/blocks/decoder_ends.h"
-#include "model/parallel_linear.h"
 
 namespace ember {
 
@@ -15,6 +14,15 @@ DenseDecoder::DenseDecoder(DenseDecoderSpec spec)
     : spec_(std::move(spec)), comm_(exec::OrLocal(spec_.communicator)) {
   spec_.info.hidden_size = spec_.hidden_size;
   spec_.info.num_layers = static_cast<int64_t>(spec_.layers.size());
+  for (const DenseDecoderLayer& l : spec_.layers) {
+    const AttentionOptions& o = l.attention_options;
+    kv::LayerKvSpec kv_spec;
+    kv_spec.kind = o.window > 0 ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
+    kv_spec.window = o.window > 0 ? o.window : 0;
+    kv_spec.num_kv_heads = o.num_kv_heads;
+    kv_spec.head_dim = o.head_dim;
+    kv_specs_.push_back(kv_spec);
+  }
 }
 
 WeightBytes DenseDecoder::weight_bytes() const {
@@ -24,10 +32,12 @@ WeightBytes DenseDecoder::weight_bytes() const {
   bytes.repacked = spec_.embed_tokens.repacked_bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.repacked_bytes());
   for (const DenseDecoderLayer& l : spec_.layers) {
     const AttentionWeights& a = l.attention;
-    for (const Linear* w : {&a.q, &a.k, &a.v, &a.o, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+    for (const Linear* w : {&a.q, &a.k, &a.v, &a.o}) {
       layers += w->bytes();
       bytes.repacked += w->repacked_bytes();
     }
+    layers += l.mlp.bytes();
+    bytes.repacked += l.mlp.repacked_bytes();
   }
   bytes.total += layers;
   bytes.per_token_decode = layers + spec_.lm_head.bytes();
@@ -52,8 +62,8 @@ ModelSummary DenseDecoder::Summary() const {
   int64_t params = 0;
   for (const DenseDecoderLayer& l : spec_.layers) {
     const AttentionWeights& a = l.attention;
-    for (const Linear* m : {&a.q, &a.k, &a.v, &a.o, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      params += m->out_features() * m->in_features();
+    for (const Linear* m : {&a.q, &a.k, &a.v, &a.o}) params += m->out_features() * m->in_features();
+    params += l.mlp.parameters();
     params += l.attn_norm.size() + l.post_attn_norm.size() + l.ffn_norm.size() + l.post_ffn_norm.size() +
               a.q_norm_gain.size() + a.k_norm_gain.size();
   }
@@ -66,67 +76,57 @@ ModelSummary DenseDecoder::Summary() const {
   return s;
 }
 
-std::vector<kv::LayerKvSpec> DenseDecoder::KvLayerSpecs() const {
-  std::vector<kv::LayerKvSpec> specs;
+int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
+  const int64_t tokens = limits.max_tokens;
+  const int64_t residual = Workspace::BytesFor<float>(tokens * spec_.hidden_size);
+  int64_t layer = 0;
   for (const DenseDecoderLayer& l : spec_.layers) {
-    const AttentionOptions& o = l.attention_options;
-    kv::LayerKvSpec spec;
-    spec.kind = o.window > 0 ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
-    spec.window = o.window > 0 ? o.window : 0;
-    spec.num_kv_heads = o.num_kv_heads;
-    spec.head_dim = o.head_dim;
-    specs.push_back(spec);
+    layer = std::max({layer, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens),
+                      MlpWorkspaceBytes(l.mlp, tokens)});
   }
-  return specs;
+  // The residual stream and the positions for the whole step; a layer's x and branch output
+  // beside the larger of its attention and MLP buffers; or the head's rows.
+  return residual + StepContext::WorkspaceBytes(tokens) +
+         std::max(2 * residual + layer, HeadWorkspaceBytes(limits.max_logit_rows, spec_.hidden_size));
 }
 
 Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
+  Workspace::Scope scope(workspace_);
   const int64_t h = spec_.hidden_size;
-  std::vector<float> residual(batch.num_tokens() * h);
-  EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual.data()));
-  const AttentionStep step(batch, kv, comm_);
+  float* residual = workspace_.Take<float>(batch.num_tokens() * h);
+  EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual));
+  const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
-    Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual.data());
-    tap.AfterLayer(static_cast<int64_t>(l), residual.data());
+    Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual);
+    tap.AfterLayer(static_cast<int64_t>(l), residual);
   }
   HeadOptions head;
   head.norm_eps = spec_.norm_eps;
   head.final_gain = spec_.final_norm.data();
   head.logit_softcap = spec_.final_logit_softcap;
-  RunHead(head, spec_.lm_head, batch, h, residual.data(), out);
+  RunHead(head, spec_.lm_head, step, residual, out);
   return Status::Ok();
 }
 
-void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step,
-                         float* residual) {
+void DenseDecoder::Layer(const DenseDecoderLayer& layer, int64_t index, const StepContext& step, float* residual) {
   const int64_t h = spec_.hidden_size;
-  const int64_t count = step.batch.num_tokens();
+  const int64_t count = step.num_tokens();
   const float eps = spec_.norm_eps;
-  std::vector<float> x(count * h), out(count * h);
-  kernels::RmsNormGain(residual, count, h, eps, layer.attn_norm.data(), x.data());
-  RunAttention(layer.attention, layer.attention_options, index, x.data(), step, out.data());
-  if (!layer.post_attn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_attn_norm.data(),
-                                                         out.data());
-  for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
+  Workspace::Scope scope(step.workspace);
+  float* x = step.workspace.Take<float>(count * h);
+  float* out = step.workspace.Take<float>(count * h);
+  kernels::RmsNormGain(residual, count, h, eps, layer.attn_norm.data(), x);
+  RunAttention(layer.attention, layer.attention_options, index, x, step, out);
+  if (!layer.post_attn_norm.empty()) kernels::RmsNormGain(out, count, h, eps, layer.post_attn_norm.data(), out);
+  kernels::AddInPlace(residual, out, count * h);
 
   ScopedOp op("mlp", index);
-  kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x.data());
-  const int64_t inter = layer.ffn_gate.out_features();
-  std::vector<float> gate(count * inter), up(count * inter);
-  // gate and up column-parallel, down row-parallel: a rank holds a block of the intermediate width.
-  ColumnParallelApply(layer.ffn_gate, x.data(), count, gate.data());
-  ColumnParallelApply(layer.ffn_up, x.data(), count, up.data());
-  if (spec_.activation == GatedActivation::kSilu) {
-    kernels::SwiGlu(gate.data(), up.data(), count, inter, gate.data());
-  } else {
-    kernels::GeGluTanh(gate.data(), up.data(), count, inter, gate.data());
-  }
-  RowParallelApply(layer.ffn_down, gate.data(), count, out.data(), comm_);
-  if (!layer.post_ffn_norm.empty()) kernels::RmsNormGain(out.data(), count, h, eps, layer.post_ffn_norm.data(),
-                                                        out.data());
-  for (int64_t i = 0; i < count * h; ++i) residual[i] += out[i];
+  kernels::RmsNormGain(residual, count, h, eps, layer.ffn_norm.data(), x);
+  RunMlp(layer.mlp, spec_.activation, x, count, step, out);
+  if (!layer.post_ffn_norm.empty()) kernels::RmsNormGain(out, count, h, eps, layer.post_ffn_norm.data(), out);
+  kernels::AddInPlace(residual, out, count * h);
 }
 
 }  // namespace ember

@@ -8,12 +8,11 @@
 
 #include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/mlp_block.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
 
 namespace ember {
-
-enum class GatedActivation { kSilu, kGeluTanh };
 
 struct DenseDecoderLayer {
   std::vector<float> attn_norm;       // pre-attention RMSNorm gain
@@ -22,7 +21,7 @@ struct DenseDecoderLayer {
   std::vector<float> post_ffn_norm;   // optional (Gemma): RMSNorm of the MLP output
   AttentionWeights attention;
   AttentionOptions attention_options;
-  Linear ffn_gate, ffn_up, ffn_down;
+  MlpWeights mlp;
 };
 
 struct DenseDecoderSpec {
@@ -50,15 +49,17 @@ class DenseDecoder : public CausalLM {
   const ModelInfo& info() const override { return spec_.info; }
   WeightBytes weight_bytes() const override;
   ModelSummary Summary() const override;
-  std::vector<kv::LayerKvSpec> KvLayerSpecs() const override;
+  const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
+  int64_t WorkspaceBytes(const StepLimits& limits) const override;
 
  private:
-  void Layer(const DenseDecoderLayer& layer, int64_t index, const AttentionStep& step, float* residual);
+  void Layer(const DenseDecoderLayer& layer, int64_t index, const StepContext& step, float* residual);
 
   DenseDecoderSpec spec_;
   exec::Communicator& comm_;
+  std::vector<kv::LayerKvSpec> kv_specs_;  // one per layer, from the attention options
 };
 
 }  // namespace ember

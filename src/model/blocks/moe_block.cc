@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <utility>
 
 #include "core/check.h"
 #include "core/op_trace.h"
@@ -12,12 +11,12 @@ namespace ember {
 namespace {
 
 // Routing for one token: the top-k experts by sigmoid score + selection bias (ties: lower index),
-// weighted by their unbiased scores renormalised to sum to routed_scaling_factor.
+// weighted by their unbiased scores renormalised to sum to routed_scaling_factor. `order` is
+// scratch for num_experts indices.
 void RouteToken(const float* scores, const float* bias, int64_t num_experts, int64_t top_k, double scaling,
-                int32_t* chosen, float* weights) {
-  std::vector<int32_t> order(num_experts);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+                int32_t* order, int32_t* chosen, float* weights) {
+  std::iota(order, order + num_experts, 0);
+  std::partial_sort(order, order + top_k, order + num_experts, [&](int32_t a, int32_t b) {
     const float sa = scores[a] + bias[a];
     const float sb = scores[b] + bias[b];
     return sa > sb || (sa == sb && a < b);
@@ -30,9 +29,35 @@ void RouteToken(const float* scores, const float* bias, int64_t num_experts, int
   }
 }
 
+template <typename T>
+std::span<T> TakeSpan(Workspace& ws, int64_t count) {
+  return {ws.Take<T>(count), static_cast<size_t>(count)};
+}
+
 }  // namespace
 
+int64_t MoeBlock::WorkspaceBytes(const MoeWeights& w, const MoeOptions& o, int64_t tokens,
+                                 const exec::Communicator& comm) {
+  const int64_t e = o.num_experts;
+  const int64_t routed = tokens * o.top_k;
+  const int64_t hm = w.pre_expert_proj.out_features();
+  const int64_t inter = w.experts_down.cols();
+  const int64_t world = comm.world_size();
+  using W = Workspace;
+  const int64_t route = W::BytesFor<float>(tokens * e) + W::BytesFor<int32_t>(e) + W::BytesFor<int32_t>(routed) +
+                        W::BytesFor<float>(routed);
+  const int64_t dispatch = W::BytesFor<float>(tokens * hm) + W::BytesFor<int64_t>(e + 1) +
+                           W::BytesFor<int64_t>(routed) + W::BytesFor<float>(routed) +
+                           W::BytesFor<MoeDispatch::ExpertRows>(e) + 2 * W::BytesFor<float>(routed * hm) +
+                           2 * W::BytesFor<int64_t>(world);
+  const int64_t experts = W::BytesFor<float>(routed * 2 * inter) + W::BytesFor<float>(routed * inter) +
+                          W::BytesFor<float>(routed * hm) + 2 * W::BytesFor<ExpertWeights::Group>(e);
+  const int64_t combine = W::BytesFor<float>(routed * hm) + W::BytesFor<float>(tokens * hm);
+  return route + dispatch + experts + combine;
+}
+
 void MoeBlock::Forward(const float* x, int64_t count, float* f) const {
+  Workspace::Scope scope(ws_);
   const MoeRouting routing = Route(x, count);
   MoeDispatch dispatch = Dispatch(x, routing);
   Experts(dispatch);
@@ -44,19 +69,20 @@ MoeRouting MoeBlock::Route(const float* x, int64_t count) const {
   const int64_t num_experts = o_.num_experts;
   const int64_t top_k = o_.top_k;
   EMBER_CHECK(top_k > 0 && top_k <= num_experts, "MoE: top_k {} of {} experts", top_k, num_experts);
-  // Router: f32 logits scaled by the logit multiplier, sigmoid scores.
-  std::vector<float> scores(count * num_experts);
-  w_.router.Apply(x, count, scores.data());
-  kernels::ScaleInPlace(scores.data(), count * num_experts, o_.router_logit_scale);
-  kernels::SigmoidInPlace(scores.data(), count * num_experts);
   MoeRouting r;
   r.count = count;
   r.top_k = top_k;
-  r.chosen.resize(count * top_k);
-  r.weights.resize(count * top_k);
+  r.chosen = TakeSpan<int32_t>(ws_, count * top_k);
+  r.weights = TakeSpan<float>(ws_, count * top_k);
+  // Router: f32 logits scaled by the logit multiplier, sigmoid scores.
+  float* scores = ws_.Take<float>(count * num_experts);
+  int32_t* order = ws_.Take<int32_t>(num_experts);
+  w_.router.Apply(x, count, scores);
+  kernels::ScaleInPlace(scores, count * num_experts, o_.router_logit_scale);
+  kernels::SigmoidInPlace(scores, count * num_experts);
   for (int64_t t = 0; t < count; ++t) {
-    RouteToken(scores.data() + t * num_experts, w_.router_bias.data(), num_experts, top_k,
-               o_.routed_scaling_factor, r.chosen.data() + t * top_k, r.weights.data() + t * top_k);
+    RouteToken(scores + t * num_experts, w_.router_bias.data(), num_experts, top_k, o_.routed_scaling_factor, order,
+               r.chosen.data() + t * top_k, r.weights.data() + t * top_k);
   }
   return r;
 }
@@ -66,11 +92,12 @@ MoeDispatch MoeBlock::Dispatch(const float* x, const MoeRouting& routing) const 
   const int64_t count = routing.count;
   const int64_t top_k = routing.top_k;
   const int64_t hm = w_.pre_expert_proj.out_features();
+  const int64_t num_experts = o_.num_experts;
 
   // Latent projection into the experts' width, with its zero-centred norm.
-  std::vector<float> latent(count * hm);
-  w_.pre_expert_proj.Apply(x, count, latent.data());
-  kernels::RmsNormGain(latent.data(), count, hm, o_.latent_norm_eps, w_.pre_expert_gain.data(), latent.data());
+  float* latent = ws_.Take<float>(count * hm);
+  w_.pre_expert_proj.Apply(x, count, latent);
+  kernels::RmsNormGain(latent, count, hm, o_.latent_norm_eps, w_.pre_expert_gain.data(), latent);
 
   // Group the step's tokens (all requests of the batch) per expert so each expert's weights
   // stream once per step: the active experts' gathered rows [n_e, Hm] are laid out one expert after
@@ -78,36 +105,43 @@ MoeDispatch MoeBlock::Dispatch(const float* x, const MoeRouting& routing) const 
   // thread-pool dispatch, not one per expert). Row i of a grouped matmul depends only on row i of
   // its input, the per-row ops are row-wise, and each token accumulates its experts' weighted
   // outputs in expert-index order into its own row (Combine), so a token's result is bitwise the
-  // same whichever other tokens share the batch.
-  std::vector<std::vector<std::pair<int64_t, float>>> assigned(o_.num_experts);
-  for (int64_t t = 0; t < count; ++t) {
-    for (int64_t s = 0; s < top_k; ++s) {
-      assigned[routing.chosen[t * top_k + s]].push_back({t, routing.weights[t * top_k + s]});
-    }
+  // same whichever other tokens share the batch. The grouping is a counting sort over the
+  // (token, slot) pairs in token order, so each expert's rows stay in token order.
+  const int64_t routed = count * top_k;  // gathered rows over all experts
+  int64_t* first = ws_.TakeZeroed<int64_t>(num_experts + 1);  // expert e's rows: [first[e], first[e + 1])
+  for (int64_t i = 0; i < routed; ++i) ++first[routing.chosen[i] + 1];
+  int64_t active = 0;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    active += first[e + 1] > 0;
+    first[e + 1] += first[e];
   }
   MoeDispatch d;
   d.latent_width = hm;
-  const int64_t routed = count * top_k;  // gathered rows over all experts
-  d.token.reserve(routed);
-  d.weight.reserve(routed);
-  for (int64_t e = 0; e < o_.num_experts; ++e) {
-    if (assigned[e].empty()) continue;
-    d.experts.push_back({e, static_cast<int64_t>(d.token.size()), static_cast<int64_t>(assigned[e].size())});
-    for (const auto& [token, weight] : assigned[e]) {
-      d.token.push_back(token);
-      d.weight.push_back(weight);
+  d.token = TakeSpan<int64_t>(ws_, routed);
+  d.weight = TakeSpan<float>(ws_, routed);
+  d.experts = TakeSpan<MoeDispatch::ExpertRows>(ws_, active);
+  for (int64_t e = 0, a = 0; e < num_experts; ++e) {
+    if (first[e + 1] > first[e]) d.experts[a++] = {e, first[e], first[e + 1] - first[e]};
+  }
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t s = 0; s < top_k; ++s) {
+      const int64_t row = first[routing.chosen[t * top_k + s]]++;
+      d.token[row] = t;
+      d.weight[row] = routing.weights[t * top_k + s];
     }
   }
-  std::vector<float> gathered(routed * hm);
-  kernels::GatherRows(latent.data(), hm, d.token.data(), routed, gathered.data());
+  float* gathered = ws_.Take<float>(routed * hm);
+  kernels::GatherRows(latent, hm, d.token.data(), routed, gathered);
 
   // Send each row to the rank that owns its expert. Over one process every expert is local.
   EMBER_CHECK(comm_.world_size() == 1, "MoE: expert parallelism over {} ranks is not implemented yet",
               comm_.world_size());
-  d.send_rows = {routed};
-  d.recv_rows = {routed};
-  d.rows.resize(routed * hm);
-  comm_.AllToAllV(gathered.data(), d.send_rows, d.rows.data(), d.recv_rows, hm);
+  d.send_rows = TakeSpan<int64_t>(ws_, 1);
+  d.recv_rows = TakeSpan<int64_t>(ws_, 1);
+  d.send_rows[0] = routed;
+  d.recv_rows[0] = routed;
+  d.rows = TakeSpan<float>(ws_, routed * hm);
+  comm_.AllToAllV(gathered, d.send_rows, d.rows.data(), d.recv_rows, hm);
   return d;
 }
 
@@ -116,14 +150,16 @@ void MoeBlock::Experts(MoeDispatch& d) const {
   const int64_t hm = d.latent_width;
   const int64_t inter = w_.experts_down.cols();
   const int64_t received = static_cast<int64_t>(d.rows.size()) / std::max<int64_t>(hm, 1);
-  d.gate_up.resize(received * 2 * inter);
-  d.activated.resize(received * inter);
-  d.expert_out.resize(received * hm);
-  std::vector<ExpertWeights::Group> up_groups, down_groups;
-  for (const MoeDispatch::ExpertRows& e : d.experts) {
-    up_groups.push_back({e.expert, d.rows.data() + e.first_row * hm, e.n, d.gate_up.data() + e.first_row * 2 * inter});
-    down_groups.push_back(
-        {e.expert, d.activated.data() + e.first_row * inter, e.n, d.expert_out.data() + e.first_row * hm});
+  d.gate_up = TakeSpan<float>(ws_, received * 2 * inter);
+  d.activated = TakeSpan<float>(ws_, received * inter);
+  d.expert_out = TakeSpan<float>(ws_, received * hm);
+  const int64_t active = static_cast<int64_t>(d.experts.size());
+  std::span<ExpertWeights::Group> up_groups = TakeSpan<ExpertWeights::Group>(ws_, active);
+  std::span<ExpertWeights::Group> down_groups = TakeSpan<ExpertWeights::Group>(ws_, active);
+  for (int64_t i = 0; i < active; ++i) {
+    const MoeDispatch::ExpertRows& e = d.experts[i];
+    up_groups[i] = {e.expert, d.rows.data() + e.first_row * hm, e.n, d.gate_up.data() + e.first_row * 2 * inter};
+    down_groups[i] = {e.expert, d.activated.data() + e.first_row * inter, e.n, d.expert_out.data() + e.first_row * hm};
   }
   w_.experts_gate_up.ApplyGrouped(up_groups);
   kernels::SwiGluHalves(d.gate_up.data(), received, inter, d.activated.data());
@@ -138,11 +174,11 @@ void MoeBlock::Combine(const MoeDispatch& d, int64_t count, float* f) const {
   const int64_t hm = d.latent_width;
   const int64_t routed = static_cast<int64_t>(d.token.size());
   // The outputs go back to the ranks that sent the rows, in the order Dispatch sent them.
-  std::vector<float> returned(routed * hm);
-  comm_.AllToAllV(d.expert_out.data(), d.recv_rows, returned.data(), d.send_rows, hm);
-  std::vector<float> mixed(count * hm, 0.0f);
-  kernels::ScatterAddWeightedRows(returned.data(), hm, d.token.data(), d.weight.data(), routed, mixed.data());
-  w_.post_expert_proj.Apply(mixed.data(), count, f);
+  float* returned = ws_.Take<float>(routed * hm);
+  comm_.AllToAllV(d.expert_out.data(), d.recv_rows, returned, d.send_rows, hm);
+  float* mixed = ws_.TakeZeroed<float>(count * hm);
+  kernels::ScatterAddWeightedRows(returned, hm, d.token.data(), d.weight.data(), routed, mixed);
+  w_.post_expert_proj.Apply(mixed, count, f);
 }
 
 }  // namespace ember

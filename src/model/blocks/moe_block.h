@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "core/workspace.h"
 #include "exec/communicator.h"
 #include "model/expert_weights.h"
 #include "model/linear.h"
@@ -47,20 +49,22 @@ struct MoeOptions {
   float post_expert_norm_eps = 1e-6f;  // post-expert norm (gain before the weightless norm)
 };
 
-// Route's result: for each of `count` tokens its top_k experts and their weights.
+// Route's result: for each of `count` tokens its top_k experts and their weights. The spans of
+// this and of MoeDispatch point into the block's workspace: valid until the scope open when the
+// step that made them ran ends.
 struct MoeRouting {
   int64_t count = 0;
   int64_t top_k = 0;
-  std::vector<int32_t> chosen;  // [count, top_k], by descending biased score
-  std::vector<float> weights;   // [count, top_k]
+  std::span<int32_t> chosen;  // [count, top_k], by descending biased score
+  std::span<float> weights;   // [count, top_k]
 };
 
 // Dispatch's result, which Experts fills and Combine reads. Rows are laid out expert after
 // expert in expert-index order, each expert's rows in token order.
 struct MoeDispatch {
   int64_t latent_width = 0;        // Hm
-  std::vector<int64_t> token;      // [routed]: the token each gathered row came from
-  std::vector<float> weight;       // [routed]: its routing weight
+  std::span<int64_t> token;        // [routed]: the token each gathered row came from
+  std::span<float> weight;         // [routed]: its routing weight
   // One per active expert, in expert-index order: its rows [first_row, first_row + n) of `rows`.
   // With expert parallelism the rows a rank receives from each source arrive in rank order, each
   // source's rows grouped by expert; regrouping them per expert is that to add.
@@ -69,23 +73,28 @@ struct MoeDispatch {
     int64_t first_row = 0;
     int64_t n = 0;
   };
-  std::vector<ExpertRows> experts;
-  std::vector<int64_t> send_rows;  // per rank: rows sent by Dispatch (received back by Combine)
-  std::vector<int64_t> recv_rows;  // per rank: rows received by Dispatch (sent back by Combine)
-  std::vector<float> rows;         // [received, Hm]: the rows this rank's experts process
-  std::vector<float> gate_up;      // [received, 2I]
-  std::vector<float> activated;    // [received, I]
-  std::vector<float> expert_out;   // [received, Hm]
+  std::span<ExpertRows> experts;
+  std::span<int64_t> send_rows;  // per rank: rows sent by Dispatch (received back by Combine)
+  std::span<int64_t> recv_rows;  // per rank: rows received by Dispatch (sent back by Combine)
+  std::span<float> rows;         // [received, Hm]: the rows this rank's experts process
+  std::span<float> gate_up;      // [received, 2I]
+  std::span<float> activated;    // [received, I]
+  std::span<float> expert_out;   // [received, Hm]
 };
 
-// The MoE of one layer for one step: a view over its weights, options and communicator.
+// The MoE of one layer for one step: a view over its weights, options, communicator and the
+// step's workspace, which every step takes its buffers from (open a Workspace::Scope around
+// the steps; Forward opens its own).
 class MoeBlock {
  public:
-  MoeBlock(const MoeWeights& weights, const MoeOptions& options, exec::Communicator& comm)
-      : w_(weights), o_(options), comm_(comm) {}
+  MoeBlock(const MoeWeights& weights, const MoeOptions& options, exec::Communicator& comm, Workspace& workspace)
+      : w_(weights), o_(options), comm_(comm), ws_(workspace) {}
 
   // f [count, H] = MoE(x [count, H]): Route, Dispatch, Experts, Combine.
   void Forward(const float* x, int64_t count, float* f) const;
+  // The most workspace Forward takes for `tokens` tokens.
+  static int64_t WorkspaceBytes(const MoeWeights& weights, const MoeOptions& options, int64_t tokens,
+                                const exec::Communicator& comm);
 
   MoeRouting Route(const float* x, int64_t count) const;
   MoeDispatch Dispatch(const float* x, const MoeRouting& routing) const;
@@ -97,6 +106,7 @@ class MoeBlock {
   const MoeWeights& w_;
   const MoeOptions& o_;
   exec::Communicator& comm_;
+  Workspace& ws_;
 };
 
 }  // namespace ember

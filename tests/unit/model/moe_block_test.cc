@@ -65,7 +65,9 @@ TEST(MoeBlockTest, RouteTakesTopKByBiasedScoreAndWeighsByUnbiasedScore) {
   std::fill(m.router.begin(), m.router.end(), 0.0f);  // every score is sigmoid(0) = 0.5
   m.w.router_bias = {0.0f, 0.3f, 0.0f, 0.1f, 0.2f};
   const std::vector<float> x = RandomRows(2, 2);
-  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance());
+  Workspace ws;
+  Workspace::Scope scope(ws);
+  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance(), ws);
   const MoeRouting r = block.Route(x.data(), 2);
   ASSERT_EQ(r.count, 2);
   ASSERT_EQ(r.top_k, kTopK);
@@ -78,19 +80,22 @@ TEST(MoeBlockTest, RouteTakesTopKByBiasedScoreAndWeighsByUnbiasedScore) {
   }
   m.w.router_bias.assign(kExperts, 0.0f);  // all tied: the lower index wins
   const MoeRouting tied = block.Route(x.data(), 1);
-  EXPECT_EQ(tied.chosen, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(std::vector<int32_t>(tied.chosen.begin(), tied.chosen.end()), (std::vector<int32_t>{0, 1}));
 }
 
 TEST(MoeBlockTest, DispatchLaysRowsOutExpertAfterExpertInTokenOrder) {
   RandomMoe m(3);
   const int64_t count = 6;
   const std::vector<float> x = RandomRows(count, 4);
-  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance());
+  Workspace ws;
+  Workspace::Scope scope(ws);
+  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance(), ws);
   const MoeRouting r = block.Route(x.data(), count);
   const MoeDispatch d = block.Dispatch(x.data(), r);
   ASSERT_EQ(static_cast<int64_t>(d.token.size()), count * kTopK);
-  EXPECT_EQ(d.send_rows, (std::vector<int64_t>{count * kTopK}));
-  EXPECT_EQ(d.recv_rows, d.send_rows);
+  EXPECT_EQ(std::vector<int64_t>(d.send_rows.begin(), d.send_rows.end()), (std::vector<int64_t>{count * kTopK}));
+  EXPECT_EQ(std::vector<int64_t>(d.recv_rows.begin(), d.recv_rows.end()),
+            std::vector<int64_t>(d.send_rows.begin(), d.send_rows.end()));
 
   std::vector<float> latent(count * kLatent);
   m.w.pre_expert_proj.Apply(x.data(), count, latent.data());
@@ -118,7 +123,9 @@ TEST(MoeBlockTest, DispatchLaysRowsOutExpertAfterExpertInTokenOrder) {
 // Token t alone, expert by expert with ExpertWeights::Apply, its weighted outputs summed in
 // expert-index order: what the grouped block must reproduce bit for bit.
 std::vector<float> ReferenceToken(const RandomMoe& m, const float* x) {
-  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance());
+  Workspace ws;
+  Workspace::Scope scope(ws);
+  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance(), ws);
   const MoeRouting r = block.Route(x, 1);
   std::vector<float> latent(kLatent);
   m.w.pre_expert_proj.Apply(x, 1, latent.data());
@@ -145,7 +152,8 @@ TEST(MoeBlockTest, ForwardEqualsThePerTokenReferenceBitwise) {
   for (int64_t count : {1, 3, 17}) {
     const std::vector<float> x = RandomRows(count, 6 + static_cast<uint32_t>(count));
     std::vector<float> f(count * kHidden);
-    MoeBlock(m.w, m.o, exec::LocalCommunicator::Instance()).Forward(x.data(), count, f.data());
+    Workspace ws;
+    MoeBlock(m.w, m.o, exec::LocalCommunicator::Instance(), ws).Forward(x.data(), count, f.data());
     for (int64_t t = 0; t < count; ++t) {
       const std::vector<float> expected = ReferenceToken(m, x.data() + t * kHidden);
       EXPECT_TRUE(BitwiseEqual(f.data() + t * kHidden, expected.data(), kHidden))
@@ -158,7 +166,9 @@ TEST(MoeBlockTest, StepsComposeToForward) {
   RandomMoe m(7);
   const int64_t count = 9;
   const std::vector<float> x = RandomRows(count, 8);
-  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance());
+  Workspace ws;
+  Workspace::Scope scope(ws);
+  MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance(), ws);
   std::vector<float> whole(count * kHidden), stepped(count * kHidden);
   block.Forward(x.data(), count, whole.data());
   const MoeRouting r = block.Route(x.data(), count);
@@ -166,6 +176,20 @@ TEST(MoeBlockTest, StepsComposeToForward) {
   block.Experts(d);
   block.Combine(d, count, stepped.data());
   EXPECT_TRUE(BitwiseEqual(whole.data(), stepped.data(), count * kHidden));
+}
+
+TEST(MoeBlockTest, WorkspaceBytesCoversForward) {
+  RandomMoe m(9);
+  for (int64_t count : {1, 5, 33}) {
+    const std::vector<float> x = RandomRows(count, 10 + static_cast<uint32_t>(count));
+    std::vector<float> f(count * kHidden);
+    Workspace ws;
+    const int64_t estimate = MoeBlock::WorkspaceBytes(m.w, m.o, count, exec::LocalCommunicator::Instance());
+    ws.Reserve(estimate);
+    MoeBlock(m.w, m.o, exec::LocalCommunicator::Instance(), ws).Forward(x.data(), count, f.data());
+    EXPECT_EQ(ws.overflowed_steps(), 0) << count;
+    EXPECT_LE(ws.high_water(), estimate) << count;
+  }
 }
 
 }  // namespace

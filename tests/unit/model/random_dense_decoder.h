@@ -55,9 +55,9 @@ class RandomDenseDecoder {
       layer.attention.o = Matrix(kHidden, kHeads * kHeadDim);
       layer.attention.q_norm_gain = Gain(kHeadDim);
       layer.attention.k_norm_gain = Gain(kHeadDim);
-      layer.ffn_gate = Matrix(kInter, kHidden);
-      layer.ffn_up = Matrix(kInter, kHidden);
-      layer.ffn_down = Matrix(kHidden, kInter);
+      layer.mlp.gate = Matrix(kInter, kHidden);
+      layer.mlp.up = Matrix(kInter, kHidden);
+      layer.mlp.down = Matrix(kHidden, kInter);
       spec.layers.push_back(std::move(layer));
     }
     model_ = std::make_unique<DenseDecoder>(std::move(spec));
