@@ -30,10 +30,13 @@ function(ember_library name)
   endforeach()
 endfunction()
 
-# Links ember_model so that every object in it is kept: architectures register themselves from
-# static initialisers that nothing references by name.
-function(ember_link_model target)
-  target_link_libraries(${target} PRIVATE ember_model)
-  target_link_options(${target} PRIVATE "LINKER:--whole-archive" "$<TARGET_FILE:ember_model>"
-                      "LINKER:--no-whole-archive")
+# Links ember_LIB so that every object in it is kept: architectures (model) and output parsers
+# (server) register themselves from static initialisers that nothing references by name, which a
+# plain static link would drop.
+# One SHELL: option per library: CMake drops repeated link options, so separate
+# "--whole-archive" / "--no-whole-archive" items would survive only for the first library.
+function(ember_link_whole_archive target lib)
+  target_link_libraries(${target} PRIVATE ember_${lib})
+  target_link_options(${target} PRIVATE
+                      "SHELL:-Wl,--whole-archive $<TARGET_FILE:ember_${lib}> -Wl,--no-whole-archive")
 endfunction()

@@ -14,8 +14,8 @@ round trips); strings as "escaped" when at most 64 bytes, otherwise
 `array[<element type>] n=N fnv1a64=HASH [first 4 elements]`, where HASH is FNV-1a 64 over each
 element's canonical text followed by "\\n" (strings: the full escaped text, unquoted). Escaping keeps
 bytes 0x20..0x7e except '"' and '\\\\' and writes every other byte as \\xNN. Dims are in GGUF order
-(dims[0] is the row length). tests/unit/model/gguf_digest_test.cc computes the same text from
-GgufFile and compares it with the files this script writes into tests/unit/model/testdata/.
+(dims[0] is the row length). tests/unit/formats/gguf_model_file_test.cc computes the same text from
+GgufFile and compares it with the files this script writes into tests/unit/formats/testdata/.
 
 Usage:
   .venv/bin/python scripts/check_gguf_reader.py [MODEL.gguf ...]          print digests
@@ -129,7 +129,7 @@ def main() -> int:
                         default=Path(os.environ.get("EMBER_MODEL_CACHE",
                                                     Path.home() / ".cache" / "ember" / "models")))
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="write tests/unit/model/testdata/*.digest")
+    mode.add_argument("--write", action="store_true", help="write tests/unit/formats/testdata/*.digest")
     mode.add_argument("--check", action="store_true", help="compare with the checked-in digests")
     args = parser.parse_args()
 

@@ -24,8 +24,8 @@
 
 #include "core/dtypes.h"
 #include "core/thread_pool.h"
+#include "formats/ggml_type.h"
 #include "kernels/cpu/stream.h"
-#include "quant/ggml_type.h"
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dot.h"
 #include "quant/gguf_matmul.h"

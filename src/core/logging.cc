@@ -1,6 +1,5 @@
 #include "core/logging.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,15 +19,13 @@ LogLevel LevelFromEnvironment() {
   return LogLevel::kInfo;
 }
 
-std::atomic<int>& LevelStorage() {
-  static std::atomic<int> level{static_cast<int>(LevelFromEnvironment())};
-  return level;
-}
-
 }  // namespace
 
-LogLevel CurrentLogLevel() { return static_cast<LogLevel>(LevelStorage().load(std::memory_order_relaxed)); }
-void SetLogLevel(LogLevel level) { LevelStorage().store(static_cast<int>(level)); }
+LogLevel CurrentLogLevel() {
+  // EMBER_LOG_LEVEL fixes the level for the whole process, so it is read once.
+  static const LogLevel level = LevelFromEnvironment();
+  return level;
+}
 
 void LogMessage(LogLevel level, std::string_view message) {
   static std::mutex mutex;

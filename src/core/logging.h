@@ -11,7 +11,6 @@ namespace ember {
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 LogLevel CurrentLogLevel();
-void SetLogLevel(LogLevel level);
 void LogMessage(LogLevel level, std::string_view message);
 
 template <typename... Args>

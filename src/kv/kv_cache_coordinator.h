@@ -38,7 +38,6 @@ class KvCacheCoordinator {
   void CacheFullBlocks(uint64_t request, std::span<const BlockHash> hashes, int64_t num_full_blocks);
   void Free(uint64_t request);
 
-  bool Holds(uint64_t request) const { return requests_.contains(request); }
   const KvBlocks& Blocks(uint64_t request) const;
   Status CheckInvariants() const;
 

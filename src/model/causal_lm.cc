@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace ember {
 namespace {

@@ -9,10 +9,10 @@
 #include <set>
 #include <sstream>
 
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
+#include "formats/safetensors_writer.h"
 #include "model/quant_scheme.h"
 #include "model/quantized_weights.h"
-#include "model/safetensors_writer.h"
 
 namespace ember {
 namespace {

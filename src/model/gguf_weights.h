@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/linear.h"
 
 namespace ember {

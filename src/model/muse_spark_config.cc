@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/json_fields.h"
+#include "formats/json_fields.h"
 
 namespace ember {
 namespace {

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/thread_pool.h"
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 
 namespace ember {
 namespace {

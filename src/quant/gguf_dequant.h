@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "core/status.h"
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 #include "quant/gguf_blocks.h"
 
 namespace ember::quant {

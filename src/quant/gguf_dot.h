@@ -33,7 +33,7 @@
 #include <string_view>
 #include <vector>
 
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 
 namespace ember::quant {
 

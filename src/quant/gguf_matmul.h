@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 
 namespace ember::quant {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/muse_spark_config.h"
 #include "recipe/expr.h"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "runner/local_engine.h"
+#include "core/host_memory.h"
 
 namespace ember::recipe {
 

@@ -61,7 +61,4 @@ class LocalEngine {
   EnginePlan plan_;
 };
 
-// MemAvailable from /proc/meminfo, 0 if unknown.
-int64_t AvailableMemoryBytes();
-
 }  // namespace ember

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember {

@@ -184,3 +184,10 @@ def test_empty_quantization_is_an_error_listing_the_choices(ember_bin, golden_di
         for choice in ("nvfp4", "mxfp4", "mxfp4-floor", "fp8"):
             assert choice in result.stderr, (args, choice, result.stderr)
         assert result.stdout == "", args
+
+
+def test_serve_help_lists_every_registered_output_parser(ember_bin):
+    # The list is the parsers' self-registrations: a link that dropped one (ember_server not
+    # linked whole-archive) would shrink it.
+    out = run(ember_bin, "serve", "--help").stdout
+    assert "auto, hermes, muse_spark or plain" in out

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/checkpoint.h"
 #include "model/convert_checkpoint.h"
 #include "model/quantized_weights.h"
 #include "model/sequence.h"

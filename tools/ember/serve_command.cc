@@ -6,12 +6,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/logging.h"
 #include "server/openai_server.h"
+#include "server/output_parsers/output_parser.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
@@ -55,13 +58,6 @@ Status ApplyGenerationConfig(const ServeOptions& o, SamplingParams* defaults) {
   EMBER_LOG_INFO("default sampling from {}: temperature {}, top_p {}, top_k {}", path.string(),
                  defaults->temperature, defaults->top_p, defaults->top_k);
   return Status::Ok();
-}
-
-std::string ChooseOutputParser(const ServeOptions& o, const std::string& architecture, const std::string& chat_template) {
-  if (o.tool_call_parser != "auto") return o.tool_call_parser;
-  if (architecture == "muse_spark") return "muse_spark";
-  if (chat_template.find("<tool_call>") != std::string::npos) return "hermes";
-  return "plain";
 }
 
 int RunServe(ServeOptions& o) {
@@ -113,7 +109,8 @@ int RunServe(ServeOptions& o) {
   context.model.path = o.model;
   context.model.tokenizer = tokenizer->get();
   context.model.chat_template = chat_template.get();
-  const std::string parser = ChooseOutputParser(o, architecture, template_source);
+  const std::string parser = o.tool_call_parser != "auto" ? o.tool_call_parser
+                                                           : server::DefaultOutputParser(architecture, template_source);
   context.model.output_parser = server::MakeOutputParser(parser);
   if (!context.model.output_parser) {
     return Fail(InvalidArgument(fmt::format("unknown --tool-call-parser '{}'", parser)));
@@ -175,7 +172,11 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--max-n", o->server.max_n, "Largest n (choices per request)")->check(CLI::Range(1, 1024));
   cmd->add_option("--generation-config", o->generation_config,
                   "auto (the model's generation_config.json), vllm (built-in defaults) or a path");
-  cmd->add_option("--tool-call-parser", o->tool_call_parser, "auto, hermes, muse_spark or plain");
+  // "auto, hermes, muse_spark or plain": the names come from the parsers' registrations.
+  std::string parsers = "auto";
+  const std::vector<std::string> names = server::OutputParserNames();
+  for (size_t i = 0; i < names.size(); ++i) parsers += (i + 1 == names.size() ? " or " : ", ") + names[i];
+  cmd->add_option("--tool-call-parser", o->tool_call_parser, parsers);
   AddEngineOptions(cmd, &o->flags);
   cmd->callback([o] { SetExitCode(RunServe(*o)); });
 }

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/logging.h"
+#include "formats/checkpoint.h"
 #include "kernels/ops.h"
-#include "model/checkpoint.h"
 #include "model/quantized_weights.h"
 
 namespace ember {

@@ -67,8 +67,9 @@ class HermesParser : public OutputParser {
   }
 };
 
-}  // namespace
+// No architecture claims it: a model speaks it when its chat template teaches the tags.
+const bool kRegistered = RegisterOutputParser({"hermes", [] { return std::make_unique<HermesParser>(); }, {}, kOpen});
 
-std::unique_ptr<OutputParser> MakeHermesParser() { return std::make_unique<HermesParser>(); }
+}  // namespace
 
 }  // namespace ember::server

@@ -166,8 +166,11 @@ class MuseSparkParser : public OutputParser {
   }
 };
 
-}  // namespace
+// Every Muse Spark model writes channel messages (ModelInfo::architecture is "muse_spark" for both
+// the muse_spark and muse_spark_text config types).
+const bool kRegistered =
+    RegisterOutputParser({"muse_spark", [] { return std::make_unique<MuseSparkParser>(); }, {"muse_spark"}, ""});
 
-std::unique_ptr<OutputParser> MakeMuseSparkParser() { return std::make_unique<MuseSparkParser>(); }
+}  // namespace
 
 }  // namespace ember::server

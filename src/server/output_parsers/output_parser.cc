@@ -1,29 +1,69 @@
 #include "server/output_parsers/output_parser.h"
 
 #include <algorithm>
+#include <map>
+
+#include "core/check.h"
 
 namespace ember::server {
-
-std::unique_ptr<OutputParser> MakeHermesParser();
-std::unique_ptr<OutputParser> MakeMuseSparkParser();
-
 namespace {
+
+// Ordered by name, so that OutputParserNames and the template-marker fallback do not depend on
+// the order in which static initialisers ran.
+std::map<std::string, OutputParserRegistration>& Registry() {
+  static std::map<std::string, OutputParserRegistration> registry;
+  return registry;
+}
+
+// The fallback of DefaultOutputParser, so it lives (and registers) here rather than in a file of
+// its own that could be left out.
+constexpr const char* kPlain = "plain";
+
 class PlainParser : public OutputParser {
  public:
   ParsedOutput Parse(const std::string& text, bool, const nlohmann::ordered_json&) const override {
     return {text, "", {}};
   }
 };
+
+const bool kRegistered = RegisterOutputParser({kPlain, [] { return std::make_unique<PlainParser>(); }, {}, ""});
+
 }  // namespace
 
-std::unique_ptr<OutputParser> MakeOutputParser(const std::string& name) {
-  if (name == "plain") return std::make_unique<PlainParser>();
-  if (name == "hermes") return MakeHermesParser();
-  if (name == "muse_spark") return MakeMuseSparkParser();
-  return nullptr;
+bool RegisterOutputParser(OutputParserRegistration registration) {
+  for (const auto& [name, other] : Registry()) {
+    for (const std::string& arch : registration.default_for_architectures) {
+      const auto& claimed = other.default_for_architectures;
+      EMBER_CHECK(std::find(claimed.begin(), claimed.end(), arch) == claimed.end(),
+                  "output parsers '{}' and '{}' both claim architecture '{}'", name, registration.name, arch);
+    }
+  }
+  const std::string name = registration.name;
+  EMBER_CHECK(Registry().emplace(name, std::move(registration)).second, "output parser '{}' registered twice", name);
+  return true;
 }
 
-std::vector<std::string> OutputParserNames() { return {"plain", "hermes", "muse_spark"}; }
+std::unique_ptr<OutputParser> MakeOutputParser(const std::string& name) {
+  const auto it = Registry().find(name);
+  return it == Registry().end() ? nullptr : it->second.make();
+}
+
+std::vector<std::string> OutputParserNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, registration] : Registry()) names.push_back(name);
+  return names;
+}
+
+std::string DefaultOutputParser(const std::string& architecture, const std::string& chat_template) {
+  for (const auto& [name, r] : Registry()) {
+    const auto& archs = r.default_for_architectures;
+    if (std::find(archs.begin(), archs.end(), architecture) != archs.end()) return name;
+  }
+  for (const auto& [name, r] : Registry()) {
+    if (!r.template_marker.empty() && chat_template.find(r.template_marker) != std::string::npos) return name;
+  }
+  return kPlain;
+}
 
 size_t PartialMarkerSuffix(const std::string& text, const std::string& marker) {
   const size_t longest = std::min(text.size(), marker.size() - 1);

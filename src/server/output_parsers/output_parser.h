@@ -1,7 +1,8 @@
 // Turns a model's generated text into what the chat API returns: visible content, reasoning
 // (`reasoning_content`) and tool calls, from the model's native format. One parser per format
 // (Hermes-style <tool_call> JSON for the Llama/Qwen families, Muse Spark's channel messages with
-// <atem:function_calls>), chosen by name; a new format is one more file that registers itself.
+// <atem:function_calls>), chosen by name; a new format is one more file that registers itself
+// (RegisterOutputParser), saying also which models it serves when the parser is "auto".
 //
 // Streaming works by re-parsing the whole text so far with `final = false`: a parser then leaves out
 // anything that may still be the start of a marker or an unfinished call, so every field only ever
@@ -41,9 +42,30 @@ class OutputParser {
   virtual std::string ForcedPrefix(const std::string& tool_choice, const std::string& function) const { return ""; }
 };
 
-// "hermes", "muse_spark", or "plain" (everything is content). Null for an unknown name.
+// What a parser file registers: its --tool-call-parser name, a factory, and how "auto" recognises
+// the models that speak its format.
+struct OutputParserRegistration {
+  std::string name;
+  std::function<std::unique_ptr<OutputParser>()> make;
+  // ModelInfo::architecture values whose models always write this format, whatever their chat
+  // template shows (Muse Spark's channel messages are special tokens the template never spells out).
+  std::vector<std::string> default_for_architectures;
+  // A chat-template substring that shows the template teaches this format ("<tool_call>"); "" for none.
+  std::string template_marker;
+};
+
+// Called from a static registrar in the parser's own file (binaries link ember_server
+// whole-archive so that the registrars run). A name or an architecture registered twice is a bug.
+bool RegisterOutputParser(OutputParserRegistration registration);
+
+// The parser registered as `name` ("hermes", "muse_spark", "plain": everything is content); null
+// for an unknown name.
 std::unique_ptr<OutputParser> MakeOutputParser(const std::string& name);
+// Every registered name, sorted.
 std::vector<std::string> OutputParserNames();
+// What "--tool-call-parser auto" picks for a model: the parser that claims its architecture, else
+// the first parser (by name) whose template marker the chat template contains, else "plain".
+std::string DefaultOutputParser(const std::string& architecture, const std::string& chat_template);
 
 // Length of the longest suffix of `text` that is a proper prefix of `marker` (text that must be
 // held back while streaming because the marker may be arriving).

@@ -83,7 +83,6 @@ class Parser {
   Expected<ast::ExprPtr> ParsePostfix(ast::ExprPtr node);
   Expected<ast::ExprPtr> ParseFilterExpr(ast::ExprPtr node);
   Expected<ast::ExprPtr> ParseSubscript(ast::ExprPtr node);
-  Expected<ast::ExprPtr> ParseSubscribed();
   Status ParseArgs(ast::Args* args);
   // One `name(args)` filter; the caller has consumed the `|` if there was one.
   Expected<std::unique_ptr<ast::Filter>> ParseFilterCall(ast::ExprPtr input);

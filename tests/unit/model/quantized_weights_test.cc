@@ -9,7 +9,7 @@
 #include <fstream>
 #include <map>
 
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "model/quant_scheme.h"
 #include "model/quantized_weights.h"
 

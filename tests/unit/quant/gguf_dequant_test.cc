@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/dtypes.h"
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 #include "quant/gguf_blocks.h"
 
 namespace ember::quant {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 #include "quant/gguf_dot_variants.h"
 #include "quant_test_util.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/dtypes.h"
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_dot.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "recipe/memory.h"
 #include "recipe/model_source.h"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "recipe/report.h"
 #include "runner/local_engine.h"
 

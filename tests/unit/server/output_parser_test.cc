@@ -99,8 +99,20 @@ TEST(OutputParserTest, Registry) {
   for (const std::string& name : OutputParserNames()) EXPECT_NE(MakeOutputParser(name), nullptr) << name;
   EXPECT_EQ(MakeOutputParser("nope"), nullptr);
   EXPECT_TRUE(MakeOutputParser("muse_spark")->needs_special_tokens());
+  EXPECT_EQ(OutputParserNames(), (std::vector<std::string>{"hermes", "muse_spark", "plain"}));
   EXPECT_EQ(PartialMarkerSuffix("abc<tool", "<tool_call>"), 5u);
   EXPECT_EQ(PartialMarkerSuffix("abc", "<tool_call>"), 0u);
+}
+
+// "--tool-call-parser auto": the architecture a parser claims wins over the template, a template
+// marker over the plain fallback.
+TEST(OutputParserTest, DefaultForModel) {
+  const std::string hermes_template = "{% for t in tools %}<tool_call>{{ t }}</tool_call>{% endfor %}";
+  EXPECT_EQ(DefaultOutputParser("muse_spark", ""), "muse_spark");
+  EXPECT_EQ(DefaultOutputParser("muse_spark", hermes_template), "muse_spark");
+  EXPECT_EQ(DefaultOutputParser("llama", hermes_template), "hermes");
+  EXPECT_EQ(DefaultOutputParser("llama", "{{ messages }}"), "plain");
+  EXPECT_EQ(DefaultOutputParser("gemma3", ""), "plain");
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 #include "core/dtypes.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "formats/ggml_type.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
-#include "quant/ggml_type.h"
 #include "quant/gguf_matmul.h"
 
 namespace ember::tools::bench {

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/mapped_file.h"
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
+#include "formats/mapped_file.h"
 
 namespace ember {
 

@@ -1,4 +1,4 @@
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #include <fmt/format.h>
 

@@ -22,7 +22,7 @@
 #include "core/dtypes.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "model/mapped_file.h"
+#include "formats/mapped_file.h"
 
 namespace ember {
 

@@ -1,6 +1,6 @@
 // Tests for SafetensorsFile and Checkpoint: files are written byte by byte from C++, so each
 // corruption is exact and no Python is needed.
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
+#include "formats/checkpoint.h"
 
 namespace ember {
 namespace {

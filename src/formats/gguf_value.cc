@@ -3,7 +3,7 @@
 #include <iterator>
 #include <limits>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace ember {
 namespace {

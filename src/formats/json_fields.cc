@@ -1,4 +1,4 @@
-#include "model/json_fields.h"
+#include "formats/json_fields.h"
 
 #include <fmt/format.h>
 

@@ -19,7 +19,7 @@
 #include "core/dtypes.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace ember {
 

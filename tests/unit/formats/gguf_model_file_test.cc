@@ -1,6 +1,6 @@
 // GgufFile on the real reference models (scripts/fetch_models.py puts them in the model cache;
 // each test is skipped when its file is absent), and a cross-check against the reference reader:
-// scripts/check_gguf_reader.py digests the models with gguf-py into tests/unit/model/testdata/,
+// scripts/check_gguf_reader.py digests the models with gguf-py into tests/unit/formats/testdata/,
 // and the same digest computed from GgufFile must match it line for line.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace ember {
 namespace {
@@ -198,7 +198,7 @@ TEST_P(GgufDigestTest, MatchesGgufPy) {
   if (skip) GTEST_SKIP() << ModelPath(m.file) << " is absent; run scripts/fetch_models.py";
   ASSERT_NE(f, nullptr);
   const fs::path expected_path =
-      fs::path(EMBER_SOURCE_DIR) / "tests/unit/model/testdata" / (std::string(m.file) + ".digest");
+      fs::path(EMBER_SOURCE_DIR) / "tests/unit/formats/testdata" / (std::string(m.file) + ".digest");
   std::ifstream in(expected_path);
   ASSERT_TRUE(in.good()) << expected_path << " is missing; run scripts/check_gguf_reader.py --write";
   std::stringstream expected;

@@ -1,4 +1,4 @@
-#include "quant/ggml_type.h"
+#include "formats/ggml_type.h"
 
 namespace ember {
 

@@ -1,4 +1,4 @@
-#include "model/mapped_file.h"
+#include "formats/mapped_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

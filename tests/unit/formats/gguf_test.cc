@@ -1,5 +1,5 @@
 // Tests for GgufFile on files written byte by byte from C++, so every corruption is exact.
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
