@@ -23,7 +23,8 @@ void ForEachPiece(const KvTransferLayout& layout, Visit visit) {
     for (size_t tensor = 0; tensor < group.layers.size(); ++tensor) {
       for (KvPart part : layout.parts()) {
         for (int64_t j = 0; j < layout.num_entries(); ++j) {
-          if (group.present[j]) visit(static_cast<int32_t>(g), static_cast<int64_t>(tensor), j, part, layout.RowsOfEntry(j));
+          if (!group.present[j]) continue;
+          visit(static_cast<int32_t>(g), static_cast<int64_t>(tensor), j, part, layout.RowsOfEntry(j));
         }
       }
     }
@@ -167,14 +168,16 @@ auto KvStore::PartBytes(Store& store, int64_t tensor, KvPart part, int32_t block
                            static_cast<size_t>(DTypeBytes(store.dtype_, num_rows * c.head_dim)));
   }
   auto& scales = part == KvPart::kKeyScales ? t.key_scales : t.value_scales;
-  return std::span<Byte>(reinterpret_cast<Byte*>(scales.data() + first_row), static_cast<size_t>(num_rows) * sizeof(float));
+  return std::span<Byte>(reinterpret_cast<Byte*>(scales.data() + first_row),
+                         static_cast<size_t>(num_rows) * sizeof(float));
 }
 
 Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t>> block_tables,
                                              int64_t num_tokens) const {
   const kv::KvCacheConfig& c = config_;
   if (block_tables.size() != c.groups.size()) {
-    return InvalidArgument(fmt::format("KV export: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
+    return InvalidArgument(
+        fmt::format("KV export: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
   }
   if (num_tokens <= 0) return InvalidArgument(fmt::format("KV export: {} tokens; export at least one", num_tokens));
   KvExportSpans out;
@@ -199,9 +202,10 @@ Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t
     group.present.assign(entries, 0);
     for (int64_t j = FirstSentEntry(c.groups[g], c.block_size, num_tokens); j < entries; ++j) {
       if (table[j] == kv::kNullBlock || table[j] < 0 || table[j] >= c.num_blocks) {
-        return InvalidArgument(fmt::format("KV export: group {} entry {} ({}) is block {}, but the next query reads "
-                                           "it: it must be one of blocks 1..{} of this store",
-                                           g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
+        return InvalidArgument(
+            fmt::format("KV export: group {} entry {} ({}) is block {}, but the next query reads "
+                        "it: it must be one of blocks 1..{} of this store",
+                        g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
       }
       group.present[j] = 1;
     }
@@ -220,7 +224,8 @@ Expected<std::vector<KvDestSpan>> KvStore::ImportSpans(const KvTransferLayout& l
   EMBER_RETURN_IF_ERROR(CheckKvLayoutMatches(layout, config_));
   const kv::KvCacheConfig& c = config_;
   if (block_tables.size() != c.groups.size()) {
-    return InvalidArgument(fmt::format("KV import: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
+    return InvalidArgument(
+        fmt::format("KV import: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
   }
   const int64_t entries = layout.num_entries();
   std::vector<uint8_t> used(c.num_blocks, 0);
@@ -228,26 +233,30 @@ Expected<std::vector<KvDestSpan>> KvStore::ImportSpans(const KvTransferLayout& l
     const std::vector<uint8_t>& present = layout.groups[g].present;
     const std::vector<int32_t>& table = block_tables[g];
     if (static_cast<int64_t>(present.size()) != entries) {
-      return InvalidArgument(fmt::format("KV import: group {} has {} present flags for {} entries", g, present.size(), entries));
+      return InvalidArgument(
+          fmt::format("KV import: group {} has {} present flags for {} entries", g, present.size(), entries));
     }
     const int64_t first_read = FirstSentEntry(c.groups[g], c.block_size, layout.num_tokens);
     for (int64_t j = 0; j < entries; ++j) {
       if (!present[j]) {
         if (j < first_read) continue;
-        return InvalidArgument(fmt::format("KV import: the export lacks group {} entry {} ({}), which the next query "
-                                           "reads; decoding would read stale KV",
-                                           g, j, Positions(j, c.block_size)));
+        return InvalidArgument(
+            fmt::format("KV import: the export lacks group {} entry {} ({}), which the next query "
+                        "reads; decoding would read stale KV",
+                        g, j, Positions(j, c.block_size)));
       }
       if (j >= static_cast<int64_t>(table.size())) {
-        return InvalidArgument(fmt::format("KV import: group {}'s block table has {} entries; the export's {} tokens "
-                                           "need {}",
-                                           g, table.size(), layout.num_tokens, entries));
+        return InvalidArgument(
+            fmt::format("KV import: group {}'s block table has {} entries; the export's {} tokens "
+                        "need {}",
+                        g, table.size(), layout.num_tokens, entries));
       }
       const int32_t block = table[j];
       if (block == kv::kNullBlock || block < 0 || block >= c.num_blocks) {
-        return InvalidArgument(fmt::format("KV import: group {} entry {} ({}) is block {}; the export holds it, so it "
-                                           "must be one of blocks 1..{} of this store",
-                                           g, j, Positions(j, c.block_size), block, c.num_blocks - 1));
+        return InvalidArgument(
+            fmt::format("KV import: group {} entry {} ({}) is block {}; the export holds it, so it "
+                        "must be one of blocks 1..{} of this store",
+                        g, j, Positions(j, c.block_size), block, c.num_blocks - 1));
       }
       if (used[block]++) {
         return InvalidArgument(fmt::format("KV import: block {} appears twice in the destination block tables", block));
@@ -278,9 +287,10 @@ Expected<KvTransferLayout> KvStore::Import(std::span<const uint8_t> bytes,
   EMBER_ASSIGN_OR_RETURN(KvTransferLayout layout, ParseKvLayout(bytes, &header_bytes));
   const int64_t payload = static_cast<int64_t>(bytes.size()) - header_bytes;
   if (payload < layout.PayloadBytes()) {
-    return DataLoss(fmt::format("KV import truncated: the payload needs {} bytes after the {}-byte header, the buffer "
-                                "holds {}",
-                                layout.PayloadBytes(), header_bytes, payload));
+    return DataLoss(
+        fmt::format("KV import truncated: the payload needs {} bytes after the {}-byte header, the buffer "
+                    "holds {}",
+                    layout.PayloadBytes(), header_bytes, payload));
   }
   if (payload > layout.PayloadBytes()) {
     return InvalidArgument(fmt::format("KV import: {} bytes follow the {}-byte payload; the buffer is not one export",

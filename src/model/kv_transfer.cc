@@ -72,9 +72,10 @@ class Reader {
   }
   Status Take(int64_t size, std::string_view what, const uint8_t** p) {
     if (size > end_ - pos_) {
-      return DataLoss(fmt::format("KV transfer header: {} needs bytes [{}, {}) but the header ends at byte {}; the "
-                                  "header is truncated or corrupt",
-                                  what, pos_, pos_ + size, end_));
+      return DataLoss(
+          fmt::format("KV transfer header: {} needs bytes [{}, {}) but the header ends at byte {}; the "
+                      "header is truncated or corrupt",
+                      what, pos_, pos_ + size, end_));
     }
     *p = bytes_.data() + pos_;
     pos_ += size;
@@ -90,7 +91,8 @@ class Reader {
 
 Status CheckDimension(std::string_view what, int64_t value, int64_t max) {
   if (value < 1 || value > max) {
-    return DataLoss(fmt::format("KV transfer header: {} is {}, outside [1, {}]; the header is corrupt", what, value, max));
+    return DataLoss(
+        fmt::format("KV transfer header: {} is {}, outside [1, {}]; the header is corrupt", what, value, max));
   }
   return Status::Ok();
 }
@@ -136,29 +138,26 @@ int64_t KvTransferLayout::PayloadBytes() const {
 }
 
 Expected<std::vector<KvCopy>> PairKvSpans(std::span<const KvSourceSpan> src, std::span<const KvDestSpan> dst) {
+  auto total = [](auto spans) {
+    int64_t n = 0;
+    for (const auto& s : spans) n += static_cast<int64_t>(s.bytes.size());
+    return n;
+  };
+  if (total(src) != total(dst)) {
+    return InvalidArgument(
+        fmt::format("KV transfer: the source spans cover {} bytes, the destination spans {}", total(src), total(dst)));
+  }
   std::vector<KvCopy> copies;
   size_t i = 0, j = 0;
   int64_t in_src = 0, in_dst = 0;  // bytes of src[i] / dst[j] already paired
   while (i < src.size() && j < dst.size()) {
-    const int64_t src_left = static_cast<int64_t>(src[i].bytes.size()) - in_src;
-    const int64_t dst_left = static_cast<int64_t>(dst[j].bytes.size()) - in_dst;
-    const int64_t n = std::min(src_left, dst_left);
+    const int64_t n = std::min(static_cast<int64_t>(src[i].bytes.size()) - in_src,
+                               static_cast<int64_t>(dst[j].bytes.size()) - in_dst);
     if (n > 0) copies.push_back({src[i].bytes.data() + in_src, dst[j].bytes.data() + in_dst, n});
     in_src += n;
     in_dst += n;
     if (in_src == static_cast<int64_t>(src[i].bytes.size())) ++i, in_src = 0;
     if (in_dst == static_cast<int64_t>(dst[j].bytes.size())) ++j, in_dst = 0;
-  }
-  auto rest = [](auto spans, size_t from) {
-    int64_t n = 0;
-    for (size_t k = from; k < spans.size(); ++k) n += static_cast<int64_t>(spans[k].bytes.size());
-    return n;
-  };
-  const int64_t src_rest = rest(src, i) - in_src, dst_rest = rest(dst, j) - in_dst;
-  if (src_rest != 0 || dst_rest != 0) {
-    return InvalidArgument(fmt::format("KV transfer: the source spans cover {} more bytes than the destination "
-                                       "spans",
-                                       src_rest - dst_rest));
   }
   return copies;
 }
@@ -198,8 +197,8 @@ std::vector<uint8_t> SerializeKvLayout(const KvTransferLayout& layout) {
   w.Put<uint64_t>(layout.PayloadBytes());
   w.Put<uint32_t>(static_cast<uint32_t>(layout.dtype));
   w.Put<uint32_t>(static_cast<uint32_t>(layout.groups.size()));
-  for (int64_t v : {layout.block_size, layout.num_kv_heads, layout.head_dim, layout.layers_per_group,
-                    layout.num_tokens}) {
+  for (int64_t v :
+       {layout.block_size, layout.num_kv_heads, layout.head_dim, layout.layers_per_group, layout.num_tokens}) {
     w.Put<int64_t>(v);
   }
   for (const KvTransferLayout::Group& g : layout.groups) {
@@ -216,8 +215,8 @@ std::vector<uint8_t> SerializeKvLayout(const KvTransferLayout& layout) {
 Expected<KvTransferLayout> ParseKvLayout(std::span<const uint8_t> bytes, int64_t* header_bytes) {
   EMBER_ASSIGN_OR_RETURN(const KvTransferFrame frame, ParseKvTransferPrefix(bytes));
   if (frame.header_bytes > static_cast<int64_t>(bytes.size())) {
-    return DataLoss(fmt::format("KV transfer truncated: the header is {} bytes, the buffer {}", frame.header_bytes,
-                                bytes.size()));
+    return DataLoss(
+        fmt::format("KV transfer truncated: the header is {} bytes, the buffer {}", frame.header_bytes, bytes.size()));
   }
   Reader r(bytes, kKvTransferPrefixBytes, frame.header_bytes);
   KvTransferLayout layout;
@@ -251,8 +250,8 @@ Expected<KvTransferLayout> ParseKvLayout(std::span<const uint8_t> bytes, int64_t
     }
     group.kind = static_cast<kv::AttentionKind>(kind);
     if (num_layers < 1 || num_layers > layout.layers_per_group) {
-      return DataLoss(fmt::format("KV transfer header: {} has {} layers, outside [1, {}] (the layers per group)",
-                                  where, num_layers, layout.layers_per_group));
+      return DataLoss(fmt::format("KV transfer header: {} has {} layers, outside [1, {}] (the layers per group)", where,
+                                  num_layers, layout.layers_per_group));
     }
     const uint8_t* p = nullptr;
     EMBER_RETURN_IF_ERROR(r.Take(4 * int64_t{num_layers}, where + "'s layer ids", &p));
@@ -263,9 +262,10 @@ Expected<KvTransferLayout> ParseKvLayout(std::span<const uint8_t> bytes, int64_t
     layout.groups.push_back(std::move(group));
   }
   if (AlignUp(r.pos()) != frame.header_bytes) {
-    return DataLoss(fmt::format("KV transfer header: its fields end at byte {}, but the prefix says the header is {} "
-                                "bytes; the header is corrupt",
-                                r.pos(), frame.header_bytes));
+    return DataLoss(
+        fmt::format("KV transfer header: its fields end at byte {}, but the prefix says the header is {} "
+                    "bytes; the header is corrupt",
+                    r.pos(), frame.header_bytes));
   }
   EMBER_ASSIGN_OR_RETURN(const int64_t payload_bytes, CheckedPayloadBytes(layout));
   if (payload_bytes != frame.payload_bytes) {
@@ -278,9 +278,10 @@ Expected<KvTransferLayout> ParseKvLayout(std::span<const uint8_t> bytes, int64_t
 
 Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheConfig& config) {
   auto mismatch = [](std::string_view what, auto theirs, auto ours) {
-    return InvalidArgument(fmt::format("KV import: the export has {} {} but this KV store has {}; both instances need "
-                                       "the same model, --kv-cache-dtype and block size",
-                                       what, theirs, ours));
+    return InvalidArgument(
+        fmt::format("KV import: the export has {} {} but this KV store has {}; both instances need "
+                    "the same model, --kv-cache-dtype and block size",
+                    what, theirs, ours));
   };
   if (layout.dtype != config.dtype) {
     return mismatch("KV dtype", kv::KvDtypeName(layout.dtype), kv::KvDtypeName(config.dtype));
@@ -291,16 +292,19 @@ Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheCon
   if (layout.layers_per_group != config.layers_per_group) {
     return mismatch("layers per group", layout.layers_per_group, config.layers_per_group);
   }
-  if (layout.groups.size() != config.groups.size()) return mismatch("KV groups", layout.groups.size(), config.groups.size());
+  if (layout.groups.size() != config.groups.size())
+    return mismatch("KV groups", layout.groups.size(), config.groups.size());
   for (size_t g = 0; g < config.groups.size(); ++g) {
     const KvTransferLayout::Group& theirs = layout.groups[g];
     const kv::KvCacheGroupSpec& ours = config.groups[g];
     const bool sliding = ours.kind == kv::AttentionKind::kSlidingWindow;
     if (theirs.kind != ours.kind || (sliding && theirs.window != ours.window)) {
       auto describe = [](kv::AttentionKind kind, int64_t window) {
-        return kind == kv::AttentionKind::kFull ? std::string("full attention") : fmt::format("sliding window {}", window);
+        return kind == kv::AttentionKind::kFull ? std::string("full attention")
+                                                : fmt::format("sliding window {}", window);
       };
-      return mismatch(fmt::format("in group {}", g), describe(theirs.kind, theirs.window), describe(ours.kind, ours.window));
+      return mismatch(fmt::format("in group {}", g), describe(theirs.kind, theirs.window),
+                      describe(ours.kind, ours.window));
     }
     if (!std::equal(theirs.layers.begin(), theirs.layers.end(), ours.layers.begin(), ours.layers.end())) {
       return mismatch(fmt::format("in group {} layers", g), fmt::format("[{}]", fmt::join(theirs.layers, ", ")),
