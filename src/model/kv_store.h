@@ -42,7 +42,8 @@ class KvStore {
   // `block_tables[g]` is the request's block list in KV group g (what the KV manager hands the
   // runner; entries may be kNullBlock or stale where a sliding window released them) and the first
   // `num_tokens` positions are computed. Exports every entry covering them for full groups and the
-  // entries the next query reads for sliding groups; each must be a block of this store.
+  // entries the next query (at position num_tokens) reads for sliding groups; each must be a block
+  // of this store.
   Expected<KvExportSpans> ExportSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens) const;
   // Checks `layout` (ParseKvLayout of another store's export) against this store and returns where
   // each payload byte goes: the blocks of `block_tables` at the entries the layout holds (where the

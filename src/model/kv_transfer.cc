@@ -97,16 +97,24 @@ Status CheckDimension(std::string_view what, int64_t value, int64_t max) {
   return Status::Ok();
 }
 
-// The payload size of a parsed layout, computed wide: its fields come from outside.
-Expected<int64_t> CheckedPayloadBytes(const KvTransferLayout& layout) {
-  __int128 total = 0;
+// The payload bytes of `layout`, summed in Int.
+template <typename Int>
+Int SumPayloadBytes(const KvTransferLayout& layout) {
+  Int total = 0;
   for (const KvTransferLayout::Group& g : layout.groups) {
-    __int128 rows = 0;
+    Int rows = 0;  // of one (layer, part)
     for (int64_t j = 0; j < layout.num_entries(); ++j) {
       if (g.present[j]) rows += layout.RowsOfEntry(j);
     }
-    for (KvPart part : layout.parts()) total += rows * layout.RowBytes(part) * static_cast<__int128>(g.layers.size());
+    for (KvPart part : layout.parts()) total += rows * layout.RowBytes(part) * static_cast<Int>(g.layers.size());
   }
+  return total;
+}
+
+// The payload size of a parsed layout, summed wide: its fields come from outside, and the bounds
+// ParseKvLayout puts on them keep every product far inside 128 bits.
+Expected<int64_t> CheckedPayloadBytes(const KvTransferLayout& layout) {
+  const __int128 total = SumPayloadBytes<__int128>(layout);
   if (total > std::numeric_limits<int64_t>::max() / 2) {
     return DataLoss("KV transfer header describes a payload of more than 2^62 bytes; it is corrupt");
   }
@@ -125,17 +133,7 @@ int64_t KvTransferLayout::RowBytes(KvPart part) const {
   return DTypeBytes(KvStorageDType(dtype), num_kv_heads * head_dim);
 }
 
-int64_t KvTransferLayout::PayloadBytes() const {
-  int64_t total = 0;
-  for (const Group& g : groups) {
-    int64_t rows = 0;  // of one (layer, part)
-    for (int64_t j = 0; j < num_entries(); ++j) {
-      if (g.present[j]) rows += RowsOfEntry(j);
-    }
-    for (KvPart part : parts()) total += rows * RowBytes(part) * static_cast<int64_t>(g.layers.size());
-  }
-  return total;
-}
+int64_t KvTransferLayout::PayloadBytes() const { return SumPayloadBytes<int64_t>(*this); }
 
 Expected<std::vector<KvCopy>> PairKvSpans(std::span<const KvSourceSpan> src, std::span<const KvDestSpan> dst) {
   auto total = [](auto spans) {
@@ -292,8 +290,9 @@ Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheCon
   if (layout.layers_per_group != config.layers_per_group) {
     return mismatch("layers per group", layout.layers_per_group, config.layers_per_group);
   }
-  if (layout.groups.size() != config.groups.size())
+  if (layout.groups.size() != config.groups.size()) {
     return mismatch("KV groups", layout.groups.size(), config.groups.size());
+  }
   for (size_t g = 0; g < config.groups.size(); ++g) {
     const KvTransferLayout::Group& theirs = layout.groups[g];
     const kv::KvCacheGroupSpec& ours = config.groups[g];
@@ -305,6 +304,10 @@ Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheCon
       };
       return mismatch(fmt::format("in group {}", g), describe(theirs.kind, theirs.window),
                       describe(ours.kind, ours.window));
+    }
+    if (static_cast<int64_t>(theirs.present.size()) != layout.num_entries()) {
+      return InvalidArgument(fmt::format("KV import: group {} has {} present flags for {} entries", g,
+                                         theirs.present.size(), layout.num_entries()));
     }
     if (!std::equal(theirs.layers.begin(), theirs.layers.end(), ours.layers.begin(), ours.layers.end())) {
       return mismatch(fmt::format("in group {} layers", g), fmt::format("[{}]", fmt::join(theirs.layers, ", ")),

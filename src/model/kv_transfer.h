@@ -42,7 +42,7 @@ struct KvTransferLayout {
     kv::AttentionKind kind = kv::AttentionKind::kFull;
     int64_t window = 0;
     std::vector<int32_t> layers;   // the group's model layers in tensor order (KvCacheGroupSpec::layers)
-    std::vector<uint8_t> present;  // [num_entries()]: 1 where the payload holds that entry's block
+    std::vector<uint8_t> present;  // [num_entries()] (always): 1 where the payload holds that entry's block
   };
   kv::KvDtype dtype = kv::KvDtype::kBF16;
   int64_t block_size = 0;
@@ -127,7 +127,8 @@ std::vector<uint8_t> SerializeKvLayout(const KvTransferLayout& layout);
 // newer version UNIMPLEMENTED.
 Expected<KvTransferLayout> ParseKvLayout(std::span<const uint8_t> bytes, int64_t* header_bytes);
 // INVALID_ARGUMENT naming the first field where `layout` (another instance's export) and this
-// store's `config` disagree: dtype, block size, KV heads, head_dim, layers per group, the groups.
+// store's `config` disagree: dtype, block size, KV heads, head_dim, layers per group, the groups;
+// or where the layout contradicts itself (present flags not one per entry).
 Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheConfig& config);
 
 // Header plus payload bytes of a serialized export.

@@ -271,6 +271,10 @@ TEST(KvTransferFormatTest, RefusesBadDestinationTables) {
   missing.groups[1].present[4] = 0;
   ExpectError(dest->ImportSpans(missing, tables), StatusCode::kInvalidArgument,
               "lacks group 1 entry 4 (positions [16, 20))");
+  KvTransferLayout short_flags = exported->layout;
+  short_flags.groups[0].present.pop_back();
+  ExpectError(dest->ImportSpans(short_flags, tables), StatusCode::kInvalidArgument,
+              "group 0 has 5 present flags for 6 entries");
   EXPECT_TRUE(Untouched(*dest));
 }
 
