@@ -2,7 +2,8 @@
 """Writes tests/unit/core/dtype_golden_tables.h: reference tables for ember's narrow dtypes.
 
 The tables come from ml_dtypes (an independent implementation of the OCP formats), so that
-tests/unit/core/dtypes_test.cc can check ember's conversions against something it did not write:
+tests/unit/core/dtypes_crosscheck_test.cc can check ember's conversions against something it did
+not write:
 
   * decode tables: the f32 bit pattern of every code of float8_e4m3fn, float8_e5m2,
     float4_e2m1fn and float8_e8m0fnu;

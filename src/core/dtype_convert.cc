@@ -3,7 +3,7 @@
 // These are the portable reference: plain integer bit manipulation, no platform intrinsics, no
 // dependence on the FPU rounding mode or on MXCSR's FTZ/DAZ bits. Vectorised kernels must agree
 // with them bit for bit (tests/unit/core/dtypes_test.cc checks these against independent
-// computations, against F16C hardware and against tables made with ml_dtypes).
+// computations, dtypes_crosscheck_test.cc against F16C hardware and tables made with ml_dtypes).
 //
 // ---- Formats ------------------------------------------------------------------------------------
 // Notation: S sign bits, E exponent bits, M mantissa bits, bias B. A code with exponent field

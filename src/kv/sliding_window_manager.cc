@@ -40,9 +40,7 @@ std::vector<BlockId> SlidingWindowManager::FindLongestHit(std::span<const BlockH
 }
 
 int64_t SlidingWindowManager::NumSkippedBlocks(int64_t num_computed_tokens) const {
-  // The earliest key any query at a position >= num_computed_tokens reads.
-  const int64_t first_needed = std::max<int64_t>(0, num_computed_tokens - window_ + 1);
-  return first_needed / block_size_;
+  return SlidingWindowSkippedBlocks(window_, block_size_, num_computed_tokens);
 }
 
 }  // namespace ember::kv

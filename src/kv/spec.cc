@@ -36,6 +36,12 @@ int64_t KvBytesPerTokenPerLayer(KvDtype dtype, int64_t num_kv_heads, int64_t hea
   return 0;
 }
 
+int64_t SlidingWindowSkippedBlocks(int64_t window, int64_t block_size, int64_t num_computed_tokens) {
+  // The earliest key any query at a position >= num_computed_tokens reads.
+  const int64_t first_needed = std::max<int64_t>(0, num_computed_tokens - window + 1);
+  return first_needed / block_size;
+}
+
 int64_t KvCacheConfig::BytesPerBlock() const {
   return layers_per_group * block_size * KvBytesPerTokenPerLayer(dtype, num_kv_heads, head_dim);
 }

@@ -66,6 +66,11 @@ struct KvCacheConfig {
   int64_t BytesPerBlock() const;
 };
 
+// Leading entries of a sliding-window group's block list that no query at a position >=
+// num_computed_tokens reads (it reads keys (position - window, position]). The manager releases
+// them; a KV export leaves them out.
+int64_t SlidingWindowSkippedBlocks(int64_t window, int64_t block_size, int64_t num_computed_tokens);
+
 // Groups `layers` (all sharing num_kv_heads and head_dim) into equal-size groups by kind.
 // num_blocks is left 0; see NumBlocksForBudget.
 Expected<KvCacheConfig> PlanKvGroups(const std::vector<LayerKvSpec>& layers, int64_t block_size, KvDtype dtype);

@@ -5,10 +5,43 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "core/check.h"
 
 namespace ember {
+
+namespace {
+
+// Calls visit(group, tensor, entry, part, rows) for every piece of `layout`'s payload, in payload
+// order (model/kv_transfer.h): group, layer of the group, part, present entry.
+template <typename Visit>
+void ForEachPiece(const KvTransferLayout& layout, Visit visit) {
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    const KvTransferLayout::Group& group = layout.groups[g];
+    for (size_t tensor = 0; tensor < group.layers.size(); ++tensor) {
+      for (KvPart part : layout.parts()) {
+        for (int64_t j = 0; j < layout.num_entries(); ++j) {
+          if (!group.present[j]) continue;
+          visit(static_cast<int32_t>(g), static_cast<int64_t>(tensor), j, part, layout.RowsOfEntry(j));
+        }
+      }
+    }
+  }
+}
+
+// Entries before this one are not sent: no query at a position >= num_tokens reads them.
+int64_t FirstSentEntry(const kv::KvCacheGroupSpec& group, int64_t block_size, int64_t num_tokens) {
+  if (group.kind == kv::AttentionKind::kFull) return 0;
+  return kv::SlidingWindowSkippedBlocks(group.window, block_size, num_tokens);
+}
+
+std::string Positions(int64_t entry, int64_t block_size) {
+  return fmt::format("positions [{}, {})", entry * block_size, (entry + 1) * block_size);
+}
+
+}  // namespace
 
 DType KvStorageDType(kv::KvDtype dtype) {
   switch (dtype) {
@@ -120,6 +153,146 @@ kernels::PagedKvView KvStore::View(int64_t layer) const {
   view.num_kv_heads = config_.num_kv_heads;
   view.head_dim = config_.head_dim;
   return view;
+}
+
+template <typename Store>
+auto KvStore::PartBytes(Store& store, int64_t tensor, KvPart part, int32_t block, int64_t rows) {
+  auto& t = store.tensors_[tensor];
+  const kv::KvCacheConfig& c = store.config_;
+  const int64_t first_row = int64_t{block} * c.block_size * c.num_kv_heads;  // (slot, KV head) rows before it
+  const int64_t num_rows = rows * c.num_kv_heads;
+  using Byte = std::conditional_t<std::is_const_v<Store>, const uint8_t, uint8_t>;
+  if (part == KvPart::kKeys || part == KvPart::kValues) {
+    auto& bytes = part == KvPart::kKeys ? t.keys : t.values;
+    return std::span<Byte>(bytes.data() + DTypeBytes(store.dtype_, first_row * c.head_dim),
+                           static_cast<size_t>(DTypeBytes(store.dtype_, num_rows * c.head_dim)));
+  }
+  auto& scales = part == KvPart::kKeyScales ? t.key_scales : t.value_scales;
+  return std::span<Byte>(reinterpret_cast<Byte*>(scales.data() + first_row),
+                         static_cast<size_t>(num_rows) * sizeof(float));
+}
+
+Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t>> block_tables,
+                                             int64_t num_tokens) const {
+  const kv::KvCacheConfig& c = config_;
+  if (block_tables.size() != c.groups.size()) {
+    return InvalidArgument(
+        fmt::format("KV export: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
+  }
+  if (num_tokens <= 0) return InvalidArgument(fmt::format("KV export: {} tokens; export at least one", num_tokens));
+  KvExportSpans out;
+  KvTransferLayout& layout = out.layout;
+  layout.dtype = c.dtype;
+  layout.block_size = c.block_size;
+  layout.num_kv_heads = c.num_kv_heads;
+  layout.head_dim = c.head_dim;
+  layout.layers_per_group = c.layers_per_group;
+  layout.num_tokens = num_tokens;
+  const int64_t entries = layout.num_entries();
+  for (size_t g = 0; g < c.groups.size(); ++g) {
+    const std::vector<int32_t>& table = block_tables[g];
+    if (static_cast<int64_t>(table.size()) < entries) {
+      return InvalidArgument(fmt::format("KV export: group {}'s block table has {} entries; {} tokens need {}", g,
+                                         table.size(), num_tokens, entries));
+    }
+    KvTransferLayout::Group& group = layout.groups.emplace_back();
+    group.kind = c.groups[g].kind;
+    group.window = c.groups[g].window;
+    group.layers.assign(c.groups[g].layers.begin(), c.groups[g].layers.end());
+    group.present.assign(entries, 0);
+    for (int64_t j = FirstSentEntry(c.groups[g], c.block_size, num_tokens); j < entries; ++j) {
+      if (table[j] == kv::kNullBlock || table[j] < 0 || table[j] >= c.num_blocks) {
+        return InvalidArgument(
+            fmt::format("KV export: group {} entry {} ({}) is block {}, but the next query reads it: it must "
+                        "be one of blocks 1..{} of this store",
+                        g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
+      }
+      group.present[j] = 1;
+    }
+  }
+  int64_t offset = 0;
+  ForEachPiece(layout, [&](int32_t g, int64_t tensor, int64_t j, KvPart part, int64_t rows) {
+    const std::span<const uint8_t> bytes = PartBytes(*this, tensor, part, block_tables[g][j], rows);
+    out.spans.push_back({g, layout.groups[g].layers[tensor], j, part, offset, bytes});
+    offset += static_cast<int64_t>(bytes.size());
+  });
+  return out;
+}
+
+Expected<std::vector<KvDestSpan>> KvStore::ImportSpans(const KvTransferLayout& layout,
+                                                       std::span<const std::vector<int32_t>> block_tables) {
+  EMBER_RETURN_IF_ERROR(CheckKvLayoutMatches(layout, config_));
+  const kv::KvCacheConfig& c = config_;
+  if (block_tables.size() != c.groups.size()) {
+    return InvalidArgument(
+        fmt::format("KV import: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
+  }
+  const int64_t entries = layout.num_entries();
+  std::vector<uint8_t> used(c.num_blocks, 0);
+  for (size_t g = 0; g < c.groups.size(); ++g) {
+    const std::vector<uint8_t>& present = layout.groups[g].present;
+    const std::vector<int32_t>& table = block_tables[g];
+    const int64_t first_read = FirstSentEntry(c.groups[g], c.block_size, layout.num_tokens);
+    for (int64_t j = 0; j < entries; ++j) {
+      if (!present[j]) {
+        if (j < first_read) continue;
+        return InvalidArgument(
+            fmt::format("KV import: the export lacks group {} entry {} ({}), which the next query reads; "
+                        "decoding would read stale KV",
+                        g, j, Positions(j, c.block_size)));
+      }
+      if (j >= static_cast<int64_t>(table.size())) {
+        return InvalidArgument(fmt::format("KV import: group {}'s block table has {} entries; the export's {} "
+                                           "tokens need {}",
+                                           g, table.size(), layout.num_tokens, entries));
+      }
+      const int32_t block = table[j];
+      if (block == kv::kNullBlock || block < 0 || block >= c.num_blocks) {
+        return InvalidArgument(
+            fmt::format("KV import: group {} entry {} ({}) is block {}; the export holds it, so it must be "
+                        "one of blocks 1..{} of this store",
+                        g, j, Positions(j, c.block_size), block, c.num_blocks - 1));
+      }
+      if (used[block]++) {
+        return InvalidArgument(fmt::format("KV import: block {} appears twice in the destination block tables", block));
+      }
+    }
+  }
+  std::vector<KvDestSpan> spans;
+  int64_t offset = 0;
+  ForEachPiece(layout, [&](int32_t g, int64_t tensor, int64_t j, KvPart part, int64_t rows) {
+    const std::span<uint8_t> bytes = PartBytes(*this, tensor, part, block_tables[g][j], rows);
+    spans.push_back({g, layout.groups[g].layers[tensor], j, part, offset, bytes});
+    offset += static_cast<int64_t>(bytes.size());
+  });
+  return spans;
+}
+
+Expected<std::vector<uint8_t>> KvStore::Export(std::span<const std::vector<int32_t>> block_tables,
+                                               int64_t num_tokens) const {
+  EMBER_ASSIGN_OR_RETURN(const KvExportSpans exported, ExportSpans(block_tables, num_tokens));
+  std::vector<uint8_t> bytes(KvTransferBytes(exported.layout));
+  EMBER_RETURN_IF_ERROR(WriteKvTransfer(exported, bytes));
+  return bytes;
+}
+
+Expected<KvTransferLayout> KvStore::Import(std::span<const uint8_t> bytes,
+                                           std::span<const std::vector<int32_t>> block_tables) {
+  int64_t header_bytes = 0;
+  EMBER_ASSIGN_OR_RETURN(KvTransferLayout layout, ParseKvLayout(bytes, &header_bytes));
+  const int64_t payload = static_cast<int64_t>(bytes.size()) - header_bytes;
+  if (payload < layout.PayloadBytes()) {
+    return DataLoss(fmt::format("KV import truncated: the payload needs {} bytes after the {}-byte header, the "
+                                "buffer holds {}",
+                                layout.PayloadBytes(), header_bytes, payload));
+  }
+  if (payload > layout.PayloadBytes()) {
+    return InvalidArgument(fmt::format("KV import: {} bytes follow the {}-byte payload; the buffer is not one export",
+                                       payload - layout.PayloadBytes(), layout.PayloadBytes()));
+  }
+  EMBER_ASSIGN_OR_RETURN(const std::vector<KvDestSpan> spans, ImportSpans(layout, block_tables));
+  for (const KvDestSpan& s : spans) std::memcpy(s.bytes.data(), bytes.data() + header_bytes + s.offset, s.bytes.size());
+  return layout;
 }
 
 }  // namespace ember

@@ -6,15 +6,18 @@
 // tensors). fp8 (e4m3) rows carry one f32 scale per (slot, KV head) for K and one for V:
 // scale = amax / 448, values rounded to nearest even, so no calibration is needed.
 // The block pool bookkeeping (which block belongs to whom) lives in src/kv; this class only
-// holds bytes, writes new rows and hands the attention kernel a view.
+// holds bytes, writes new rows, hands the attention kernel a view, and exports and imports a
+// request's blocks (model/kv_transfer.h has the format).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
 #include "kernels/paged_attention.h"
 #include "kv/spec.h"
+#include "model/kv_transfer.h"
 
 namespace ember {
 
@@ -35,6 +38,26 @@ class KvStore {
   // What the attention kernel reads for model layer `layer`.
   kernels::PagedKvView View(int64_t layer) const;
 
+  // ---- One request's KV to another store (prefill/decode disaggregation) ----
+  // `block_tables[g]` is the request's block list in KV group g (what the KV manager hands the
+  // runner; entries may be kNullBlock or stale where a sliding window released them) and the first
+  // `num_tokens` positions are computed. Exports every entry covering them for full groups and the
+  // entries the next query (at position num_tokens) reads for sliding groups; each must be a block
+  // of this store.
+  Expected<KvExportSpans> ExportSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens) const;
+  // Checks `layout` (ParseKvLayout of another store's export) against this store and returns where
+  // each payload byte goes: the blocks of `block_tables` at the entries the layout holds (where the
+  // manager of this store gave the request blocks; other entries are not touched). Errors name the
+  // mismatch: dtype, block size, heads, head_dim, groups and their layers, a missing entry the
+  // next query reads, a destination entry that is null, outside the store or repeated.
+  Expected<std::vector<KvDestSpan>> ImportSpans(const KvTransferLayout& layout,
+                                                std::span<const std::vector<int32_t>> block_tables);
+  // ExportSpans serialized into one buffer (header, then payload).
+  Expected<std::vector<uint8_t>> Export(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens) const;
+  // Checks an Export() buffer (truncated or oversized buffers too) and writes it into this
+  // store's blocks `block_tables`; returns its layout (num_tokens says how far the request got).
+  Expected<KvTransferLayout> Import(std::span<const uint8_t> bytes, std::span<const std::vector<int32_t>> block_tables);
+
  private:
   explicit KvStore(kv::KvCacheConfig config) : config_(std::move(config)) {}
   struct Tensor {
@@ -42,6 +65,10 @@ class KvStore {
     std::vector<float> key_scales, value_scales;  // fp8 only
   };
   void WriteRows(const float* src, int64_t count, const int64_t* slot_mapping, uint8_t* dst, float* scales) const;
+  // Bytes of `part` of the first `rows` slots of `block` in physical tensor `tensor`: a const span
+  // of a const store, a writable one otherwise.
+  template <typename Store>
+  static auto PartBytes(Store& store, int64_t tensor, KvPart part, int32_t block, int64_t rows);
 
   kv::KvCacheConfig config_;
   DType dtype_ = DType::kF32;
