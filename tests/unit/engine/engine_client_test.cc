@@ -67,6 +67,7 @@ TEST(InProcessEngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
 TEST(InProcessEngineClient, ASubmissionIsUnfinishedUntilItsFinalEvent) {
   SchedulerConfig c;
   c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = 4;
   c.max_num_batched_tokens = 64;
   c.max_model_len = 64;
   FakeExecutor executor(c, 1, 4);
