@@ -2,7 +2,7 @@
 
 namespace ember {
 
-RequestIndex EngineClient::Submit(RequestInput input) {
+RequestIndex InProcessEngineClient::Submit(RequestInput input) {
   const RequestIndex index = next_index_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -12,7 +12,7 @@ RequestIndex EngineClient::Submit(RequestInput input) {
   return index;
 }
 
-void EngineClient::Abort(RequestIndex index) {
+void InProcessEngineClient::Abort(RequestIndex index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_.push_back(index);
@@ -20,7 +20,7 @@ void EngineClient::Abort(RequestIndex index) {
   cv_.notify_one();
 }
 
-void EngineClient::Drain(std::vector<RequestOutput>& events) {
+void InProcessEngineClient::Drain(std::vector<RequestOutput>& events) {
   std::vector<std::pair<RequestIndex, RequestInput>> submitted;
   std::vector<RequestIndex> aborted;
   {
@@ -43,7 +43,7 @@ void EngineClient::Drain(std::vector<RequestOutput>& events) {
   for (RequestIndex index : aborted) core_->AbortRequest(index);
 }
 
-std::vector<RequestOutput> EngineClient::Step() {
+std::vector<RequestOutput> InProcessEngineClient::Step() {
   std::vector<RequestOutput> events;
   Drain(events);
   if (core_->HasUnfinished()) {
@@ -53,7 +53,13 @@ std::vector<RequestOutput> EngineClient::Step() {
   return events;
 }
 
-void EngineClient::WaitForWork(std::chrono::milliseconds timeout) {
+bool InProcessEngineClient::HasUnfinished() {
+  if (core_->HasUnfinished()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return !submitted_.empty() || !aborted_.empty();
+}
+
+void InProcessEngineClient::WaitForWork(std::chrono::milliseconds timeout) {
   if (core_->HasUnfinished()) return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [this] { return !submitted_.empty() || !aborted_.empty(); });

@@ -1,7 +1,7 @@
-// The thread-safe front door of an EngineCore. Server threads Submit() and Abort() at any time;
-// the engine thread calls Step(), which first drains what was submitted (submissions before
-// aborts, so an abort of a just-submitted request finds it) and then steps the core. Nothing
-// else touches the core, so the core itself needs no locks.
+// How a frontend (the server's AsyncEngine, the offline tools) talks to an engine core: submit and
+// abort from any thread, step and wait on the thread that drives the loop. An interface so that
+// the core can live elsewhere: today's implementation is InProcessEngineClient (below); a
+// multi-process one (the core behind a socket, vLLM's MPClient) arrives with parallelism.
 #pragma once
 
 #include <atomic>
@@ -17,23 +17,48 @@ namespace ember {
 
 class EngineClient {
  public:
-  // `core` outlives the client; only the client's Step() may use it from now on.
-  explicit EngineClient(EngineCore* core) : core_(core) {}
+  virtual ~EngineClient() = default;
 
   // Any thread. Returns the index to abort with and to match outputs against. A request the
   // core rejects at admission comes out of Step() as a finished event with kError.
-  RequestIndex Submit(RequestInput input);
+  virtual RequestIndex Submit(RequestInput input) = 0;
   // Any thread. Unknown or finished indices are ignored.
-  void Abort(RequestIndex index);
+  virtual void Abort(RequestIndex index) = 0;
 
-  // Engine thread: drains submissions and aborts, then runs one step if there is work.
-  std::vector<RequestOutput> Step();
-  // Engine thread: blocks until something was submitted or `timeout` passes, unless the core
-  // still has work. Lets an idle engine loop sleep instead of spinning.
-  void WaitForWork(std::chrono::milliseconds timeout);
+  // Loop thread: admits submissions and aborts, then runs one step if there is work; returns the
+  // step's events (rejections included).
+  virtual std::vector<RequestOutput> Step() = 0;
+  // Loop thread: blocks until something was submitted or `timeout` passes, unless the core still
+  // has work. Lets an idle loop sleep instead of spinning.
+  virtual void WaitForWork(std::chrono::milliseconds timeout) = 0;
+  // Loop thread: true while a submitted request has not had its final event, or the core still
+  // has bookkeeping to finish, so `while (HasUnfinished()) Step();` runs everything to the end.
+  virtual bool HasUnfinished() = 0;
+  // Loop thread: the scheduler's counters, for metrics.
+  virtual SchedulerStats Stats() const = 0;
+  // Loop thread: told when each step's execution starts and ends (the step watchdog); null:
+  // nobody. The observer must outlive the client or be reset first.
+  virtual void SetStepObserver(StepObserver* observer) = 0;
+};
+
+// The core in this process. Submit() and Abort() queue under a mutex; Step() drains the queues
+// (submissions before aborts, so an abort of a just-submitted request finds it) and then steps
+// the core. Nothing else touches the core, so the core itself needs no locks.
+class InProcessEngineClient final : public EngineClient {
+ public:
+  // `core` outlives the client; only the client's Step() may use it from now on.
+  explicit InProcessEngineClient(EngineCore* core) : core_(core) {}
+
+  RequestIndex Submit(RequestInput input) override;
+  void Abort(RequestIndex index) override;
+  std::vector<RequestOutput> Step() override;
+  void WaitForWork(std::chrono::milliseconds timeout) override;
+  bool HasUnfinished() override;
+  SchedulerStats Stats() const override { return core_->Stats(); }
+  void SetStepObserver(StepObserver* observer) override { core_->set_step_observer(observer); }
 
  private:
-  // Engine thread: admits what was submitted; rejections become final events in `events`.
+  // Loop thread: admits what was submitted; rejections become final events in `events`.
   void Drain(std::vector<RequestOutput>& events);
 
   EngineCore* core_;

@@ -54,4 +54,14 @@ void Request::Preempt() {
   ++num_preemptions_;
 }
 
+void Request::AddPromptLogprobs(int64_t first, std::vector<TokenLogprobs> entries) {
+  // Such requests never start from a cache hit, so entries come in order from 0: a gap is a bug.
+  EMBER_CHECK(first <= num_prompt_logprobs_, "request {}: prompt logprobs from entry {}, {} received", index_, first,
+              num_prompt_logprobs_);
+  for (size_t j = static_cast<size_t>(num_prompt_logprobs_ - first); j < entries.size(); ++j) {
+    prompt_logprobs_.push_back(std::move(entries[j]));
+    ++num_prompt_logprobs_;
+  }
+}
+
 }  // namespace ember

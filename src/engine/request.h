@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -105,6 +106,13 @@ class Request {
   RequestTimes& times() { return times_; }
   const RequestTimes& times() const { return times_; }
 
+  // Prompt logprobs (sampling().prompt_logprobs) arrive over the prefill's steps, entry k for
+  // prompt token k + 1, starting at entry `first`. A recompute after preemption sends entries
+  // already received again; they are dropped, so each is handed out once.
+  void AddPromptLogprobs(int64_t first, std::vector<TokenLogprobs> entries);
+  // The entries received and not yet taken (the frontend gets them with the first token).
+  std::vector<TokenLogprobs> TakePromptLogprobs() { return std::exchange(prompt_logprobs_, {}); }
+
  private:
   RequestIndex index_;
   RequestInput input_;
@@ -120,6 +128,8 @@ class Request {
   std::string error_;
   int32_t num_preemptions_ = 0;
   RequestTimes times_;
+  std::vector<TokenLogprobs> prompt_logprobs_;
+  int64_t num_prompt_logprobs_ = 0;  // entries received so far, taken or not
 };
 
 }  // namespace ember

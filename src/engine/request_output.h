@@ -18,6 +18,9 @@ struct RequestOutput {
   std::string external_id;
   std::vector<int32_t> new_token_ids;       // in order; a stop token that ended the request is included
   std::vector<TokenLogprobs> new_logprobs;  // parallel to new_token_ids when logprobs were requested
+  // With prompt_logprobs, in the event of the first generated token: entry k for prompt token
+  // k + 1 (the first prompt token has none, as in vLLM).
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<int32_t> stop_token;        // which stop token ended it (vLLM's stop_reason)

@@ -57,6 +57,9 @@ Status SamplingParams::Validate(int64_t vocab_size) const {
   if (logprobs.has_value() && !InClosed(*logprobs, 0, kMaxLogprobs)) {
     return Bad("logprobs", fmt::format("in [0, {}]", kMaxLogprobs), *logprobs);
   }
+  if (prompt_logprobs.has_value() && !InClosed(*prompt_logprobs, 0, kMaxLogprobs)) {
+    return Bad("prompt_logprobs", fmt::format("in [0, {}]", kMaxLogprobs), *prompt_logprobs);
+  }
   return Status::Ok();
 }
 

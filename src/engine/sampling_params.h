@@ -37,6 +37,10 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings, matched on the detokenized output
   bool include_stop_str_in_output = false;
   std::optional<int32_t> logprobs;  // top-k logprobs per generated token (0 = only the chosen one)
+  // vLLM's prompt_logprobs: for every prompt token but the first, its logprob given the tokens
+  // before it, plus the top-k at that position (0 = only the prompt token). Such a request
+  // skips the prefix cache, since cached positions are never computed.
+  std::optional<int32_t> prompt_logprobs;
 
   // Checks ranges and combinations against the model's vocabulary size; the message names the field.
   Status Validate(int64_t vocab_size) const;

@@ -68,8 +68,8 @@ Status Scheduler::Add(RequestIndex index, RequestInput input) {
   for (size_t i = 0; i < input.prompt_token_ids.size(); ++i) {
     const int32_t id = input.prompt_token_ids[i];
     if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgument(fmt::format("token id {} at index {} of the prompt is outside the model's vocabulary of "
-                                         "{} tokens: ids must be in [0, {}]",
+      return InvalidArgument(fmt::format("token id {} at index {} of the prompt is outside the vocabulary of the "
+                                         "model's {} tokens: ids must be in [0, {}]",
                                          id, i, config_.vocab_size, config_.vocab_size - 1));
     }
   }
@@ -181,7 +181,10 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* req = waiting_.Peek();
     const RequestIndex index = req->index();
-    const kv::CacheHit hit = kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
+    // Prompt logprobs need every prompt position computed, so such a request takes no cache hit.
+    const kv::CacheHit hit = req->sampling().prompt_logprobs
+                                 ? kv::CacheHit{}
+                                 : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
     EMBER_CHECK(hit.num_tokens < req->num_tokens());
     req->set_num_computed_tokens(hit.num_tokens);
     int64_t n = TokensToSchedule(*req, plan.budget);
@@ -276,6 +279,14 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     const Request& req = *it->second;
     kv_->CacheFullBlocks(index, req.all_token_ids(), req.num_computed_tokens(), req.cache_salt_key());
   }
+  for (size_t i = 0; i < output.prompt_logprobs.size(); ++i) {
+    if (output.prompt_logprobs[i].empty()) continue;
+    auto it = requests_.find(output.reqs[i]);
+    if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;
+    // The step's tokens already count as computed, so its first position is that minus them.
+    const int64_t first = it->second->num_computed_tokens() - scheduled.num_scheduled_tokens[i];
+    it->second->AddPromptLogprobs(first, output.prompt_logprobs[i]);
+  }
   for (size_t i = 0; i < output.reqs.size(); ++i) {
     if (output.sampled_token_ids[i].empty()) continue;  // partial prefill
     auto it = requests_.find(output.reqs[i]);
@@ -291,6 +302,7 @@ RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& 
   EMBER_CHECK(req->num_computed_tokens() == req->num_tokens(), "request {} sampled before its tokens were computed",
               req->index());
   if (!req->times().first_token) req->times().first_token = Clock::now();
+  std::vector<TokenLogprobs> prompt_logprobs = req->TakePromptLogprobs();  // before Finish frees req
   std::vector<int32_t> new_tokens;
   std::vector<TokenLogprobs> new_logprobs;
   std::optional<StopDecision> stop;
@@ -303,6 +315,7 @@ RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& 
   RequestOutput event = stop ? Finish(req, stop->reason, {}, stop->stop_token) : MakeOutput(*req);
   event.new_token_ids = std::move(new_tokens);
   event.new_logprobs = std::move(new_logprobs);
+  event.prompt_logprobs = std::move(prompt_logprobs);
   return event;
 }
 

@@ -55,6 +55,10 @@ struct ModelRunnerOutput {
   // Per request: 0 tokens after a partial prefill, 1 after a decode or the end of a prefill.
   std::vector<std::vector<int32_t>> sampled_token_ids;
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel to sampled_token_ids when requested
+  // Per request with prompt_logprobs (else empty): entry j is the logprob of the prompt token at
+  // position first + j + 1, where first is the request's num_computed_tokens before this step,
+  // for every scheduled position that has a next prompt token.
+  std::vector<std::vector<TokenLogprobs>> prompt_logprobs;
 };
 
 }  // namespace ember

@@ -48,6 +48,18 @@ BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
       built.logits_row_of_request.push_back(-1);
     }
   }
+  // After every sampled row, so the sampler reads its rows as one block in request order.
+  built.prompt_rows_of_request.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RunnerRequest& r = *requests[i];
+    if (!r.sampling.prompt_logprobs) continue;
+    const int64_t first = r.num_computed_tokens;
+    const int64_t last_scored = static_cast<int64_t>(r.prompt_token_ids.size()) - 1;  // has no next prompt token
+    const int64_t count = std::min<int64_t>(first + num_scheduled_tokens[i], last_scored) - first;
+    if (count <= 0) continue;
+    built.prompt_rows_of_request[i] = {static_cast<int32_t>(b.logits_indices.size()), static_cast<int32_t>(count)};
+    for (int64_t j = 0; j < count; ++j) b.logits_indices.push_back(static_cast<int32_t>(b.query_start_loc[i] + j));
+  }
   return built;
 }
 

@@ -1,6 +1,8 @@
 // Builds the model's ForwardBatch for one step from the scheduled requests: their new tokens and
 // positions, per KV group the block-table rows and the slot each new token's K/V goes to, and the
-// rows whose logits are sampled (a request's last row when this step reaches its last known token).
+// rows whose logits are wanted: first the sampled ones (a request's last row when this step
+// reaches its last known token), then, for requests with prompt_logprobs, every scheduled prompt
+// position that has a next prompt token to score.
 #pragma once
 
 #include <vector>
@@ -15,6 +17,13 @@ struct BuiltBatch {
   // Per scheduled request (batch order): the index into batch.logits_indices of its sampled row,
   // or -1 when this step only advances its prefill.
   std::vector<int32_t> logits_row_of_request;
+  // Per scheduled request: its prompt-logprob rows are logits rows [first_row, first_row + count),
+  // for positions num_computed_tokens .. + count - 1 (count 0: none this step).
+  struct PromptRows {
+    int32_t first_row = 0;
+    int32_t count = 0;
+  };
+  std::vector<PromptRows> prompt_rows_of_request;
 };
 
 // `requests[i]` is scheduled for `num_scheduled_tokens[i]` tokens from its num_computed_tokens.

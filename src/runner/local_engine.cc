@@ -87,12 +87,14 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   }
   engine->model_ = std::move(model);
   engine->kv_ = std::make_unique<KvStore>(std::move(store));
-  engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), eos);
+  engine->eos_token_ids_ = eos;
+  engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), std::move(eos));
   EngineCoreConfig core;
   core.scheduler = s;
   core.kv = kv_config;
   core.kv_options.enable_prefix_caching = o.enable_prefix_caching;
   EMBER_ASSIGN_OR_RETURN(engine->core_, EngineCore::Create(core, engine->runner_.get()));
+  engine->client_ = std::make_unique<InProcessEngineClient>(engine->core_.get());
   return engine;
 }
 

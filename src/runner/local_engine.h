@@ -1,6 +1,7 @@
-// Everything one process needs to serve a model on this machine: the model, the KV memory sized
-// from a budget, the model runner and the engine core, built from vLLM-style options. `ember
-// serve` and `ember generate --jsonl` both start here, so both log the same memory plan.
+// Everything one process needs to run a model on this machine: the model, the KV memory sized
+// from a budget, the model runner, the engine core and the in-process EngineClient in front of
+// it, built from vLLM-style options. Every tool that runs a model (serve, generate, chat,
+// perplexity, bench) starts here, so there is one way to run a model and one memory plan log.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_client.h"
 #include "engine/engine_core.h"
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
@@ -46,8 +48,13 @@ class LocalEngine {
   static Expected<std::unique_ptr<LocalEngine>> Create(std::unique_ptr<CausalLM> model, const EngineOptions& options);
 
   CausalLM& model() { return *model_; }
+  // The front door every frontend uses; only its Step() may drive the core.
+  EngineClient& client() { return *client_; }
+  // For tests that inspect the scheduler and the KV manager between steps.
   EngineCore& core() { return *core_; }
   const EnginePlan& plan() const { return plan_; }
+  // The EOS ids of the model that lie inside its vocabulary (the ones that can be sampled).
+  const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
   ModelRunner& runner() { return *runner_; }
   // Human-readable lines: weights, KV groups, blocks and tokens, max concurrency.
   std::vector<std::string> DescribePlan() const;
@@ -58,7 +65,9 @@ class LocalEngine {
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<EngineCore> core_;
+  std::unique_ptr<InProcessEngineClient> client_;
   EnginePlan plan_;
+  std::vector<int32_t> eos_token_ids_;
 };
 
 }  // namespace ember

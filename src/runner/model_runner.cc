@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/logging.h"
 #include "runner/batch_builder.h"
+#include "runner/sampler/logprobs.h"
 
 namespace ember {
 
@@ -60,7 +61,23 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
     result.sampled_token_ids[i].push_back(sampled[k].token_id);
     if (sampled[k].logprobs) result.logprobs[i].push_back(std::move(*sampled[k].logprobs));
   }
+  AddPromptLogprobs(requests, built, &result);
   return result;
+}
+
+void ModelRunner::AddPromptLogprobs(const std::vector<const RunnerRequest*>& requests, const BuiltBatch& built,
+                                    ModelRunnerOutput* result) const {
+  const int64_t vocab = model_->info().vocab_size;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const BuiltBatch::PromptRows rows = built.prompt_rows_of_request[i];
+    if (rows.count == 0) continue;
+    const RunnerRequest& r = *requests[i];
+    // Row j is position num_computed_tokens + j, which scores the prompt token after it.
+    const auto next = std::span<const int32_t>(r.prompt_token_ids).subspan(r.num_computed_tokens + 1, rows.count);
+    const std::span<const float> logits(forward_.logits.data() + rows.first_row * vocab, rows.count * vocab);
+    result->prompt_logprobs.resize(requests.size());
+    result->prompt_logprobs[i] = ComputeRowLogprobs(logits, next, *r.sampling.prompt_logprobs, &ThreadPool::Global());
+  }
 }
 
 }  // namespace ember

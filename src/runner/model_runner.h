@@ -1,8 +1,9 @@
 // The engine's Executor for a model on this machine: applies each SchedulerOutput diff to the
 // persistent request states, builds the ForwardBatch, runs the model over the paged KV store and
-// samples one token for every request whose known tokens are all computed. Orchestration only:
-// batching lives in batch_builder, sampling in sampler/, the math in the model (vLLM V2's rule
-// that the runner holds only what is common to every model).
+// samples one token for every request whose known tokens are all computed, plus the prompt
+// logprobs of requests that ask for them. Orchestration only: batching lives in batch_builder,
+// sampling in sampler/, the math in the model (vLLM V2's rule that the runner holds only what is
+// common to every model).
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include "engine/executor.h"
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
+#include "runner/batch_builder.h"
 #include "runner/request_state.h"
 #include "runner/sampler/sampler.h"
 
@@ -28,6 +30,11 @@ class ModelRunner : public Executor {
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
 
  private:
+  // Scores the prompt rows of requests with prompt_logprobs (after the sampled rows in the
+  // step's logits) into result->prompt_logprobs.
+  void AddPromptLogprobs(const std::vector<const RunnerRequest*>& requests, const BuiltBatch& built,
+                         ModelRunnerOutput* result) const;
+
   CausalLM* model_;
   KvStore* kv_;
   RequestStates states_;

@@ -22,8 +22,8 @@ bool RequestStream::Pop(RequestOutput* out, std::chrono::milliseconds timeout) {
   return true;
 }
 
-AsyncEngine::AsyncEngine(EngineCore* core, ServerMetrics* metrics, StepWatchdogOptions watchdog)
-    : core_(core), client_(core), metrics_(metrics), watchdog_(watchdog) {}
+AsyncEngine::AsyncEngine(EngineClient* client, ServerMetrics* metrics, StepWatchdogOptions watchdog)
+    : client_(client), metrics_(metrics), watchdog_(watchdog) {}
 
 AsyncEngine::~AsyncEngine() { Stop(); }
 
@@ -56,21 +56,21 @@ RequestIndex AsyncEngine::Submit(RequestInput input, std::shared_ptr<RequestStre
   }
   // Registering under the lock the router takes means no event can arrive before its stream.
   std::lock_guard lock(streams_mu_);
-  const RequestIndex index = client_.Submit(std::move(input));
+  const RequestIndex index = client_->Submit(std::move(input));
   streams_[index] = std::move(stream);
   ++in_flight_;
   return index;
 }
 
-void AsyncEngine::Abort(RequestIndex index) { client_.Abort(index); }
+void AsyncEngine::Abort(RequestIndex index) { client_->Abort(index); }
 
 void AsyncEngine::Loop() {
-  core_->set_step_observer(&watchdog_);
+  client_->SetStepObserver(&watchdog_);
   SetThreadOpTrace(watchdog_.trace());
   try {
     while (!stop_) {
-      client_.WaitForWork(std::chrono::milliseconds(20));
-      std::vector<RequestOutput> outputs = client_.Step();
+      client_->WaitForWork(std::chrono::milliseconds(20));
+      std::vector<RequestOutput> outputs = client_->Step();
       UpdateMetrics(outputs);
       Route(std::move(outputs));
     }
@@ -80,7 +80,7 @@ void AsyncEngine::Loop() {
     FailAll(std::string("the engine failed: ") + e.what());
   }
   SetThreadOpTrace(nullptr);
-  core_->set_step_observer(nullptr);
+  client_->SetStepObserver(nullptr);
   alive_ = false;
 }
 
@@ -118,7 +118,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
   if (metrics_ == nullptr) return;
-  const SchedulerStats stats = core_->Stats();
+  const SchedulerStats stats = client_->Stats();
   metrics_->num_requests_running.Set(static_cast<double>(stats.num_running));
   metrics_->num_requests_waiting.Set(static_cast<double>(stats.num_waiting));
   metrics_->kv_cache_usage.Set(stats.kv_usage);

@@ -1,4 +1,4 @@
-// Runs the engine core on its own thread and connects it to HTTP handler threads: a handler
+// Runs the engine loop on its own thread and connects it to HTTP handler threads: a handler
 // submits a request and reads that request's events from its own RequestStream; the engine thread
 // routes every step's events to the streams and refreshes the metrics. Post-processing
 // (detokenizing, stop strings, JSON) stays on the handler threads, off the engine loop.
@@ -38,9 +38,10 @@ class AsyncEngine {
   // finished error event carrying this index).
   static constexpr RequestIndex kNoRequest = ~RequestIndex{0};
 
-  // `core` is stepped only by this object's thread once Start() runs. `metrics` may be null.
-  // The step watchdog reports a step that runs far past its expected cost (stalled()).
-  AsyncEngine(EngineCore* core, ServerMetrics* metrics, StepWatchdogOptions watchdog = {});
+  // `client` (which outlives this object) is stepped only by this object's thread once Start()
+  // runs. `metrics` may be null. The step watchdog reports a step that runs far past its
+  // expected cost (stalled()).
+  AsyncEngine(EngineClient* client, ServerMetrics* metrics, StepWatchdogOptions watchdog = {});
   ~AsyncEngine();
 
   void Start();
@@ -71,8 +72,7 @@ class AsyncEngine {
   void FailAll(const std::string& message);
   void UpdateMetrics(const std::vector<RequestOutput>& outputs);
 
-  EngineCore* core_;
-  EngineClient client_;
+  EngineClient* client_;
   ServerMetrics* metrics_;
   StepWatchdog watchdog_;
   std::thread thread_;

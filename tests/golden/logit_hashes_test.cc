@@ -22,7 +22,7 @@
 
 #include "kernels/matmul.h"
 #include "model/causal_lm.h"
-#include "model/sequence.h"
+#include "support/single_sequence.h"
 #include "quant/block_scaled_dot.h"
 #include "quant/gguf_dot.h"
 
@@ -72,7 +72,7 @@ Expected<std::string> LogitHash(const Case& c) {
   const int64_t vocab = model->info().vocab_size;
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < 20; ++i) prompt.push_back(static_cast<int32_t>((1 + i * 7919) % vocab));
-  EMBER_ASSIGN_OR_RETURN(Sequence sequence, Sequence::Create(model.get(), 20, kv::KvDtype::kF32));
+  EMBER_ASSIGN_OR_RETURN(test::SingleSequence sequence, test::SingleSequence::Create(model.get(), 20, kv::KvDtype::kF32));
   std::vector<float> logits, all;
   EMBER_RETURN_IF_ERROR(sequence.Append(prompt.data(), 13, /*all_logits=*/true, &logits));
   all = logits;

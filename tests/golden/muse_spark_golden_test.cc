@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
-#include "model/sequence.h"
+#include "support/single_sequence.h"
 
 namespace ember {
 namespace {
@@ -80,7 +80,7 @@ TEST_P(MuseSparkGoldenTest, PromptLogitsMatchReference) {
   auto model = LoadModel(g.dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
-  auto sequence = Sequence::Create(model->get(), n, kv::KvDtype::kF32);
+  auto sequence = test::SingleSequence::Create(model->get(), n, kv::KvDtype::kF32);
   ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
   std::vector<float> logits;
   ASSERT_TRUE(sequence->Append(g.prompt_ids.data(), n, /*all_logits=*/true, &logits).ok());
@@ -97,7 +97,7 @@ TEST_P(MuseSparkGoldenTest, GreedyContinuationWithKvCacheMatchesReference) {
   auto model = LoadModel(g.dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
-  auto sequence = Sequence::Create(model->get(), n + static_cast<int64_t>(g.greedy_ids.size()), kv::KvDtype::kF32);
+  auto sequence = test::SingleSequence::Create(model->get(), n + static_cast<int64_t>(g.greedy_ids.size()), kv::KvDtype::kF32);
   ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
   std::vector<float> logits;
   ASSERT_TRUE(sequence->Append(g.prompt_ids.data(), n, false, &logits).ok());
@@ -123,7 +123,7 @@ TEST_P(MuseSparkGoldenTest, ChunkedPrefillMatchesSinglePass) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int64_t n = static_cast<int64_t>(g.prompt_ids.size());
   for (int64_t chunk : {1, 5, 13}) {
-    auto sequence = Sequence::Create(model->get(), n, kv::KvDtype::kF32);
+    auto sequence = test::SingleSequence::Create(model->get(), n, kv::KvDtype::kF32);
     ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
     std::vector<float> all, part;
     for (int64_t start = 0; start < n; start += chunk) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
-#include "model/sequence.h"
+#include "support/single_sequence.h"
 
 namespace ember {
 namespace {
@@ -54,7 +54,7 @@ std::vector<int32_t> PromptIds() {
 // Every prompt position's logits from one pass.
 std::vector<float> PromptLogits(CausalLM* model, const std::vector<int32_t>& prompt) {
   const auto n = static_cast<int64_t>(prompt.size());
-  auto sequence = Sequence::Create(model, n, kv::KvDtype::kF32);
+  auto sequence = test::SingleSequence::Create(model, n, kv::KvDtype::kF32);
   EXPECT_TRUE(sequence.ok()) << sequence.status().ToString();
   if (!sequence.ok()) return {};
   std::vector<float> logits;

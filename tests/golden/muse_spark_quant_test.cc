@@ -27,7 +27,7 @@
 #include "model/causal_lm.h"
 #include "model/convert_checkpoint.h"
 #include "model/quantized_weights.h"
-#include "model/sequence.h"
+#include "support/single_sequence.h"
 
 namespace ember {
 namespace {
@@ -90,7 +90,7 @@ std::vector<float> PromptLogits(const std::string& dir, const LoadOptions& optio
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
   const int64_t n = static_cast<int64_t>(prompt.size());
-  auto sequence = Sequence::Create(model->get(), n, kv::KvDtype::kF32);
+  auto sequence = test::SingleSequence::Create(model->get(), n, kv::KvDtype::kF32);
   EXPECT_TRUE(sequence.ok()) << sequence.status().ToString();
   std::vector<float> logits;
   EXPECT_TRUE(sequence->Append(prompt.data(), n, /*all_logits=*/true, &logits).ok());
@@ -267,7 +267,7 @@ TEST_P(MuseSparkQuantAccuracyTest, DenseLinearsToo) {
   EXPECT_EQ(last_total, 4 * (2 + 5 + 2));  // per sparse layer: 2 expert stacks, 5 attention, 2 latent
   EXPECT_LT((*model)->weight_bytes().per_token_decode, (*experts_only)->weight_bytes().per_token_decode);
   const std::vector<int32_t> prompt = Prompt();
-  auto sequence = Sequence::Create(model->get(), static_cast<int64_t>(prompt.size()), kv::KvDtype::kF32);
+  auto sequence = test::SingleSequence::Create(model->get(), static_cast<int64_t>(prompt.size()), kv::KvDtype::kF32);
   std::vector<float> logits;
   ASSERT_TRUE(sequence->Append(prompt.data(), static_cast<int64_t>(prompt.size()), true, &logits).ok());
   const Agreement a = Compare(ReadFloats(kAccuracyDir + "bf16.logits.f32"), logits, kVocab);

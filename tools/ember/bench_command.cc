@@ -1,8 +1,9 @@
 // ember bench --model FILE --pp 512 --tg 128: prompt-processing and generation tokens/s of a real
-// model, measured the way llama-bench does (pp: one Forward of N prompt tokens into an empty cache,
-// last-token logits only; tg: N single-token Forwards from an empty cache, no sampling), so that
-// scripts/bench_vs_llamacpp.py can put the two side by side. Rates per wall second and per process
-// CPU-second (steadier on a shared machine).
+// model through the engine, measured the way llama-bench does (pp: one step of N prompt tokens
+// into an empty cache, logits of the last token only; tg: N single-token steps from an empty
+// cache; greedy, so sampling is one argmax per step), so that scripts/bench_vs_llamacpp.py can put
+// the two side by side. Rates per wall second and per process CPU-second (steadier on a shared
+// machine).
 //
 // The subcommands roofline, throughput, serve and quant live in tools/ember/bench/.
 //
@@ -29,10 +30,11 @@
 #include "model/arch/muse_spark.h"
 #include "model/causal_lm.h"
 #include "model/quantized_weights.h"
-#include "model/sequence.h"
+#include "runner/local_engine.h"
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
 namespace {
@@ -86,24 +88,39 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
   }
   auto created = MuseSparkModel::Create(config, weights, QuantScheme{}, load);
   if (!created.ok()) return Fail(created.status());
-  MuseSparkModel& model = **created;
-  const WeightBytes bytes = model.weight_bytes();
+  const WeightBytes bytes = (*created)->weight_bytes();
 
-  // Prompt, then timed greedy decode steps (batch 1).
-  std::vector<int32_t> prompt(o.prompt);
-  for (int64_t i = 0; i < o.prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % o.vocab);
-  auto sequence = Sequence::Create(&model, o.prompt + o.tokens, model.DefaultKvDtype());
-  if (!sequence.ok()) return Fail(sequence.status());
-  std::vector<float> logits;
-  Status status = sequence->Append(prompt.data(), o.prompt, false, &logits);
-  if (!status.ok()) return Fail(status);
+  // Prompt, then timed greedy decode steps (batch 1): a request of tokens + 1 outputs, the first
+  // of which comes from the untimed prefill step.
+  EngineOptions options;
+  options.max_num_seqs = 1;
+  options.max_model_len = o.prompt + o.tokens + 1;
+  options.enable_prefix_caching = false;
+  auto engine = LocalEngine::Create(std::move(*created), options);
+  if (!engine.ok()) return Fail(engine.status());
+  EngineClient& client = (*engine)->client();
+  RequestInput input;
+  for (int64_t i = 0; i < o.prompt; ++i) input.prompt_token_ids.push_back(static_cast<int32_t>((i * 7919) % o.vocab));
+  input.sampling.temperature = 0.0f;
+  input.sampling.max_tokens = static_cast<int32_t>(o.tokens + 1);
+  input.sampling.ignore_eos = true;
+  client.Submit(std::move(input));
   std::vector<double> step_seconds;
-  for (int64_t t = 0; t < o.tokens; ++t) {
-    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  int64_t produced = 0;
+  std::string error;
+  while (client.HasUnfinished()) {
     const auto start = std::chrono::steady_clock::now();
-    status = sequence->Append(&next, 1, false, &logits);
-    if (!status.ok()) return Fail(status);
-    step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::vector<RequestOutput> outputs = client.Step();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const RequestOutput& out : outputs) {
+      // Every step after the one that produced the first token is a timed decode step.
+      if (!out.new_token_ids.empty() && produced++ > 0) step_seconds.push_back(seconds);
+      if (out.finish_reason == FinishReason::kError) error = out.error;
+    }
+  }
+  if (!error.empty()) return Fail(InvalidArgument(error));
+  if (static_cast<int64_t>(step_seconds.size()) != o.tokens) {
+    return Fail(Internal(fmt::format("{} decode steps timed, expected {}", step_seconds.size(), o.tokens)));
   }
   std::sort(step_seconds.begin(), step_seconds.end());
   double total = 0;
@@ -215,26 +232,35 @@ int RunModelBench(const ModelBenchOptions& o) {
   if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
   auto loaded = LoadModelWithLog(o.model);
   if (!loaded.ok()) return Fail(loaded.status());
-  CausalLM& lm = **loaded;
-  const std::vector<int32_t> ids = BenchTokens(std::max(o.pp, o.tg), lm.info().vocab_size);
-  std::vector<float> logits;
-  // The KV memory is allocated once, outside the timed runs (as llama.cpp's context is).
-  auto sequence = Sequence::Create(&lm, std::max(o.pp, o.tg), lm.DefaultKvDtype());
-  if (!sequence.ok()) return Fail(sequence.status());
-  // One pp run: the whole prompt in one call, logits of the last token only.
-  auto prompt = [&](int64_t count) {
-    sequence->Clear();
-    return sequence->Append(ids.data(), count, false, &logits);
+  const std::vector<int32_t> ids = BenchTokens(std::max<int64_t>(o.pp, 1), (*loaded)->info().vocab_size);
+  // The KV memory is allocated once, outside the timed runs (as llama.cpp's context is), and
+  // with no prefix cache every run starts from an empty one.
+  EngineOptions options;
+  options.enable_prefix_caching = false;
+  options.max_num_batched_tokens = std::max<int64_t>(o.pp, 2048);  // the whole prompt in one step
+  options = OneRequestAtATime(options, std::max(o.pp, o.tg) + 1, **loaded);
+  auto engine = LocalEngine::Create(std::move(*loaded), options);
+  if (!engine.ok()) return Fail(engine.status());
+  EngineClient& client = (*engine)->client();
+  // One request to the end: `prompt` tokens computed in one step, then max_tokens - 1 decode
+  // steps of one token each (the first token comes from the prompt's step).
+  auto run = [&](int64_t prompt, int64_t max_tokens) {
+    RequestInput input;
+    input.prompt_token_ids.assign(ids.begin(), ids.begin() + prompt);
+    input.sampling.temperature = 0.0f;
+    input.sampling.max_tokens = static_cast<int32_t>(max_tokens);
+    input.sampling.ignore_eos = true;
+    client.Submit(std::move(input));
+    Status status;
+    RunUntilDone(client, [&](RequestOutput& out) {
+      if (out.finish_reason == FinishReason::kError) status = InvalidArgument(out.error);
+    });
+    return status;
   };
-  // One tg run: `count` decode steps of one token each, from an empty cache.
-  auto generate = [&](int64_t count) {
-    sequence->Clear();
-    for (int64_t i = 0; i < count; ++i) {
-      Status status = sequence->Append(ids.data() + i, 1, false, &logits);
-      if (!status.ok()) return status;
-    }
-    return Status::Ok();
-  };
+  // One pp run: the whole prompt in one step into an empty cache, sampled from its last token.
+  auto prompt = [&](int64_t count) { return run(count, 1); };
+  // One tg run: `count` single-token steps from an empty cache (a one-token prompt, then decodes).
+  auto generate = [&](int64_t count) { return run(1, count); };
   // Warm-up (page in the weights, size the scratch buffers), untimed, like llama-bench's.
   Status status;
   if (o.pp > 0) Time([&] { return prompt(o.pp); }, &status);

@@ -2,20 +2,25 @@
 
 #include <algorithm>
 
-#include "model/sequence.h"
 #include "tokenizer/model_tokenizer.h"
+#include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
 
-Expected<std::unique_ptr<ChatSession>> ChatSession::Create(const std::string& model_path, CausalLM* model,
-                                                          kv::KvDtype kv_dtype) {
+Expected<std::unique_ptr<ChatSession>> ChatSession::Create(const std::string& model_path, LocalEngine* engine) {
   std::unique_ptr<ChatSession> session(new ChatSession());
-  session->model_ = model;
-  session->kv_dtype_ = kv_dtype;
+  session->client_ = &engine->client();
+  session->eos_token_ids_ = engine->eos_token_ids();
   EMBER_ASSIGN_OR_RETURN(session->tokenizer_, LoadModelTokenizer(model_path));
   EMBER_ASSIGN_OR_RETURN(std::string source, LoadModelChatTemplateSource(model_path));
   EMBER_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::Parse(std::move(source)));
   session->template_ = std::make_unique<ChatTemplate>(std::move(parsed));
+  // Only ids the model can sample: a tokenizer may list more tokens than the model's head has.
+  const int32_t vocab = std::min<int32_t>(session->tokenizer_->vocab_size(),
+                                          static_cast<int32_t>(engine->model().info().vocab_size));
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (session->tokenizer_->IsSpecial(id)) session->stop_token_ids_.push_back(id);
+  }
   return session;
 }
 
@@ -34,23 +39,27 @@ Expected<std::vector<int32_t>> ChatSession::PromptWith(const std::string& user_t
 
 Expected<std::string> ChatSession::Reply(const std::string& user_text, int64_t max_tokens,
                                          const std::function<void(const std::string&)>& on_text) {
-  EMBER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptWith(user_text));
-  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
-  EMBER_ASSIGN_OR_RETURN(Sequence sequence, Sequence::Create(model_, prompt_tokens + max_tokens, kv_dtype_));
-  std::vector<float> logits;
-  EMBER_RETURN_IF_ERROR(sequence.Append(prompt.data(), prompt_tokens, false, &logits));
-  const auto& stops = model_->info().eos_token_ids;
+  RequestInput input;
+  input.external_id = "chat";
+  EMBER_ASSIGN_OR_RETURN(input.prompt_token_ids, PromptWith(user_text));
+  input.sampling.temperature = 0.0f;
+  input.sampling.max_tokens = static_cast<int32_t>(max_tokens);
+  input.sampling.stop_token_ids = stop_token_ids_;
+  AddModelStops(eos_token_ids_, &input);
   IncrementalDetokenizer detokenizer(tokenizer_.get(), /*skip_special=*/true);
-  std::string reply;
-  for (int64_t step = 0; step < max_tokens; ++step) {
-    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    // End of turn: the model's EOS, or any control token the template uses to close a turn.
-    if (std::find(stops.begin(), stops.end(), next) != stops.end() || tokenizer_->IsSpecial(next)) break;
-    const std::string piece = detokenizer.Add(next);
-    reply += piece;
-    if (!piece.empty()) on_text(piece);
-    EMBER_RETURN_IF_ERROR(sequence.Append(&next, 1, false, &logits));
-  }
+  std::string reply, error;
+  client_->Submit(std::move(input));
+  RunUntilDone(*client_, [&](RequestOutput& out) {
+    size_t n = out.new_token_ids.size();
+    if (out.stop_token) --n;  // the token that ended the turn is not part of the reply
+    for (size_t i = 0; i < n; ++i) {
+      const std::string piece = detokenizer.Add(out.new_token_ids[i]);
+      reply += piece;
+      if (!piece.empty()) on_text(piece);
+    }
+    if (out.finish_reason == FinishReason::kError) error = out.error;
+  });
+  if (!error.empty()) return InvalidArgument(error);
   const std::string tail = detokenizer.Flush();
   reply += tail;
   if (!tail.empty()) on_text(tail);

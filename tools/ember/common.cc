@@ -40,11 +40,6 @@ Expected<std::vector<int32_t>> ParseTokenIds(const std::string& text) {
   return ids;
 }
 
-Expected<kv::KvDtype> ResolveKvDtype(const std::string& name, const CausalLM& model) {
-  if (name == "auto") return model.DefaultKvDtype();
-  return kv::ParseKvDtype(name);
-}
-
 std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what) {
   return [what = std::move(what)](int64_t done, int64_t total) {
     constexpr int kWidth = 30;

@@ -16,9 +16,8 @@ namespace ember::tools {
 int Fail(const Status& status);
 // "1,2, 3" -> {1, 2, 3}; rejects anything that is not a comma-separated list of non-negative ints.
 Expected<std::vector<int32_t>> ParseTokenIds(const std::string& text);
-// --kv-cache-dtype: "auto" is the model's DefaultKvDtype(); otherwise f32, f16, bf16 or fp8.
-Expected<kv::KvDtype> ResolveKvDtype(const std::string& name, const CausalLM& model);
-// The help text of that option, shared by the commands that take it.
+// The help text of --kv-cache-dtype ("auto" is the model's DefaultKvDtype()), shared by the
+// commands that take it.
 inline constexpr const char* kKvCacheDtypeHelp =
     "KV cache element type: auto (the model's default: f16 for GGUF, bf16 for safetensors), f32, f16, bf16, fp8";
 

@@ -1,22 +1,20 @@
-// ember generate: greedy generation from token ids on a Hugging Face-style model directory.
+// ember generate: greedy generation from token ids or text, one request through the engine
+// (LocalEngine: scheduler, prefix cache, runner, sampler), or many with --jsonl.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <numeric>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "core/logging.h"
-#include "core/thread_pool.h"
-#include "model/causal_lm.h"
-#include "model/sequence.h"
+#include "engine/sampling_params.h"
+#include "runner/local_engine.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/chat_session.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 #include "tools/ember/generate_jsonl.h"
+#include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
 namespace {
@@ -33,60 +31,45 @@ struct GenerateOptions {
   int top_logprobs = 0;
   std::string kv_cache_dtype = "auto";
   std::string jsonl;   // many prompts through the engine (generate_jsonl.cc)
-  EngineFlags engine;  // engine options for --jsonl
+  EngineFlags engine;  // engine options (--jsonl: as given; one prompt: one request at a time)
 };
 
-// log-softmax of one row, in double for accuracy over large vocabularies.
-std::vector<double> LogSoftmax(const float* logits, int64_t n) {
-  double max_logit = logits[0];
-  for (int64_t i = 1; i < n; ++i) max_logit = std::max<double>(max_logit, logits[i]);
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) total += std::exp(logits[i] - max_logit);
-  const double log_total = std::log(total) + max_logit;
-  std::vector<double> out(n);
-  for (int64_t i = 0; i < n; ++i) out[i] = logits[i] - log_total;
-  return out;
-}
-
 // {"token": id, "logprob": lp, "top": [[id, lp], ...]} for the chosen token of one step.
-nlohmann::json StepLogprobs(const float* logits, int64_t vocab, int32_t chosen, int k) {
-  const std::vector<double> lp = LogSoftmax(logits, vocab);
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+nlohmann::json StepLogprobs(int32_t chosen, const TokenLogprobs& lp) {
   nlohmann::json top = nlohmann::json::array();
-  for (int i = 0; i < k; ++i) top.push_back({order[i], lp[order[i]]});
-  return {{"token", chosen}, {"logprob", lp[chosen]}, {"top", top}};
+  for (size_t i = 0; i < lp.top_ids.size(); ++i) top.push_back({lp.top_ids[i], lp.top_logprobs[i]});
+  return {{"token", chosen}, {"logprob", lp.logprob}, {"top", top}};
 }
 
-int32_t Argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) if (logits[i] > logits[best]) best = i;
-  return static_cast<int32_t>(best);
+// Greedy continuation of a `--chat` prompt: the model's chat template around one user turn.
+int RunChatPrompt(GenerateOptions& options) {
+  if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
+  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
+  if (!model.ok()) return Fail(model.status());
+  // The whole context unless --max-model-len says otherwise: the reply's length is not known yet.
+  const EngineOptions engine_options =
+      OneRequestAtATime(options.engine.engine, (*model)->info().max_position_embeddings, **model);
+  auto engine = LocalEngine::Create(std::move(*model), engine_options);
+  if (!engine.ok()) return Fail(engine.status());
+  auto session = ChatSession::Create(options.model, engine->get());
+  if (!session.ok()) return Fail(session.status());
+  auto reply = (*session)->Reply(options.prompt, options.max_tokens, [](const std::string& piece) {
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+  });
+  if (!reply.ok()) return Fail(reply.status());
+  std::fputs("\n", stdout);
+  return 0;
 }
 
-int RunGenerate(const GenerateOptions& options) {
-  if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
+int RunGenerate(GenerateOptions& options) {
+  options.engine.threads = options.threads;
+  options.engine.engine.kv_cache_dtype = options.kv_cache_dtype;
+  if (Status s = options.engine.Finish(); !s.ok()) return Fail(s);
+  if (options.chat) return RunChatPrompt(options);
   // Text prompts go through the model's own tokenizer; ids are passed through as given.
   std::unique_ptr<Tokenizer> tokenizer;
   Expected<std::vector<int32_t>> prompt = std::vector<int32_t>{};
-  if (options.chat) {
-    if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
-    auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
-    if (!model.ok()) return Fail(model.status());
-    auto kv_dtype = ResolveKvDtype(options.kv_cache_dtype, **model);
-    if (!kv_dtype.ok()) return Fail(kv_dtype.status());
-    auto session = ChatSession::Create(options.model, model->get(), *kv_dtype);
-    if (!session.ok()) return Fail(session.status());
-    auto reply = (*session)->Reply(options.prompt, options.max_tokens, [](const std::string& piece) {
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
-    });
-    if (!reply.ok()) return Fail(reply.status());
-    std::fputs("\n", stdout);
-    return 0;
-  }
   if (!options.prompt.empty()) {
     auto loaded = LoadModelTokenizer(options.model);
     if (!loaded.ok()) return Fail(loaded.status());
@@ -99,33 +82,36 @@ int RunGenerate(const GenerateOptions& options) {
   if (prompt->empty()) return Fail(InvalidArgument("the prompt is empty: give --prompt TEXT or --prompt-ids 1,2,3"));
   auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
   if (!model.ok()) return Fail(model.status());
-  CausalLM& lm = **model;
-
-  auto kv_dtype = ResolveKvDtype(options.kv_cache_dtype, lm);
-  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
-  auto sequence = Sequence::Create(&lm, prompt_tokens + options.max_tokens, *kv_dtype);
-  if (!sequence.ok()) return Fail(sequence.status());
-  std::vector<float> logits;
+  const EngineOptions engine_options = OneRequestAtATime(options.engine.engine, prompt_tokens + options.max_tokens, **model);
+  auto engine = LocalEngine::Create(std::move(*model), engine_options);
+  if (!engine.ok()) return Fail(engine.status());
+
+  RequestInput input;
+  input.external_id = "generate";
+  input.prompt_token_ids = *prompt;
+  input.sampling.temperature = 0.0f;
+  input.sampling.max_tokens = static_cast<int32_t>(options.max_tokens);
+  input.sampling.ignore_eos = options.ignore_eos;
+  if (options.top_logprobs > 0) input.sampling.logprobs = options.top_logprobs;
+  AddModelStops((*engine)->eos_token_ids(), &input);
   std::vector<int32_t> generated;
   nlohmann::json logprobs = nlohmann::json::array();
+  std::string error;
   const auto start = std::chrono::steady_clock::now();
-  Status status = sequence->Append(prompt->data(), prompt_tokens, false, &logits);
-  if (!status.ok()) return Fail(status);
-  const auto prefill_end = std::chrono::steady_clock::now();
-  const int64_t vocab = lm.info().vocab_size;
-  while (static_cast<int64_t>(generated.size()) < options.max_tokens) {
-    const int32_t next = Argmax(logits.data(), vocab);
-    generated.push_back(next);
-    if (options.top_logprobs > 0) {
-      logprobs.push_back(StepLogprobs(logits.data(), vocab, next, std::min<int>(options.top_logprobs, vocab)));
+  auto prefill_end = start;
+  EngineClient& client = (*engine)->client();
+  client.Submit(std::move(input));
+  RunUntilDone(client, [&](RequestOutput& out) {
+    // The first token comes out of the step that finishes the prompt.
+    if (generated.empty() && !out.new_token_ids.empty()) prefill_end = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
+      generated.push_back(out.new_token_ids[i]);
+      if (i < out.new_logprobs.size()) logprobs.push_back(StepLogprobs(out.new_token_ids[i], out.new_logprobs[i]));
     }
-    const auto& eos = lm.info().eos_token_ids;
-    if (!options.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
-    if (static_cast<int64_t>(generated.size()) == options.max_tokens) break;
-    status = sequence->Append(&next, 1, false, &logits);
-    if (!status.ok()) return Fail(status);
-  }
+    if (out.finish_reason == FinishReason::kError) error = out.error;
+  });
+  if (!error.empty()) return Fail(InvalidArgument(error));
   const auto end = std::chrono::steady_clock::now();
   const double prefill_s = std::chrono::duration<double>(prefill_end - start).count();
   const double decode_s = std::chrono::duration<double>(end - prefill_end).count();
@@ -171,7 +157,7 @@ void RegisterGenerateCommand(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print {token_ids, prompt_tokens, tokens_per_second} as JSON");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--top-logprobs", options->top_logprobs, "With --json: the top K log-probabilities per step")
-      ->check(CLI::Range(0, 100));
+      ->check(CLI::Range(0, SamplingParams::kMaxLogprobs));
   cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->add_option("--jsonl", options->jsonl,
                   "Run every line of this JSONL file ({\"prompt\": ...} or {\"messages\": [...]}, plus sampling "

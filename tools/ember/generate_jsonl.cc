@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <unordered_map>
 
 #include "core/logging.h"
 #include "engine/stop_strings.h"
@@ -17,6 +18,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/common.h"
+#include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
 namespace {
@@ -105,10 +107,6 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
       chat_template = std::make_unique<ChatTemplate>(std::move(*parsed));
     }
   }
-  std::vector<int64_t> eos;
-  for (int64_t id : (*model)->info().eos_token_ids) {
-    if (id >= 0 && id < (*model)->info().vocab_size) eos.push_back(id);
-  }
   std::vector<Job> jobs;
   if (Status s = ReadJobs(jsonl_path, tokenizer.get(), chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
     return Fail(s);
@@ -116,38 +114,31 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
   auto engine = LocalEngine::Create(std::move(*model), flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
-  EngineCore& core = (*engine)->core();
+  EngineClient& client = (*engine)->client();
 
   const auto start = std::chrono::steady_clock::now();
   int64_t prompt_tokens = 0;
+  std::unordered_map<RequestIndex, size_t> job_of;
   for (size_t i = 0; i < jobs.size(); ++i) {
     RequestInput input;
     input.external_id = fmt::format("line-{}", i);
     input.prompt_token_ids = jobs[i].prompt;
     input.sampling = jobs[i].sampling;
-    input.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
-    if (!input.sampling.ignore_eos) {
-      for (size_t k = 1; k < eos.size(); ++k) input.sampling.stop_token_ids.push_back(static_cast<int32_t>(eos[k]));
-    }
+    AddModelStops((*engine)->eos_token_ids(), &input);
     prompt_tokens += static_cast<int64_t>(jobs[i].prompt.size());
-    if (Status s = core.AddRequest(i, std::move(input)); !s.ok()) {
-      jobs[i].finish_reason = "error";
-      jobs[i].error = s.message();
-    }
+    job_of[client.Submit(std::move(input))] = i;
   }
   int64_t output_tokens = 0;
-  while (core.HasUnfinished()) {
-    for (const RequestOutput& out : core.Step()) {
-      Job& job = jobs[out.req];
-      job.output.insert(job.output.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-      output_tokens += static_cast<int64_t>(out.new_token_ids.size());
-      if (out.finished) {
-        job.finish_reason = std::string(FinishReasonName(out.finish_reason));
-        job.error = out.error;
-        job.cached_tokens = out.num_cached_tokens;
-      }
+  RunUntilDone(client, [&](RequestOutput& out) {
+    Job& job = jobs[job_of.at(out.req)];
+    job.output.insert(job.output.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+    output_tokens += static_cast<int64_t>(out.new_token_ids.size());
+    if (out.finished) {
+      job.finish_reason = std::string(FinishReasonName(out.finish_reason));
+      job.error = out.error;
+      job.cached_tokens = out.num_cached_tokens;
     }
-  }
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];

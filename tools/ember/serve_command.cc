@@ -123,7 +123,7 @@ int RunServe(ServeOptions& o) {
   server::ServerMetrics metrics(context.config.served_model_name);
   metrics.kv_group_usage.Resize((*engine)->plan().kv.groups.size());
   context.metrics = &metrics;
-  server::AsyncEngine async_engine(&(*engine)->core(), &metrics);
+  server::AsyncEngine async_engine(&(*engine)->client(), &metrics);
   context.engine = &async_engine;
 
   server::OpenAiServer http(&context);

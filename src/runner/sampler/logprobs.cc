@@ -62,4 +62,24 @@ TokenLogprobs ComputeTokenLogprobs(std::span<const float> logits, int32_t token,
   return out;
 }
 
+std::vector<TokenLogprobs> ComputeRowLogprobs(std::span<const float> logits, std::span<const int32_t> tokens,
+                                              int32_t num_top, ThreadPool* pool) {
+  std::vector<TokenLogprobs> out(tokens.size());
+  if (tokens.empty()) return out;
+  EMBER_CHECK(logits.size() % tokens.size() == 0, "{} logits for {} rows", logits.size(), tokens.size());
+  const size_t vocab = logits.size() / tokens.size();
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto row = static_cast<size_t>(i);
+      out[row] = ComputeTokenLogprobs(logits.subspan(row * vocab, vocab), tokens[row], num_top);
+    }
+  };
+  if (pool != nullptr && tokens.size() > 1) {
+    pool->ParallelFor(static_cast<int64_t>(tokens.size()), run);
+  } else {
+    run(0, static_cast<int64_t>(tokens.size()));
+  }
+  return out;
+}
+
 }  // namespace ember

@@ -1,4 +1,4 @@
-// EngineClient: server threads submit and abort while the engine thread steps.
+// InProcessEngineClient: server threads submit and abort while the engine thread steps.
 #include "engine/engine_client.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 namespace ember::test {
 namespace {
 
-TEST(EngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
+TEST(InProcessEngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
   SchedulerConfig c;
   c.vocab_size = kFakeVocabSize;
   c.max_num_seqs = 8;
@@ -21,7 +21,7 @@ TEST(EngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
   FakeExecutor executor(c, 1, 4);
   auto core = EngineCore::Create({c, FullOnlyKv(4, 64), {}}, &executor);
   ASSERT_TRUE(core.ok()) << core.status().ToString();
-  EngineClient client(core->get());
+  InProcessEngineClient client(core->get());
 
   constexpr int kPerThread = 40;
   std::atomic<int> submitted{0};
@@ -59,6 +59,37 @@ TEST(EngineClient, ConcurrentSubmitAndAbortEachRequestFinishesOnce) {
   EXPECT_EQ(rejected, 2 * 4);
   while ((*core)->HasUnfinished()) client.Step();  // tell the runner about the last finished ones
   EXPECT_EQ((*core)->kv_cache().usage(), 0.0);
+  EXPECT_EQ(executor.num_runner_states(), 0u);
+}
+
+// Offline tools loop `while (client.HasUnfinished()) client.Step();` right after Submit(): a
+// submission not yet drained must count as unfinished, or the loop would end before it starts.
+TEST(InProcessEngineClient, ASubmissionIsUnfinishedUntilItsFinalEvent) {
+  SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 64;
+  FakeExecutor executor(c, 1, 4);
+  auto core = EngineCore::Create({c, FullOnlyKv(4, 64), {}}, &executor);
+  ASSERT_TRUE(core.ok()) << core.status().ToString();
+  InProcessEngineClient client(core->get());
+  EXPECT_FALSE(client.HasUnfinished());
+  RequestInput in;
+  in.prompt_token_ids = Prompt(5, 1);
+  in.sampling.max_tokens = 3;
+  const RequestIndex idx = client.Submit(std::move(in));
+  EXPECT_TRUE(client.HasUnfinished());
+  int tokens = 0, finals = 0;
+  while (client.HasUnfinished()) {
+    for (const RequestOutput& e : client.Step()) {
+      EXPECT_EQ(e.req, idx);
+      tokens += static_cast<int>(e.new_token_ids.size());
+      finals += e.finished ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(tokens, 3);
+  EXPECT_EQ(finals, 1);
   EXPECT_EQ(executor.num_runner_states(), 0u);
 }
 

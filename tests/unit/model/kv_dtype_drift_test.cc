@@ -16,7 +16,7 @@
 
 #include "kernels/matmul.h"
 #include "model/causal_lm.h"
-#include "model/sequence.h"
+#include "support/single_sequence.h"
 #include "tokenizer/model_tokenizer.h"
 
 namespace ember {
@@ -73,7 +73,7 @@ TEST_P(KvDtypeDriftTest, ReducedPrecisionKvStaysCloseToF32) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t vocab = (*model)->info().vocab_size;
   auto run = [&](kv::KvDtype dtype) {
-    auto sequence = Sequence::Create(model->get(), n, dtype);
+    auto sequence = test::SingleSequence::Create(model->get(), n, dtype);
     EXPECT_TRUE(sequence.ok());
     std::vector<float> logits;
     EXPECT_TRUE(sequence->Append(ids.data(), n, /*all_logits=*/true, &logits).ok());

@@ -105,5 +105,28 @@ TEST(BatchBuilderTest, FinalPrefillChunkSamplesItsLastRow) {
   EXPECT_EQ(built.logits_row_of_request, (std::vector<int32_t>{0}));
 }
 
+TEST(BatchBuilderTest, PromptLogprobRowsFollowTheSampledRows) {
+  // A (prompt logprobs, 6-token prompt) finishes its prompt this step from position 3; B decodes.
+  RunnerRequest a;
+  a.prompt_token_ids = {1, 2, 3, 4, 5, 6};
+  a.sampling.prompt_logprobs = 0;
+  a.block_ids = {{3, 9}};
+  a.num_computed_tokens = 3;
+  RunnerRequest b;
+  b.prompt_token_ids = {7, 8};
+  b.output_token_ids = {9};
+  b.block_ids = {{4}};
+  b.num_computed_tokens = 2;
+  const BuiltBatch built = BuildForwardBatch({&a, &b}, {3, 1}, 4);
+  // Sampled rows first (A's last, B's only), then A's positions 3 and 4, which score tokens 5 and
+  // 6; position 5 is the last prompt token and has no prompt token after it.
+  EXPECT_EQ(built.batch.logits_indices, (std::vector<int32_t>{2, 3, 0, 1}));
+  EXPECT_EQ(built.logits_row_of_request, (std::vector<int32_t>{0, 1}));
+  ASSERT_EQ(built.prompt_rows_of_request.size(), 2u);
+  EXPECT_EQ(built.prompt_rows_of_request[0].first_row, 2);
+  EXPECT_EQ(built.prompt_rows_of_request[0].count, 2);
+  EXPECT_EQ(built.prompt_rows_of_request[1].count, 0);
+}
+
 }  // namespace
 }  // namespace ember

@@ -47,7 +47,8 @@ TEST(AsyncEngineWatchdogTest, AHungStepIsReportedAndClearsWhenItEnds) {
   watchdog.min_seconds = 0.1;
   watchdog.first_step_seconds = 0.1;
   watchdog.poll = std::chrono::milliseconds(10);
-  AsyncEngine engine(core->get(), nullptr, watchdog);
+  InProcessEngineClient client(core->get());
+  AsyncEngine engine(&client, nullptr, watchdog);
   engine.Start();
 
   RequestInput input;

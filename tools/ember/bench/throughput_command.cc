@@ -25,6 +25,7 @@
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 #include "tools/ember/engine_options.h"
+#include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
 namespace {
@@ -115,7 +116,7 @@ int RunThroughputBench(ThroughputOptions& o) {
   auto engine = LocalEngine::Create(std::move(*model), o.flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
-  EngineCore& core = (*engine)->core();
+  EngineClient& client = (*engine)->client();
 
   const int64_t steps_before = (*engine)->runner().num_steps();
   const auto start = std::chrono::steady_clock::now();
@@ -128,16 +129,14 @@ int RunThroughputBench(ThroughputOptions& o) {
     input.sampling.max_tokens = static_cast<int32_t>(prompts[i].output_len);
     input.sampling.ignore_eos = true;
     input_tokens += static_cast<int64_t>(prompts[i].ids.size());
-    if (Status s = core.AddRequest(i, std::move(input)); !s.ok()) {
-      return Fail(InvalidArgument(fmt::format("prompt {}: {}", i, s.message())));
-    }
+    client.Submit(std::move(input));
   }
-  while (core.HasUnfinished()) {
-    for (const RequestOutput& out : core.Step()) {
-      output_tokens += static_cast<int64_t>(out.new_token_ids.size());
-      if (out.finished && !out.error.empty()) ++failed;
-    }
-  }
+  RunUntilDone(client, [&](RequestOutput& out) {
+    output_tokens += static_cast<int64_t>(out.new_token_ids.size());
+    if (!out.finished || out.error.empty()) return;
+    ++failed;  // counted in the result and the exit status; the log says why
+    EMBER_LOG_ERROR("{}: {}", out.external_id, out.error);
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t n = static_cast<int64_t>(prompts.size());
   nlohmann::ordered_json out = {{"model", o.model},
