@@ -5,6 +5,9 @@
 #include "kernels/variants.h"
 
 namespace ember::kernels {
+
+// Slot per Isa level, slowest first (core/isa.h). constinit: kernels may run from other
+// translation units' static initialisers, before any dynamic initialisation here.
 constinit const IsaTable<KernelVariant> kKernelVariants(
     "kernels::KernelVariant", {&kRefVariant, &kGenericVariant, &kAvx2Variant, &kAvx512Variant});
 

@@ -28,8 +28,8 @@
 // BW/VL + VNNI: vpdpbusd / vpdpwssd).
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 

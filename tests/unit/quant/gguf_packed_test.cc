@@ -56,7 +56,9 @@ class GgufPackedTest : public ::testing::Test {
     ASSERT_TRUE(SelectIsa("avx512").ok());
   }
   void TearDown() override {
-    if (!saved_.empty()) ASSERT_TRUE(SelectIsa(saved_).ok());
+    if (!saved_.empty()) {
+      ASSERT_TRUE(SelectIsa(saved_).ok());
+    }
     ThreadPool::SetGlobalThreads(0);
   }
 
