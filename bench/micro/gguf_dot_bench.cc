@@ -156,7 +156,7 @@ void RunGemv(benchmark::State& state, const QuantMatrix& w, int threads) {
 }
 
 bool Select(benchmark::State& state, const std::string& variant, int threads) {
-  if (!SelectDotVariant(variant)) {
+  if (!SelectIsa(variant).ok()) {
     state.SkipWithError("variant not available on this host");
     return false;
   }

@@ -63,7 +63,7 @@ const std::vector<T>& CachedWeights(int64_t n, int64_t k) {
 }
 
 bool Setup(benchmark::State& state, const std::string& variant, int threads) {
-  if (!SelectVariant(variant)) {
+  if (!SelectIsa(variant).ok()) {
     state.SkipWithError("variant not available on this host");
     return false;
   }

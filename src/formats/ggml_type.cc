@@ -1,33 +1,57 @@
 #include "formats/ggml_type.h"
 
+#include <array>
+
 namespace ember {
+namespace {
+
+// Block geometry per ggml's file format: QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 = 32 elements,
+// K-quants use super-blocks of QK_K = 256.
+constexpr GgmlTypeTraits kTable[] = {
+    {.type = GgmlType::kF32, .name = "f32", .block_elements = 1, .block_bytes = 4},
+    {.type = GgmlType::kF16, .name = "f16", .block_elements = 1, .block_bytes = 2},
+    {.type = GgmlType::kQ4_0, .name = "q4_0", .block_elements = 32, .block_bytes = 2 + 16},
+    {.type = GgmlType::kQ4_1, .name = "q4_1", .block_elements = 32, .block_bytes = 2 + 2 + 16},
+    {.type = GgmlType::kQ5_0, .name = "q5_0", .block_elements = 32, .block_bytes = 2 + 4 + 16},
+    {.type = GgmlType::kQ5_1, .name = "q5_1", .block_elements = 32, .block_bytes = 2 + 2 + 4 + 16},
+    {.type = GgmlType::kQ8_0, .name = "q8_0", .block_elements = 32, .block_bytes = 2 + 32},
+    {.type = GgmlType::kQ8_1, .name = "q8_1", .block_elements = 32, .block_bytes = 4 + 32},
+    {.type = GgmlType::kQ2_K, .name = "q2_K", .block_elements = 256, .block_bytes = 16 + 64 + 2 + 2},
+    {.type = GgmlType::kQ3_K, .name = "q3_K", .block_elements = 256, .block_bytes = 32 + 64 + 12 + 2},
+    {.type = GgmlType::kQ4_K, .name = "q4_K", .block_elements = 256, .block_bytes = 2 + 2 + 12 + 128},
+    {.type = GgmlType::kQ5_K, .name = "q5_K", .block_elements = 256, .block_bytes = 2 + 2 + 12 + 32 + 128},
+    {.type = GgmlType::kQ6_K, .name = "q6_K", .block_elements = 256, .block_bytes = 128 + 64 + 16 + 2},
+    {.type = GgmlType::kQ8_K, .name = "q8_K", .block_elements = 256, .block_bytes = 4 + 256 + 32},
+    {.type = GgmlType::kI8, .name = "i8", .block_elements = 1, .block_bytes = 1},
+    {.type = GgmlType::kI16, .name = "i16", .block_elements = 1, .block_bytes = 2},
+    {.type = GgmlType::kI32, .name = "i32", .block_elements = 1, .block_bytes = 4},
+    {.type = GgmlType::kI64, .name = "i64", .block_elements = 1, .block_bytes = 8},
+    {.type = GgmlType::kF64, .name = "f64", .block_elements = 1, .block_bytes = 8},
+    {.type = GgmlType::kBF16, .name = "bf16", .block_elements = 1, .block_bytes = 2},
+};
+
+// Row index per code (-1: unknown), so a lookup is one load rather than a scan.
+constexpr std::array<int8_t, kGgmlTypeCodeLimit> kIndex = [] {
+  std::array<int8_t, kGgmlTypeCodeLimit> index{};
+  index.fill(-1);
+  for (size_t i = 0; i < std::size(kTable); ++i) index[static_cast<uint32_t>(kTable[i].type)] = static_cast<int8_t>(i);
+  return index;
+}();
+
+}  // namespace
+
+const GgmlTypeTraits* FindGgmlType(GgmlType type) {
+  const auto code = static_cast<uint32_t>(type);
+  if (code >= kGgmlTypeCodeLimit || kIndex[code] < 0) return nullptr;
+  return &kTable[kIndex[code]];
+}
+
+std::span<const GgmlTypeTraits> GgmlTypeTable() { return kTable; }
 
 std::optional<GgmlTypeTraits> GgmlTypeInfo(uint32_t code) {
-  // Block geometry per ggml's file format: QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 = 32 elements,
-  // K-quants use super-blocks of QK_K = 256.
-  switch (static_cast<GgmlType>(code)) {
-    case GgmlType::kF32: return GgmlTypeTraits{GgmlType::kF32, "f32", 1, 4};
-    case GgmlType::kF16: return GgmlTypeTraits{GgmlType::kF16, "f16", 1, 2};
-    case GgmlType::kQ4_0: return GgmlTypeTraits{GgmlType::kQ4_0, "q4_0", 32, 2 + 16};
-    case GgmlType::kQ4_1: return GgmlTypeTraits{GgmlType::kQ4_1, "q4_1", 32, 2 + 2 + 16};
-    case GgmlType::kQ5_0: return GgmlTypeTraits{GgmlType::kQ5_0, "q5_0", 32, 2 + 4 + 16};
-    case GgmlType::kQ5_1: return GgmlTypeTraits{GgmlType::kQ5_1, "q5_1", 32, 2 + 2 + 4 + 16};
-    case GgmlType::kQ8_0: return GgmlTypeTraits{GgmlType::kQ8_0, "q8_0", 32, 2 + 32};
-    case GgmlType::kQ8_1: return GgmlTypeTraits{GgmlType::kQ8_1, "q8_1", 32, 4 + 32};
-    case GgmlType::kQ2_K: return GgmlTypeTraits{GgmlType::kQ2_K, "q2_K", 256, 16 + 64 + 2 + 2};
-    case GgmlType::kQ3_K: return GgmlTypeTraits{GgmlType::kQ3_K, "q3_K", 256, 32 + 64 + 12 + 2};
-    case GgmlType::kQ4_K: return GgmlTypeTraits{GgmlType::kQ4_K, "q4_K", 256, 2 + 2 + 12 + 128};
-    case GgmlType::kQ5_K: return GgmlTypeTraits{GgmlType::kQ5_K, "q5_K", 256, 2 + 2 + 12 + 32 + 128};
-    case GgmlType::kQ6_K: return GgmlTypeTraits{GgmlType::kQ6_K, "q6_K", 256, 128 + 64 + 16 + 2};
-    case GgmlType::kQ8_K: return GgmlTypeTraits{GgmlType::kQ8_K, "q8_K", 256, 4 + 256 + 32};
-    case GgmlType::kI8: return GgmlTypeTraits{GgmlType::kI8, "i8", 1, 1};
-    case GgmlType::kI16: return GgmlTypeTraits{GgmlType::kI16, "i16", 1, 2};
-    case GgmlType::kI32: return GgmlTypeTraits{GgmlType::kI32, "i32", 1, 4};
-    case GgmlType::kI64: return GgmlTypeTraits{GgmlType::kI64, "i64", 1, 8};
-    case GgmlType::kF64: return GgmlTypeTraits{GgmlType::kF64, "f64", 1, 8};
-    case GgmlType::kBF16: return GgmlTypeTraits{GgmlType::kBF16, "bf16", 1, 2};
-  }
-  return std::nullopt;
+  const GgmlTypeTraits* traits = FindGgmlType(static_cast<GgmlType>(code));
+  if (traits == nullptr) return std::nullopt;
+  return *traits;
 }
 
 std::optional<int64_t> GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements) {

@@ -1,11 +1,15 @@
-// GGML tensor types as GGUF files number them, with their block geometry.
+// GGML tensor types as GGUF files number them, and their table: one row per type with its name
+// and block geometry, the file-format half of a type (the GGUF reader needs nothing else).
 //
-// Every quantized GGUF type packs `BlockElements` consecutive elements of a row into a block of
-// `BlockBytes` bytes; rows are whole blocks. The numeric codes are part of the GGUF file format.
+// Every quantized GGUF type packs `block_elements` consecutive elements of a row into a block of
+// `block_bytes` bytes; rows are whole blocks. The numeric codes are part of the GGUF file format.
+// What ember's kernels do with a type (dequantize, multiply through which activation format,
+// repack) is the kernel half, quant/gguf_type_kernels.h, keyed by the same codes.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace ember {
@@ -32,13 +36,20 @@ enum class GgmlType : uint32_t {
   kF64 = 28,
   kBF16 = 30,
 };
+// One past the largest code in GgmlType: the size of tables indexed by code.
+inline constexpr uint32_t kGgmlTypeCodeLimit = 31;
 
 struct GgmlTypeTraits {
   GgmlType type;
-  std::string_view name;  // "q4_K", as llama.cpp prints it
+  std::string_view name;   // "q4_K", as llama.cpp prints it
   int64_t block_elements;  // elements per block (1 for plain types)
   int64_t block_bytes;     // bytes per block
 };
+
+// The row of `type`, or null if ember does not know it.
+const GgmlTypeTraits* FindGgmlType(GgmlType type);
+// Every row, in code order (tests walk it).
+std::span<const GgmlTypeTraits> GgmlTypeTable();
 
 // Traits for a type code read from a file, or nullopt if ember does not know the code (the
 // IQ*/TQ* families and removed types).

@@ -1,52 +1,15 @@
 #include "kernels/matmul.h"
 
-#include <cstdlib>
-
 #include "core/check.h"
-#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/variants.h"
 
 namespace ember::kernels {
-namespace {
 
-const KernelVariant* g_active = nullptr;
-
-const KernelVariant* FindVariant(std::string_view name) {
-  for (const KernelVariant* v : AvailableVariants()) {
-    if (v->name == name) return v;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-const std::vector<const KernelVariant*>& AvailableVariants() {
-  static const std::vector<const KernelVariant*> variants = [] {
-    std::vector<const KernelVariant*> list = {&kRefVariant, &kGenericVariant};
-    const CpuFeatures& cpu = HostCpuFeatures();
-    if (cpu.HasAvx2Set() && kAvx2Variant.matmul_bf16 != nullptr) list.push_back(&kAvx2Variant);
-    if (cpu.HasAvx512Set() && kAvx512Variant.matmul_bf16 != nullptr) list.push_back(&kAvx512Variant);
-    return list;
-  }();
-  return variants;
-}
-
-const KernelVariant& ActiveVariant() {
-  if (g_active == nullptr) {
-    const char* forced = std::getenv("EMBER_ISA");
-    if (forced != nullptr) g_active = FindVariant(forced);
-    if (g_active == nullptr) g_active = AvailableVariants().back();
-  }
-  return *g_active;
-}
-
-bool SelectVariant(std::string_view name) {
-  const KernelVariant* v = FindVariant(name);
-  if (v == nullptr) return false;
-  g_active = v;
-  return true;
-}
+// Slot per Isa level, slowest first (core/isa.h). constinit: kernels may run from other
+// translation units' static initialisers, before any dynamic initialisation here.
+constinit const IsaTable<KernelVariant> kKernelVariants(
+    "kernels::KernelVariant", {&kRefVariant, &kGenericVariant, &kAvx2Variant, &kAvx512Variant});
 
 void MatMul(const float* x, int64_t m, const TensorView& w, float* y) {
   EMBER_CHECK(w.shape.rank() == 2, "weight must be 2-D, got {}", w.shape.ToString());

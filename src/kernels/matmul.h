@@ -8,9 +8,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
 
+#include "core/isa.h"
 #include "core/tensor.h"
 
 namespace ember::kernels {
@@ -30,20 +29,17 @@ using PagedAttentionHeadFn = void (*)(const PagedKvView& kv, const PagedHeadTask
 using GeGluTanhFn = void (*)(const float* gate, const float* up, int64_t count, float* out);
 
 struct KernelVariant {
-  std::string_view name;  // "ref", "generic", "avx2", "avx512"
   MatMulBF16Fn matmul_bf16;
   MatMulF32Fn matmul_f32;
   PagedAttentionHeadFn paged_attention_head;
   GeGluTanhFn geglu_tanh;
 };
 
-// Variants this host can execute, slowest (the scalar reference) first.
-const std::vector<const KernelVariant*>& AvailableVariants();
-// The variant in use: the fastest available, or the one named by EMBER_ISA (ref, generic, avx2,
-// avx512) if the host supports it.
-const KernelVariant& ActiveVariant();
-// Forces a variant by name (tests, benchmarks). Returns false if unknown or unsupported here.
-bool SelectVariant(std::string_view name);
+// One variant per ISA level (kernels/variants.h), registered with the ember-wide registry
+// (core/isa.h: AvailableIsas, SelectIsa, EMBER_ISA).
+extern const IsaTable<KernelVariant> kKernelVariants;
+// The variant of the active level.
+inline const KernelVariant& ActiveVariant() { return kKernelVariants.Active(); }
 
 // y [m, n] = x [m, k] · w^T, w a [n, k] view of dtype bf16 or f32; threaded over n.
 void MatMul(const float* x, int64_t m, const TensorView& w, float* y);

@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_packed.h"
+#include "quant/gguf_type_kernels.h"
 
 namespace ember {
 
@@ -25,15 +26,15 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   EMBER_CHECK(quant::GgufMatMulSupports(weight.type), "Linear::Quantized: unsupported GGML type {}",
               static_cast<int>(weight.type));
   Linear linear;
-  linear.kind_ = Kind::kGguf;
+  linear.apply_ = &ApplyGguf;
+  linear.read_row_ = &ReadGgufRow;
   linear.quant_ = weight;
-  // A Q5_0 or Q4_K matrix on an AVX-512 host gets a repacked copy for the 16-row GEMM
-  // (quant/gguf_packed.h), used while the avx512 dot variant is active.
+  // A type with a packed form (Q5_0, Q4_K) gets a repacked copy for the 16-row GEMM
+  // (quant/gguf_packed.h) while the avx512 variant is active.
   linear.owner_ = quant::PackQuantMatrix(weight);
   linear.quant_.packed = linear.owner_.get();
   if (linear.owner_ != nullptr) {
-    linear.repacked_bytes_ = weight.type == GgmlType::kQ5_0 ? quant::PackedQ5_0Bytes(weight.rows, weight.cols)
-                                                                   : quant::PackedQ4_KBytes(weight.rows, weight.cols);
+    linear.repacked_bytes_ = quant::FindGgufKernels(weight.type)->packed->bytes(weight.rows, weight.cols);
   }
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
@@ -45,7 +46,8 @@ Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_p
   const Status valid = quant::ValidateBlockScaledMatrix(weight);
   EMBER_CHECK(valid.ok(), "Linear::BlockScaled: {}", valid.message());
   Linear linear;
-  linear.kind_ = Kind::kBlockScaled;
+  linear.apply_ = &ApplyBlockScaled;
+  linear.read_row_ = &ReadBlockScaledRow;
   linear.block_ = weight;
   linear.owner_ = std::move(owner);
   linear.out_features_ = weight.rows;
@@ -54,30 +56,42 @@ Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_p
   return linear;
 }
 
-void Linear::Apply(const float* x, int64_t m, float* y) const {
-  switch (kind_) {
-    case Kind::kGguf: quant::GgufMatMul(x, m, quant_, y); break;
-    case Kind::kBlockScaled: quant::BlockScaledMatMul(x, m, block_, y); break;
-    case Kind::kDense: kernels::MatMul(x, m, dense_, y); break;
-  }
-}
+void Linear::Apply(const float* x, int64_t m, float* y) const { apply_(*this, x, m, y); }
 
 Status Linear::ReadRow(int64_t row, float* out) const {
   EMBER_CHECK(row >= 0 && row < out_features_, "row {} of {}", row, out_features_);
-  if (kind_ == Kind::kBlockScaled) {
-    quant::DequantizeRow(block_, row, out);
-    return Status::Ok();
-  }
-  if (kind_ == Kind::kGguf) {
-    const auto* data = static_cast<const uint8_t*>(quant_.data) + row * quant_.row_bytes;
-    return quant::DequantizeRow(quant_.type, data, in_features_, out);
-  }
-  const TensorView r = dense_.Slice0(row);
+  return read_row_(*this, row, out);
+}
+
+void Linear::ApplyDense(const Linear& self, const float* x, int64_t m, float* y) {
+  kernels::MatMul(x, m, self.dense_, y);
+}
+
+void Linear::ApplyGguf(const Linear& self, const float* x, int64_t m, float* y) {
+  quant::GgufMatMul(x, m, self.quant_, y);
+}
+
+void Linear::ApplyBlockScaled(const Linear& self, const float* x, int64_t m, float* y) {
+  quant::BlockScaledMatMul(x, m, self.block_, y);
+}
+
+Status Linear::ReadDenseRow(const Linear& self, int64_t row, float* out) {
+  const TensorView r = self.dense_.Slice0(row);
   if (r.dtype == DType::kBF16) {
-    for (int64_t i = 0; i < in_features_; ++i) out[i] = BF16ToF32(r.As<uint16_t>()[i]);
+    for (int64_t i = 0; i < self.in_features_; ++i) out[i] = BF16ToF32(r.As<uint16_t>()[i]);
   } else {
-    std::copy(r.As<float>(), r.As<float>() + in_features_, out);
+    std::copy(r.As<float>(), r.As<float>() + self.in_features_, out);
   }
+  return Status::Ok();
+}
+
+Status Linear::ReadGgufRow(const Linear& self, int64_t row, float* out) {
+  const auto* data = static_cast<const uint8_t*>(self.quant_.data) + row * self.quant_.row_bytes;
+  return quant::DequantizeRow(self.quant_.type, data, self.in_features_, out);
+}
+
+Status Linear::ReadBlockScaledRow(const Linear& self, int64_t row, float* out) {
+  quant::DequantizeRow(self.block_, row, out);
   return Status::Ok();
 }
 

@@ -2,6 +2,10 @@
 // bf16/f32 (safetensors, GGUF F32/F16-free paths) through kernels::MatMul, a GGUF quantized
 // type through quant::GgufMatMul, or a block-scaled NVFP4/MXFP4/FP8 matrix through
 // quant::BlockScaledMatMul. Also the embedding-row lookup for the same storages.
+//
+// Each factory binds the storage's matmul and row reader once, so Apply is one indirect call
+// with no switch; below it each matmul picks its kernel from its weight type's traits row
+// (quant/gguf_type_kernels.h, quant/block_scaled.h) and the active ISA level (core/isa.h).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,18 @@ class Linear {
   Status ReadRow(int64_t row, float* out) const;
 
  private:
-  enum class Kind : uint8_t { kDense, kGguf, kBlockScaled };
-  Kind kind_ = Kind::kDense;
+  using ApplyFn = void (*)(const Linear& self, const float* x, int64_t m, float* y);
+  using ReadRowFn = Status (*)(const Linear& self, int64_t row, float* out);
+  static void ApplyDense(const Linear& self, const float* x, int64_t m, float* y);
+  static void ApplyGguf(const Linear& self, const float* x, int64_t m, float* y);
+  static void ApplyBlockScaled(const Linear& self, const float* x, int64_t m, float* y);
+  static Status ReadDenseRow(const Linear& self, int64_t row, float* out);
+  static Status ReadGgufRow(const Linear& self, int64_t row, float* out);
+  static Status ReadBlockScaledRow(const Linear& self, int64_t row, float* out);
+
+  // The dense pair for a default-constructed (empty) Linear, whose calls then fail its checks.
+  ApplyFn apply_ = &ApplyDense;
+  ReadRowFn read_row_ = &ReadDenseRow;
   TensorView dense_;
   quant::QuantMatrix quant_{};
   quant::BlockScaledMatrix block_{};

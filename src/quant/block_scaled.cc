@@ -41,19 +41,22 @@ float BlockScale(const BlockScaledMatrix& w, int64_t row, int64_t k) {
   return 0.0f;
 }
 
+constexpr WeightFormatTraits kFormats[] = {
+    {WeightFormat::kMxfp4, "mxfp4", kMxfp4BlockSize, 2, 1, true},
+    {WeightFormat::kNvfp4, "nvfp4", kNvfp4BlockSize, 2, 1, true},
+    {WeightFormat::kFp8E4m3, "fp8", 1, 1, 0, false},
+};
+static_assert(std::size(kFormats) == kWeightFormatCount);
+
 }  // namespace
 
-std::string_view WeightFormatName(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kMxfp4:
-      return "mxfp4";
-    case WeightFormat::kNvfp4:
-      return "nvfp4";
-    case WeightFormat::kFp8E4m3:
-      return "fp8";
-  }
-  return "?";
+const WeightFormatTraits& FormatTraits(WeightFormat format) {
+  const auto index = static_cast<size_t>(format);
+  EMBER_CHECK(index < std::size(kFormats) && kFormats[index].format == format, "weight format {}", index);
+  return kFormats[index];
 }
+
+std::string_view WeightFormatName(WeightFormat format) { return FormatTraits(format).name; }
 
 std::string_view Fp8ScaleKindName(Fp8ScaleKind kind) {
   switch (kind) {
@@ -89,22 +92,13 @@ uint8_t Mxfp4ScaleCode(float amax, Mxfp4ScaleRounding rounding) {
   return static_cast<uint8_t>(std::max(exponent - kE2m1Emax, 0));
 }
 
-int64_t KBlockSize(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kMxfp4:
-      return kMxfp4BlockSize;
-    case WeightFormat::kNvfp4:
-      return kNvfp4BlockSize;
-    case WeightFormat::kFp8E4m3:
-      return 1;
-  }
-  return 1;
-}
+int64_t KBlockSize(WeightFormat format) { return FormatTraits(format).k_block; }
 
-int64_t CodesRowBytes(WeightFormat format, int64_t cols) { return format == WeightFormat::kFp8E4m3 ? cols : cols / 2; }
+int64_t CodesRowBytes(WeightFormat format, int64_t cols) { return cols / FormatTraits(format).codes_per_byte; }
 
 int64_t ScalesRowBytes(WeightFormat format, int64_t cols) {
-  return format == WeightFormat::kFp8E4m3 ? 0 : cols / KBlockSize(format);
+  const WeightFormatTraits& traits = FormatTraits(format);
+  return cols / traits.k_block * traits.scale_bytes_per_block;
 }
 
 int64_t Fp8ScaleCount(Fp8ScaleKind kind, int64_t rows, int64_t cols) {

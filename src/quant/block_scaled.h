@@ -35,6 +35,7 @@
 namespace ember::quant {
 
 enum class WeightFormat : uint8_t { kMxfp4, kNvfp4, kFp8E4m3 };
+inline constexpr int kWeightFormatCount = 3;
 enum class Fp8ScaleKind : uint8_t { kPerTensor, kPerChannel, kBlock128 };
 
 constexpr int64_t kMxfp4BlockSize = 32;  // elements along K per e8m0 scale
@@ -43,6 +44,23 @@ constexpr int64_t kFp8ScaleBlock = 128;  // 128x128 blocks of Fp8ScaleKind::kBlo
 constexpr int kE2m1Emax = 2;             // emax_elem of e2m1 in the OCP MX scale rule
 constexpr float kE2m1Max = 6.0f;
 constexpr float kE4m3Max = 448.0f;
+
+// The traits table (block_scaled.cc): one row per format with what the geometry functions below
+// and the matmul (block_scaled_matmul.cc) read, so that a new format is a row there plus its
+// kernels (a dot in every BlockDotVariant, block_scaled_dot.h), not a case in each function.
+struct WeightFormatTraits {
+  WeightFormat format;
+  std::string_view name;   // "mxfp4", "nvfp4", "fp8"
+  int64_t k_block;         // elements along K per scale byte; 1 for FP8
+  int64_t codes_per_byte;  // 2 for FP4, 1 for FP8
+  // Bytes of scale per k_block elements of a row: 1 for FP4 (e8m0 / e4m3), 0 for FP8, whose f32
+  // scales are per tensor, channel or 128x128 block (Fp8ScaleCount).
+  int64_t scale_bytes_per_block;
+  // FP4: activations are quantized to the int8 rows of block_scaled_dot.h and reduced with the
+  // variant's Fp4For(format) dot. FP8: its dot reads the f32 rows.
+  bool int8_activations;
+};
+const WeightFormatTraits& FormatTraits(WeightFormat format);
 
 // "mxfp4", "nvfp4", "fp8".
 std::string_view WeightFormatName(WeightFormat format);

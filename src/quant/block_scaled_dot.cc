@@ -1,30 +1,21 @@
 #include "quant/block_scaled_dot.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
-#include "core/cpu_features.h"
 #include "quant/block_scaled_dot_variants.h"
 
 namespace ember::quant {
 namespace {
 
-std::atomic<const BlockDotVariant*> g_active{nullptr};
-
-const BlockDotVariant* FindVariant(std::string_view name) {
-  for (const BlockDotVariant* v : AvailableBlockDotVariants()) {
-    if (v->name == name) return v;
-  }
-  return nullptr;
-}
-
 int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
+
+constinit const IsaTable<BlockDotVariant> kBlockDotVariants(
+    "quant::BlockDotVariant", {&kBlockDotRef, &kBlockDotGeneric, &kBlockDotAvx2, &kBlockDotAvx512});
 
 ActivationLayout Int8ActivationLayout(int64_t k) {
   ActivationLayout l;
@@ -39,7 +30,7 @@ ActivationLayout Int8ActivationLayout(int64_t k) {
 
 void QuantizeActivationInt8(const float* x, int64_t k, uint8_t* out) {
   EMBER_CHECK(k % 16 == 0, "int8 activations need a multiple of 16 elements, got {}", k);
-  static const bool avx512 = HostCpuFeatures().HasAvx512Set();
+  static const bool avx512 = IsaSupported(Isa::kAvx512);
   if (avx512) return QuantizeActivationInt8Avx512(x, k, out);
   QuantizeActivationInt8Portable(x, k, out);
 }
@@ -86,36 +77,6 @@ void QuantizeActivationInt8Portable(const float* x, int64_t k, uint8_t* out) {
       }
     }
   }
-}
-
-const std::vector<const BlockDotVariant*>& AvailableBlockDotVariants() {
-  static const std::vector<const BlockDotVariant*> variants = [] {
-    std::vector<const BlockDotVariant*> list = {&kBlockDotRef, &kBlockDotGeneric};
-    const CpuFeatures& cpu = HostCpuFeatures();
-    if (cpu.HasAvx2Set()) list.push_back(&kBlockDotAvx2);
-    if (cpu.HasAvx512Set()) list.push_back(&kBlockDotAvx512);
-    return list;
-  }();
-  return variants;
-}
-
-const BlockDotVariant& ActiveBlockDotVariant() {
-  const BlockDotVariant* active = g_active.load(std::memory_order_acquire);
-  if (active == nullptr) {
-    const char* forced = std::getenv("EMBER_ISA");
-    if (forced != nullptr) active = FindVariant(forced);
-    if (active == nullptr) active = AvailableBlockDotVariants().back();
-    // Racing first callers compute the same answer, so the last store wins harmlessly.
-    g_active.store(active, std::memory_order_release);
-  }
-  return *active;
-}
-
-bool SelectBlockDotVariant(std::string_view name) {
-  const BlockDotVariant* v = FindVariant(name);
-  if (v == nullptr) return false;
-  g_active.store(v, std::memory_order_release);
-  return true;
 }
 
 }  // namespace ember::quant

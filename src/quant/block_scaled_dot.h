@@ -11,16 +11,18 @@
 // ((sign << 15) | (code & 0x7f) << 7 is e4m3 * 2^-8 exactly, subnormals included), vcvtph2ps
 // widens it, and FMAs accumulate; 2^8 and the scales are applied per 128-element block / row.
 //
-// Variants: "ref" (scalar oracle on the natural-order int8 activations: never optimise it),
-// "generic" (portable C++ on the SIMD layout), "avx2" (AVX2 + FMA + F16C: pshufb + pmaddubsw) and
-// "avx512" (AVX-512 BW/VL + VNNI: vpshufb + vpdpbusd). The fastest available is used unless
-// EMBER_ISA names another (the same variable the GGUF dots read).
+// Variants, one per ISA level of core/isa.h (which picks the active one for every kernel family):
+// "ref" (scalar oracle on the natural-order int8 activations: never optimise it), "generic"
+// (portable C++ on the SIMD layout), "avx2" (AVX2 + FMA + F16C: pshufb + pmaddubsw) and "avx512"
+// (AVX-512 BW/VL + VNNI: vpshufb + vpdpbusd).
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <string_view>
-#include <vector>
+#include <initializer_list>
+#include <utility>
 
+#include "core/isa.h"
 #include "quant/block_scaled.h"
 
 namespace ember::quant {
@@ -64,17 +66,23 @@ using Fp8DotFn = void (*)(int64_t k, const uint8_t* codes, const float* block_sc
                           int rows, float* out, const uint8_t* prefetch);
 constexpr int kMaxBlockDotRows = 4;
 
+// One ISA variant: the FP4 dot of each FP4 format (indexed by WeightFormat; null for FP8, whose
+// rows are f32, WeightFormatTraits::int8_activations) and the FP8 dot.
 struct BlockDotVariant {
-  std::string_view name;  // "ref", "generic", "avx2", "avx512"
-  Fp4DotFn mxfp4, nvfp4;
+  constexpr BlockDotVariant(std::initializer_list<std::pair<WeightFormat, Fp4DotFn>> fp4_dots, Fp8DotFn fp8_dot)
+      : fp8(fp8_dot) {
+    for (const auto& [format, dot] : fp4_dots) fp4_[static_cast<int>(format)] = dot;
+  }
+  Fp4DotFn Fp4For(WeightFormat format) const { return fp4_[static_cast<int>(format)]; }
   Fp8DotFn fp8;
+
+ private:
+  std::array<Fp4DotFn, kWeightFormatCount> fp4_{};
 };
 
-// Variants this host can execute, the scalar reference first.
-const std::vector<const BlockDotVariant*>& AvailableBlockDotVariants();
-// The variant in use: the fastest available, or the one EMBER_ISA names if the host has it.
-const BlockDotVariant& ActiveBlockDotVariant();
-// Forces a variant by name (tests, benchmarks). Returns false if unknown or unsupported here.
-bool SelectBlockDotVariant(std::string_view name);
+// The variants per ISA level (block_scaled_dot_variants.h), registered with core/isa.h.
+extern const IsaTable<BlockDotVariant> kBlockDotVariants;
+// The variant of the active level.
+inline const BlockDotVariant& ActiveBlockDotVariant() { return kBlockDotVariants.Active(); }
 
 }  // namespace ember::quant

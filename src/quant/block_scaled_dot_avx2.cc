@@ -165,6 +165,7 @@ void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const fl
 
 }  // namespace
 
-const BlockDotVariant kBlockDotAvx2 = {"avx2", Fp4Dot<false>, Fp4Dot<true>, Fp8Dot};
+constinit const BlockDotVariant kBlockDotAvx2 = {
+    {{WeightFormat::kMxfp4, Fp4Dot<false>}, {WeightFormat::kNvfp4, Fp4Dot<true>}}, Fp8Dot};
 
 }  // namespace ember::quant

@@ -255,6 +255,7 @@ void QuantizeActivationInt8Avx512(const float* x, int64_t k, uint8_t* out) {
   }
 }
 
-const BlockDotVariant kBlockDotAvx512 = {"avx512", Fp4Dot<false>, Fp4Dot<true>, Fp8Dot};
+constinit const BlockDotVariant kBlockDotAvx512 = {
+    {{WeightFormat::kMxfp4, Fp4Dot<false>}, {WeightFormat::kNvfp4, Fp4Dot<true>}}, Fp8Dot};
 
 }  // namespace ember::quant

@@ -54,6 +54,7 @@ void Fp8Dot(int64_t k, const uint8_t* codes, const float* block_scales, const fl
 
 }  // namespace
 
-const BlockDotVariant kBlockDotRef = {"ref", Fp4Dot<false>, Fp4Dot<true>, Fp8Dot};
+constinit const BlockDotVariant kBlockDotRef = {
+    {{WeightFormat::kMxfp4, Fp4Dot<false>}, {WeightFormat::kNvfp4, Fp4Dot<true>}}, Fp8Dot};
 
 }  // namespace ember::quant

@@ -16,7 +16,7 @@
 namespace ember::quant {
 
 int64_t PreparedActivationRowBytes(WeightFormat format, int64_t k) {
-  return format == WeightFormat::kFp8E4m3 ? 0 : Int8ActivationLayout(k).bytes;
+  return FormatTraits(format).int8_activations ? Int8ActivationLayout(k).bytes : 0;
 }
 
 void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out) {
@@ -29,8 +29,8 @@ void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uin
                            int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   const int64_t k = w.cols;
   const BlockDotVariant& variant = ActiveBlockDotVariant();
-  const bool fp8 = w.format == WeightFormat::kFp8E4m3;
-  const Fp4DotFn fp4_dot = w.format == WeightFormat::kNvfp4 ? variant.nvfp4 : variant.mxfp4;
+  const bool fp8 = !FormatTraits(w.format).int8_activations;
+  const Fp4DotFn fp4_dot = variant.Fp4For(w.format);
   const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
   const int64_t row_bytes = CodesRowBytes(w.format, k);
   const int64_t scale_bytes = ScalesRowBytes(w.format, k);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/dtypes.h"
+#include "quant/gguf_type_entries.h"
 
 // Every expression below is written as gguf-py evaluates it in numpy: one f32 rounding per
 // operation, in the same order, and no fused multiply-add (the file is built for baseline x86-64,
@@ -168,95 +169,57 @@ int8_t RoundToInt8(float x, float inverse_scale) {
 
 }  // namespace
 
+namespace entries {
+
+void DequantizeF32(const void* row, int64_t n, float* out) {
+  if (n > 0) std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
+}
+void DequantizeF16(const void* row, int64_t n, float* out) {
+  const auto* h = static_cast<const uint16_t*>(row);
+  for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
+}
+void DequantizeBF16(const void* row, int64_t n, float* out) {
+  const auto* b = static_cast<const uint16_t*>(row);
+  for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(b[i]);
+}
+void DequantizeQ4_0(const void* row, int64_t nb, float* out) { DequantQ4_0(Blocks<BlockQ4_0>(row), nb, out); }
+void DequantizeQ4_1(const void* row, int64_t nb, float* out) { DequantQ4_1(Blocks<BlockQ4_1>(row), nb, out); }
+void DequantizeQ5_0(const void* row, int64_t nb, float* out) { DequantQ5_0(Blocks<BlockQ5_0>(row), nb, out); }
+void DequantizeQ5_1(const void* row, int64_t nb, float* out) { DequantQ5_1(Blocks<BlockQ5_1>(row), nb, out); }
+void DequantizeQ8_0(const void* row, int64_t nb, float* out) { DequantQ8(Blocks<BlockQ8_0>(row), nb, out); }
+void DequantizeQ8_1(const void* row, int64_t nb, float* out) { DequantQ8(Blocks<BlockQ8_1>(row), nb, out); }
+void DequantizeQ2_K(const void* row, int64_t nb, float* out) { DequantQ2_K(Blocks<BlockQ2_K>(row), nb, out); }
+void DequantizeQ3_K(const void* row, int64_t nb, float* out) { DequantQ3_K(Blocks<BlockQ3_K>(row), nb, out); }
+void DequantizeQ4_K(const void* row, int64_t nb, float* out) {
+  DequantQ45_K<BlockQ4_K, false>(Blocks<BlockQ4_K>(row), nb, out);
+}
+void DequantizeQ5_K(const void* row, int64_t nb, float* out) {
+  DequantQ45_K<BlockQ5_K, true>(Blocks<BlockQ5_K>(row), nb, out);
+}
+void DequantizeQ6_K(const void* row, int64_t nb, float* out) { DequantQ6_K(Blocks<BlockQ6_K>(row), nb, out); }
+void DequantizeQ8_K(const void* row, int64_t nb, float* out) { DequantQ8_K(Blocks<BlockQ8_K>(row), nb, out); }
+
+}  // namespace entries
+
 bool CanDequantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ8_1:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kQ8_K:
-      return true;
-    default:
-      return false;
-  }
+  const GgufTypeKernels* kernels = FindGgufKernels(type);
+  return kernels != nullptr && kernels->dequantize != nullptr;
 }
 
 Status DequantizeRow(GgmlType type, const void* row, int64_t n, float* out) {
-  const auto traits = GgmlTypeInfo(static_cast<uint32_t>(type));
-  if (!traits.has_value() || !CanDequantize(type)) {
+  const GgmlTypeTraits* traits = FindGgmlType(type);
+  const GgufTypeKernels* kernels = FindGgufKernels(type);
+  if (traits == nullptr || kernels == nullptr || kernels->dequantize == nullptr) {
     return Unimplemented("DequantizeRow: no dequantizer for GGML type " +
                          std::to_string(static_cast<uint32_t>(type)) +
-                         (traits.has_value() ? " (" + std::string(traits->name) + ")" : ""));
+                         (traits != nullptr ? " (" + std::string(traits->name) + ")" : ""));
   }
   if (n < 0 || n % traits->block_elements != 0) {
     return InvalidArgument("DequantizeRow: " + std::to_string(n) + " elements is not a whole number of " +
                            std::string(traits->name) + " blocks of " +
                            std::to_string(traits->block_elements));
   }
-  const int64_t nb = n / traits->block_elements;
-  switch (type) {
-    case GgmlType::kF32:
-      if (n > 0) std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
-      break;
-    case GgmlType::kF16: {
-      const auto* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
-      break;
-    }
-    case GgmlType::kBF16: {
-      const auto* b = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(b[i]);
-      break;
-    }
-    case GgmlType::kQ4_0:
-      DequantQ4_0(Blocks<BlockQ4_0>(row), nb, out);
-      break;
-    case GgmlType::kQ4_1:
-      DequantQ4_1(Blocks<BlockQ4_1>(row), nb, out);
-      break;
-    case GgmlType::kQ5_0:
-      DequantQ5_0(Blocks<BlockQ5_0>(row), nb, out);
-      break;
-    case GgmlType::kQ5_1:
-      DequantQ5_1(Blocks<BlockQ5_1>(row), nb, out);
-      break;
-    case GgmlType::kQ8_0:
-      DequantQ8(Blocks<BlockQ8_0>(row), nb, out);
-      break;
-    case GgmlType::kQ8_1:
-      DequantQ8(Blocks<BlockQ8_1>(row), nb, out);
-      break;
-    case GgmlType::kQ2_K:
-      DequantQ2_K(Blocks<BlockQ2_K>(row), nb, out);
-      break;
-    case GgmlType::kQ3_K:
-      DequantQ3_K(Blocks<BlockQ3_K>(row), nb, out);
-      break;
-    case GgmlType::kQ4_K:
-      DequantQ45_K<BlockQ4_K, false>(Blocks<BlockQ4_K>(row), nb, out);
-      break;
-    case GgmlType::kQ5_K:
-      DequantQ45_K<BlockQ5_K, true>(Blocks<BlockQ5_K>(row), nb, out);
-      break;
-    case GgmlType::kQ6_K:
-      DequantQ6_K(Blocks<BlockQ6_K>(row), nb, out);
-      break;
-    case GgmlType::kQ8_K:
-      DequantQ8_K(Blocks<BlockQ8_K>(row), nb, out);
-      break;
-    default:
-      break;  // rejected by CanDequantize above
-  }
+  kernels->dequantize(row, n / traits->block_elements, out);
   return Status::Ok();
 }
 

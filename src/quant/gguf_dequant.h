@@ -18,8 +18,8 @@
 
 namespace ember::quant {
 
-// Whether DequantizeRow handles `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K.
+// Whether DequantizeRow handles `type` (its traits row has a dequantizer, ggml_type.h): F32, F16,
+// BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K.
 bool CanDequantize(GgmlType type);
 
 // Writes the `n` f32 values of `row` (a row of `type`, n a multiple of its block size) to `out`.

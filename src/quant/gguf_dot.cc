@@ -1,100 +1,44 @@
 #include "quant/gguf_dot.h"
 
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
-#include "core/cpu_features.h"
 #include "core/dtypes.h"
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_dot_variants.h"
 #include "quant/gguf_quantize_simd.h"
+#include "quant/gguf_type_entries.h"
 
 namespace ember::quant {
 namespace {
 
-std::atomic<const DotVariant*> g_active{nullptr};
-
-const DotVariant* FindVariant(std::string_view name) {
-  for (const DotVariant* v : AvailableDotVariants()) {
-    if (v->name == name) return v;
-  }
-  return nullptr;
-}
-
-// A variant is offered only if it has every dot product the reference has: callers check
-// ActivationFormatFor once per tensor and must not find a hole after switching variants.
-bool Complete(const DotVariant& v) {
-  return v.f32 && v.f16 && v.bf16 && v.q4_0 && v.q4_1 && v.q5_0 && v.q5_1 && v.q8_0 && v.q4_k && v.q5_k &&
-         v.q6_k;
+// The kernel row of `weight_type`'s activation format; a type without one is the caller's bug.
+const GgufTypeKernels& ActivationKernels(GgmlType weight_type) {
+  const std::optional<GgmlType> format = ActivationFormatFor(weight_type);
+  EMBER_CHECK(format.has_value(), "no activation format for GGML type {}", static_cast<uint32_t>(weight_type));
+  return *FindGgufKernels(*format);
 }
 
 }  // namespace
 
+// generic is the reference's code (gguf_dot_ref.cc says why).
+constinit const IsaTable<DotVariant> kDotVariants("quant::DotVariant", {&kDotRef, &kDotRef, &kDotAvx2, &kDotAvx512});
+
 std::optional<GgmlType> ActivationFormatFor(GgmlType weight_type) {
-  switch (weight_type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return GgmlType::kF32;
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-      return GgmlType::kQ8_0;
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return GgmlType::kQ8_K;
-    default:
-      return std::nullopt;
-  }
+  const GgufTypeKernels* kernels = FindGgufKernels(weight_type);
+  return kernels != nullptr ? kernels->activation : std::nullopt;
 }
 
 int64_t ActivationRowBytes(GgmlType weight_type, int64_t n) {
-  const std::optional<GgmlType> format = ActivationFormatFor(weight_type);
-  EMBER_CHECK(format.has_value(), "no activation format for GGML type {}",
-              static_cast<uint32_t>(weight_type));
-  const std::optional<GgmlTypeTraits> traits = GgmlTypeInfo(static_cast<uint32_t>(*format));
-  const std::optional<int64_t> bytes = GgmlRowBytes(*traits, n);
-  EMBER_CHECK(bytes.has_value(), "{} elements is not a whole number of {} blocks", n, traits->name);
-  if (*format != GgmlType::kQ8_0) return *bytes;
-  const int64_t blocks = n / kQK;
-  return Q8_0BlockSumsOffset(blocks) + blocks * static_cast<int64_t>(sizeof(Q8_0BlockSum));
+  const GgufTypeKernels& format = ActivationKernels(weight_type);
+  const GgmlTypeTraits& geometry = *FindGgmlType(format.type);
+  EMBER_CHECK(n % geometry.block_elements == 0, "{} elements is not a whole number of {} blocks", n, geometry.name);
+  return format.activation_row_bytes(n);
 }
 
 void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void* out) {
-  const std::optional<GgmlType> format = ActivationFormatFor(weight_type);
-  EMBER_CHECK(format.has_value(), "no activation format for GGML type {}",
-              static_cast<uint32_t>(weight_type));
-  switch (*format) {
-    case GgmlType::kQ8_0: {
-      EMBER_CHECK(n % kQK == 0, "Q8_0 activations need a multiple of 32 elements, got {}", n);
-      auto* blocks = static_cast<BlockQ8_0*>(out);
-      // Written bytewise: the kernels read them with memcpy too, at any alignment of `out`.
-      auto* sums = static_cast<uint8_t*>(out) + Q8_0BlockSumsOffset(n / kQK);
-      if (HostCpuFeatures().HasAvx512Set()) {
-        QuantizeActivationQ8_0Avx512(x, n, blocks, sums);
-      } else {
-        QuantizeActivationQ8_0(x, n, blocks, sums);
-      }
-      break;
-    }
-    case GgmlType::kQ8_K:
-      EMBER_CHECK(n % kQKK == 0, "Q8_K activations need a multiple of 256 elements, got {}", n);
-      if (HostCpuFeatures().HasAvx512Set()) {
-        QuantizeRowQ8_KAvx512(x, n, static_cast<BlockQ8_K*>(out));
-      } else {
-        QuantizeRowQ8_K(x, n, static_cast<BlockQ8_K*>(out));
-      }
-      break;
-    default:
-      if (n > 0) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
-      break;
-  }
+  ActivationKernels(weight_type).quantize_activation(x, n, out);
 }
 
 void QuantizeActivationQ8_0(const float* x, int64_t n, BlockQ8_0* blocks, uint8_t* sums) {
@@ -109,86 +53,46 @@ void QuantizeActivationQ8_0(const float* x, int64_t n, BlockQ8_0* blocks, uint8_
   }
 }
 
-VecDotFn DotVariant::For(GgmlType weight_type) const {
-  switch (weight_type) {
-    case GgmlType::kF32:
-      return f32;
-    case GgmlType::kF16:
-      return f16;
-    case GgmlType::kBF16:
-      return bf16;
-    case GgmlType::kQ4_0:
-      return q4_0;
-    case GgmlType::kQ4_1:
-      return q4_1;
-    case GgmlType::kQ5_0:
-      return q5_0;
-    case GgmlType::kQ5_1:
-      return q5_1;
-    case GgmlType::kQ8_0:
-      return q8_0;
-    case GgmlType::kQ4_K:
-      return q4_k;
-    case GgmlType::kQ5_K:
-      return q5_k;
-    case GgmlType::kQ6_K:
-      return q6_k;
-    default:
-      return nullptr;
+namespace entries {
+
+void QuantizeActivationF32(const float* x, int64_t n, void* out) {
+  if (n > 0) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
+}
+
+// The AVX-512 quantizers are bit-exact with the scalar ones (gguf_quantize_simd.h), so they are
+// used whenever the host has them, whatever the active dot variant: every variant sees the same
+// activation bits.
+void QuantizeActivationQ8_0(const float* x, int64_t n, void* out) {
+  EMBER_CHECK(n % kQK == 0, "Q8_0 activations need a multiple of 32 elements, got {}", n);
+  auto* blocks = static_cast<BlockQ8_0*>(out);
+  // Written bytewise: the kernels read them with memcpy too, at any alignment of `out`.
+  auto* sums = static_cast<uint8_t*>(out) + Q8_0BlockSumsOffset(n / kQK);
+  static const bool avx512 = IsaSupported(Isa::kAvx512);
+  if (avx512) {
+    QuantizeActivationQ8_0Avx512(x, n, blocks, sums);
+  } else {
+    quant::QuantizeActivationQ8_0(x, n, blocks, sums);
   }
 }
 
-VecDotRowsFn DotVariant::RowsFor(GgmlType weight_type) const {
-  switch (weight_type) {
-    case GgmlType::kQ4_0:
-      return rows.q4_0;
-    case GgmlType::kQ4_1:
-      return rows.q4_1;
-    case GgmlType::kQ5_0:
-      return rows.q5_0;
-    case GgmlType::kQ5_1:
-      return rows.q5_1;
-    case GgmlType::kQ8_0:
-      return rows.q8_0;
-    case GgmlType::kQ4_K:
-      return rows.q4_k;
-    case GgmlType::kQ5_K:
-      return rows.q5_k;
-    case GgmlType::kQ6_K:
-      return rows.q6_k;
-    default:
-      return nullptr;
+void QuantizeActivationQ8_K(const float* x, int64_t n, void* out) {
+  EMBER_CHECK(n % kQKK == 0, "Q8_K activations need a multiple of 256 elements, got {}", n);
+  static const bool avx512 = IsaSupported(Isa::kAvx512);
+  if (avx512) {
+    QuantizeRowQ8_KAvx512(x, n, static_cast<BlockQ8_K*>(out));
+  } else {
+    QuantizeRowQ8_K(x, n, static_cast<BlockQ8_K*>(out));
   }
 }
 
-const std::vector<const DotVariant*>& AvailableDotVariants() {
-  static const std::vector<const DotVariant*> variants = [] {
-    std::vector<const DotVariant*> list = {&kDotRef, &kDotGeneric};
-    const CpuFeatures& cpu = HostCpuFeatures();
-    if (cpu.HasAvx2Set() && Complete(kDotAvx2)) list.push_back(&kDotAvx2);
-    if (cpu.HasAvx512Set() && Complete(kDotAvx512)) list.push_back(&kDotAvx512);
-    return list;
-  }();
-  return variants;
+int64_t ActivationRowBytesF32(int64_t n) { return n * static_cast<int64_t>(sizeof(float)); }
+
+int64_t ActivationRowBytesQ8_0(int64_t n) {
+  const int64_t blocks = n / kQK;
+  return Q8_0BlockSumsOffset(blocks) + blocks * static_cast<int64_t>(sizeof(Q8_0BlockSum));
 }
 
-const DotVariant& ActiveDotVariant() {
-  const DotVariant* active = g_active.load(std::memory_order_acquire);
-  if (active == nullptr) {
-    const char* forced = std::getenv("EMBER_ISA");
-    if (forced != nullptr) active = FindVariant(forced);
-    if (active == nullptr) active = AvailableDotVariants().back();
-    // Racing first callers compute the same answer, so the last store wins harmlessly.
-    g_active.store(active, std::memory_order_release);
-  }
-  return *active;
-}
+int64_t ActivationRowBytesQ8_K(int64_t n) { return n / kQKK * static_cast<int64_t>(sizeof(BlockQ8_K)); }
 
-bool SelectDotVariant(std::string_view name) {
-  const DotVariant* v = FindVariant(name);
-  if (v == nullptr) return false;
-  g_active.store(v, std::memory_order_release);
-  return true;
-}
-
+}  // namespace entries
 }  // namespace ember::quant

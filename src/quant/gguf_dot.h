@@ -22,17 +22,18 @@
 // activation rounding: per element at most half a quantization step, d / 2 with d the block's
 // amax / 127, plus for Q8_0 the f16 rounding of d (|q| * 2^-11 * d <= 0.062 d).
 //
-// Variants (as for kernels/matmul.h): "ref" (scalar), "generic" (the same portable code; the
-// integer loops are already what a compiler vectorises), "avx2" (AVX2 + FMA + F16C: pmaddubsw /
-// pmaddwd) and "avx512" (AVX-512 BW/VL + VNNI: vpdpbusd / vpdpwssd). The fastest the host
-// supports is used unless EMBER_ISA names another.
+// Variants, one per ISA level of core/isa.h (which picks the active one for every kernel family):
+// "ref" (scalar), "generic" (the same portable code; the integer loops are already what a
+// compiler vectorises), "avx2" (AVX2 + FMA + F16C: pmaddubsw / pmaddwd) and "avx512" (AVX-512
+// BW/VL + VNNI: vpdpbusd / vpdpwssd).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
-#include <string_view>
-#include <vector>
 
+#include "core/isa.h"
 #include "formats/ggml_type.h"
 
 namespace ember::quant {
@@ -72,30 +73,44 @@ int64_t ActivationRowBytes(GgmlType weight_type, int64_t n);
 // differ only in the order of their f32 additions.
 void QuantizeActivationRow(GgmlType weight_type, const float* x, int64_t n, void* out);
 
-// One ISA variant: a dot product per weight type; null where the variant has none (the dispatch
-// then never offers the type).
+// One ISA variant: its dot products, indexed by GGML type code; null where it has none. Every
+// variant has a dot for every type whose traits row names an activation format (checked by
+// tests/unit/quant/weight_traits_test.cc), so callers that checked ActivationFormatFor once per
+// tensor never find a hole after switching variants.
 struct DotVariant {
-  std::string_view name;  // "ref", "generic", "avx2", "avx512"
-  VecDotFn f32, f16, bf16;
-  VecDotFn q4_0, q4_1, q5_0, q5_1, q8_0;
-  VecDotFn q4_k, q5_k, q6_k;
-  // Multi-row forms where the variant has them (null: callers loop the one-row dot).
-  struct Rows {
-    VecDotRowsFn q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
-  } rows;
+  // One type's kernels, as a variant file lists them.
+  struct Entry {
+    GgmlType type;
+    VecDotFn one;
+    // The multi-row form where the variant has one (null: callers loop the one-row dot).
+    VecDotRowsFn rows = nullptr;
+  };
+  constexpr DotVariant(std::initializer_list<Entry> entries) {
+    for (const Entry& e : entries) {
+      one_[static_cast<uint32_t>(e.type)] = e.one;
+      rows_[static_cast<uint32_t>(e.type)] = e.rows;
+    }
+  }
 
   // The dot product for `weight_type`, or null.
-  VecDotFn For(GgmlType weight_type) const;
+  VecDotFn For(GgmlType weight_type) const {
+    const auto code = static_cast<uint32_t>(weight_type);
+    return code < kGgmlTypeCodeLimit ? one_[code] : nullptr;
+  }
   // Its multi-row form, or null.
-  VecDotRowsFn RowsFor(GgmlType weight_type) const;
+  VecDotRowsFn RowsFor(GgmlType weight_type) const {
+    const auto code = static_cast<uint32_t>(weight_type);
+    return code < kGgmlTypeCodeLimit ? rows_[code] : nullptr;
+  }
+
+ private:
+  std::array<VecDotFn, kGgmlTypeCodeLimit> one_{};
+  std::array<VecDotRowsFn, kGgmlTypeCodeLimit> rows_{};
 };
 
-// Variants this host can execute, the scalar reference first.
-const std::vector<const DotVariant*>& AvailableDotVariants();
-// The variant in use: the fastest available, or the one EMBER_ISA names (ref, generic, avx2,
-// avx512) if the host supports it.
-const DotVariant& ActiveDotVariant();
-// Forces a variant by name (tests, benchmarks). Returns false if unknown or unsupported here.
-bool SelectDotVariant(std::string_view name);
+// The variants per ISA level (gguf_dot_variants.h), registered with core/isa.h.
+extern const IsaTable<DotVariant> kDotVariants;
+// The variant of the active level.
+inline const DotVariant& ActiveDotVariant() { return kDotVariants.Active(); }
 
 }  // namespace ember::quant

@@ -297,20 +297,18 @@ float DotQ6_K(int64_t n, const void* w, const void* x) {
 
 }  // namespace
 
-const DotVariant kDotAvx2 = {
-    "avx2",
-    &ref::DotF32,
-    &ref::DotF16,
-    &ref::DotBF16,
-    &DotQ4_0,
-    &DotQ4_1,
-    &DotQ5_0,
-    &DotQ5_1,
-    &DotQ8_0,
-    &DotQ45_K<BlockQ4_K, false>,
-    &DotQ45_K<BlockQ5_K, true>,
-    &DotQ6_K,
-    {},
+constinit const DotVariant kDotAvx2 = {
+    {GgmlType::kF32, &ref::DotF32},
+    {GgmlType::kF16, &ref::DotF16},
+    {GgmlType::kBF16, &ref::DotBF16},
+    {GgmlType::kQ4_0, &DotQ4_0},
+    {GgmlType::kQ4_1, &DotQ4_1},
+    {GgmlType::kQ5_0, &DotQ5_0},
+    {GgmlType::kQ5_1, &DotQ5_1},
+    {GgmlType::kQ8_0, &DotQ8_0},
+    {GgmlType::kQ4_K, &DotQ45_K<BlockQ4_K, false>},
+    {GgmlType::kQ5_K, &DotQ45_K<BlockQ5_K, true>},
+    {GgmlType::kQ6_K, &DotQ6_K},
 };
 
 }  // namespace ember::quant

@@ -361,23 +361,18 @@ using DotQ6_K = KDot<SumQ6_K<1>, SumQ6_K<2>, SumQ6_K<3>, SumQ6_K<4>>;
 
 }  // namespace
 
-const DotVariant kDotAvx512 = {
-    "avx512",
-    &ref::DotF32,
-    &ref::DotF16,
-    &ref::DotBF16,
-    &DotBlocks<BlockQ4_0, StepQ4_0, -8>,
-    &DotBlocks<BlockQ4_1, StepQ4_1, 1>,
-    &DotBlocks<BlockQ5_0, StepQ5_0, -16>,
-    &DotBlocks<BlockQ5_1, StepQ5_1, 1>,
-    &DotBlocks<BlockQ8_0, StepQ8_0, 0>,
-    &DotQ45_K<BlockQ4_K, false>::One,
-    &DotQ45_K<BlockQ5_K, true>::One,
-    &DotQ6_K::One,
-    {&DotBlocksRows<BlockQ4_0, StepQ4_0, -8>, &DotBlocksRows<BlockQ4_1, StepQ4_1, 1>,
-     &DotBlocksRows<BlockQ5_0, StepQ5_0, -16>, &DotBlocksRows<BlockQ5_1, StepQ5_1, 1>,
-     &DotBlocksRows<BlockQ8_0, StepQ8_0, 0>, &DotQ45_K<BlockQ4_K, false>::Rows,
-     &DotQ45_K<BlockQ5_K, true>::Rows, &DotQ6_K::Rows},
+constinit const DotVariant kDotAvx512 = {
+    {GgmlType::kF32, &ref::DotF32},
+    {GgmlType::kF16, &ref::DotF16},
+    {GgmlType::kBF16, &ref::DotBF16},
+    {GgmlType::kQ4_0, &DotBlocks<BlockQ4_0, StepQ4_0, -8>, &DotBlocksRows<BlockQ4_0, StepQ4_0, -8>},
+    {GgmlType::kQ4_1, &DotBlocks<BlockQ4_1, StepQ4_1, 1>, &DotBlocksRows<BlockQ4_1, StepQ4_1, 1>},
+    {GgmlType::kQ5_0, &DotBlocks<BlockQ5_0, StepQ5_0, -16>, &DotBlocksRows<BlockQ5_0, StepQ5_0, -16>},
+    {GgmlType::kQ5_1, &DotBlocks<BlockQ5_1, StepQ5_1, 1>, &DotBlocksRows<BlockQ5_1, StepQ5_1, 1>},
+    {GgmlType::kQ8_0, &DotBlocks<BlockQ8_0, StepQ8_0, 0>, &DotBlocksRows<BlockQ8_0, StepQ8_0, 0>},
+    {GgmlType::kQ4_K, &DotQ45_K<BlockQ4_K, false>::One, &DotQ45_K<BlockQ4_K, false>::Rows},
+    {GgmlType::kQ5_K, &DotQ45_K<BlockQ5_K, true>::One, &DotQ45_K<BlockQ5_K, true>::Rows},
+    {GgmlType::kQ6_K, &DotQ6_K::One, &DotQ6_K::Rows},
 };
 
 }  // namespace ember::quant

@@ -4,7 +4,6 @@
 // super-block for K-quants) and one running f32 sum, so these differ from the SIMD variants only
 // in the order of the f32 additions.
 #include <cstdint>
-#include <string_view>
 
 #include "core/dtypes.h"
 #include "quant/gguf_blocks.h"
@@ -169,34 +168,21 @@ float DotBF16(int64_t n, const void* w, const void* x) {
 
 }  // namespace ref
 
-namespace {
-
-constexpr DotVariant RefKernels(std::string_view name) {
-  return DotVariant{
-      name,
-      &ref::DotF32,
-      &ref::DotF16,
-      &ref::DotBF16,
-      &ref::DotQ4_0,
-      &ref::DotQ4_1,
-      &ref::DotQ5_0,
-      &ref::DotQ5_1,
-      &ref::DotQ8_0,
-      &ref::DotQ45_K<BlockQ4_K, false>,
-      &ref::DotQ45_K<BlockQ5_K, true>,
-      &ref::DotQ6_K,
-      {},
-  };
-}
-
-}  // namespace
-
-const DotVariant kDotRef = RefKernels("ref");
-
 // The reference loops are plain integer multiply-adds that the compiler already vectorises for
 // baseline x86-64; a separately maintained "portable fast" copy would buy nothing measurable, so
-// generic names the same functions (it exists so that EMBER_ISA=generic means the same thing for
-// every kernel family).
-const DotVariant kDotGeneric = RefKernels("generic");
+// the generic level registers this same variant (kDotVariants, gguf_dot.cc).
+constinit const DotVariant kDotRef = {
+    {GgmlType::kF32, &ref::DotF32},
+    {GgmlType::kF16, &ref::DotF16},
+    {GgmlType::kBF16, &ref::DotBF16},
+    {GgmlType::kQ4_0, &ref::DotQ4_0},
+    {GgmlType::kQ4_1, &ref::DotQ4_1},
+    {GgmlType::kQ5_0, &ref::DotQ5_0},
+    {GgmlType::kQ5_1, &ref::DotQ5_1},
+    {GgmlType::kQ8_0, &ref::DotQ8_0},
+    {GgmlType::kQ4_K, &ref::DotQ45_K<BlockQ4_K, false>},
+    {GgmlType::kQ5_K, &ref::DotQ45_K<BlockQ5_K, true>},
+    {GgmlType::kQ6_K, &ref::DotQ6_K},
+};
 
 }  // namespace ember::quant

@@ -7,10 +7,9 @@
 
 namespace ember::quant {
 
-extern const DotVariant kDotRef;      // gguf_dot_ref.cc: scalar oracle
-extern const DotVariant kDotGeneric;  // gguf_dot_ref.cc: the same kernels under the generic name
-extern const DotVariant kDotAvx2;     // gguf_dot_avx2.cc
-extern const DotVariant kDotAvx512;   // gguf_dot_avx512.cc
+extern const DotVariant kDotRef;     // gguf_dot_ref.cc: scalar oracle, also the generic level's
+extern const DotVariant kDotAvx2;    // gguf_dot_avx2.cc
+extern const DotVariant kDotAvx512;  // gguf_dot_avx512.cc
 
 // The plain-float dot products, shared by every variant: F32/F16/BF16 weights are not what
 // GGUF matmul weights normally are, and kernels/matmul.h has the fast bf16/f32 paths.

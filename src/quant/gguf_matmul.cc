@@ -6,8 +6,8 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_dot.h"
-#include "quant/gguf_dot_variants.h"
 #include "quant/gguf_packed.h"
+#include "quant/gguf_type_kernels.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
@@ -16,19 +16,24 @@ bool GgufMatMulSupports(GgmlType type) { return ActivationFormatFor(type).has_va
 
 void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   EMBER_CHECK(m >= 0 && w.rows >= 0 && w.cols >= 0, "GgufMatMul: m {} rows {} cols {}", m, w.rows, w.cols);
-  const std::optional<GgmlTypeTraits> traits = GgmlTypeInfo(static_cast<uint32_t>(w.type));
-  EMBER_CHECK(traits.has_value() && GgufMatMulSupports(w.type), "GgufMatMul: unsupported GGML type {}",
-              static_cast<uint32_t>(w.type));
+  const GgmlTypeTraits* traits = FindGgmlType(w.type);
+  const GgufTypeKernels* kernels = FindGgufKernels(w.type);
+  EMBER_CHECK(traits != nullptr && kernels != nullptr && kernels->activation.has_value(),
+              "GgufMatMul: unsupported GGML type {}", static_cast<uint32_t>(w.type));
   const std::optional<int64_t> dense_row_bytes = GgmlRowBytes(*traits, w.cols);
   EMBER_CHECK(dense_row_bytes.has_value() && *dense_row_bytes <= w.row_bytes,
               "GgufMatMul: {} columns of {} do not fit rows of {} bytes", w.cols, traits->name, w.row_bytes);
-  const VecDotFn dot = ActiveDotVariant().For(w.type);
-  EMBER_CHECK(dot != nullptr, "GgufMatMul: variant {} has no {} dot", ActiveDotVariant().name, traits->name);
+  // The level is read once: a concurrent SelectIsa must not mix two variants within one call.
+  const Isa isa = ActiveIsa();
+  const DotVariant& variant = kDotVariants.For(isa);
+  const VecDotFn dot = variant.For(w.type);
+  EMBER_CHECK(dot != nullptr, "GgufMatMul: variant {} has no {} dot", IsaName(isa), traits->name);
   if (m == 0 || w.rows == 0) return;
 
   const int64_t k = w.cols;
   const int64_t n = w.rows;
   const int64_t act_bytes = ActivationRowBytes(w.type, k);
+  const QuantizeActivationFn quantize = FindGgufKernels(*kernels->activation)->quantize_activation;
   // Reused across calls: a decode step makes hundreds of these and the row is small.
   thread_local std::vector<uint8_t> activations;
   activations.resize(static_cast<size_t>(m * act_bytes));
@@ -37,21 +42,19 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   pool.ParallelFor(
       m,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i)
-          QuantizeActivationRow(w.type, x + i * k, k, act + i * act_bytes);
+        for (int64_t i = begin; i < end; ++i) quantize(x + i * k, k, act + i * act_bytes);
       },
       std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, k * 4)));
 
-  if (w.packed != nullptr && &ActiveDotVariant() == &kDotAvx512) {
-    EMBER_CHECK(w.type == GgmlType::kQ5_0 || w.type == GgmlType::kQ4_K, "GgufMatMul: packed {} matrix",
-                traits->name);
+  if (w.packed != nullptr && isa == Isa::kAvx512) {
+    const GgufPackedForm* form = kernels->packed;
+    EMBER_CHECK(form != nullptr, "GgufMatMul: packed {} matrix", traits->name);
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
-    const int64_t group_bytes =
-        w.type == GgmlType::kQ5_0 ? PackedQ5_0Bytes(kPackRows, k) : PackedQ4_KBytes(kPackRows, k);
+    const int64_t group_bytes = form->bytes(kPackRows, k);
     pool.ParallelFor(
         groups,
         [&](int64_t begin, int64_t end) {
-          PackedRowsAvx512(w.type, static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
+          form->rows_avx512(static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
         },
         std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, group_bytes * m)));
     return;
@@ -64,7 +67,7 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, w.row_bytes * m));
   // With a multi-row dot, kMaxDotRows activation rows share each decoded weight block; rows left
   // over (m not a multiple) take the one-row dot, which gives the same bits (gguf_dot.h).
-  const VecDotRowsFn dot_rows = m > 1 ? ActiveDotVariant().RowsFor(w.type) : nullptr;
+  const VecDotRowsFn dot_rows = m > 1 ? variant.RowsFor(w.type) : nullptr;
   const int64_t group = dot_rows != nullptr ? kMaxDotRows : 1;
   pool.ParallelFor(
       n,

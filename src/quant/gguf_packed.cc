@@ -3,10 +3,10 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
-#include "quant/gguf_dot_variants.h"
+#include "quant/gguf_type_entries.h"
 
 namespace ember::quant {
 namespace {
@@ -100,18 +100,18 @@ void PackQ4_K(const QuantMatrix& w, uint8_t* out) {
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w) {
   // Only GgufMatMul's avx512 path reads the copy: under EMBER_ISA=avx2 (or ref) it would be
   // memory held for nothing.
-  if (&ActiveDotVariant() != &kDotAvx512 || w.rows == 0 || w.cols == 0) return nullptr;
-  std::shared_ptr<uint8_t[]> packed;
-  if (w.type == GgmlType::kQ5_0) {
-    packed.reset(new uint8_t[PackedQ5_0Bytes(w.rows, w.cols)]);
-    PackQ5_0(w, packed.get());
-  } else if (w.type == GgmlType::kQ4_K) {
-    packed.reset(new uint8_t[PackedQ4_KBytes(w.rows, w.cols)]);
-    PackQ4_K(w, packed.get());
-  } else {
+  const GgufTypeKernels* kernels = FindGgufKernels(w.type);
+  if (ActiveIsa() != Isa::kAvx512 || kernels == nullptr || kernels->packed == nullptr || w.rows == 0 || w.cols == 0) {
     return nullptr;
   }
+  std::shared_ptr<uint8_t[]> packed(new uint8_t[kernels->packed->bytes(w.rows, w.cols)]);
+  kernels->packed->pack(w, packed.get());
   return std::shared_ptr<const void>(packed, packed.get());
 }
+
+namespace entries {
+constinit const GgufPackedForm kPackedQ5_0 = {&PackedQ5_0Bytes, &PackQ5_0, &PackedRowsQ5_0Avx512};
+constinit const GgufPackedForm kPackedQ4_K = {&PackedQ4_KBytes, &PackQ4_K, &PackedRowsQ4_KAvx512};
+}  // namespace entries
 
 }  // namespace ember::quant

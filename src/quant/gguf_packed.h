@@ -44,8 +44,8 @@ inline constexpr int kPackRows = 16;
 inline constexpr int64_t kPackedBlockBytes = 352;
 inline constexpr int64_t kPackedQ4_KBlockBytes = 2368;
 
-// The packed copy of `w` (type Q5_0 or Q4_K) when this host runs the packed kernel (the AVX-512 set),
-// else null: GgufMatMul then uses the row dots. Set the result's get() as `w.packed` and keep
+// The packed copy of `w` (a type whose traits row has a packed form: Q5_0, Q4_K) when the avx512
+// variant is active, else null: GgufMatMul then uses the row dots. Set the result's get() as `w.packed` and keep
 // the pointer alive as long as the matrix.
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w);
 
@@ -56,10 +56,12 @@ int64_t PackedQ4_KBytes(int64_t rows, int64_t cols);
 void PackQ4_K(const QuantMatrix& w, uint8_t* out);
 
 // Output rows [group_begin * 16, group_end * 16) (clipped to n) of y [m, n] (row stride n) from a
-// packed matrix of `type` (Q5_0 or Q4_K), n rows and k columns, and m activation rows
-// (QuantizeActivationRow, act_bytes apart). AVX-512 only: callers check PackQuantMatrix returned
-// non-null.
-void PackedRowsAvx512(GgmlType type, const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin,
-                      int64_t group_end, const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+// packed Q5_0 / Q4_K matrix of n rows and k columns, and m activation rows (QuantizeActivationRow,
+// act_bytes apart). AVX-512 only: callers check PackQuantMatrix returned non-null. GgufMatMul
+// reaches them through the type's traits row (GgmlTypeTraits::packed).
+void PackedRowsQ5_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ4_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 
 }  // namespace ember::quant

@@ -143,15 +143,16 @@ void Groups(const uint8_t* packed, int64_t n, int64_t nb, int64_t block_bytes, i
 
 }  // namespace
 
-void PackedRowsAvx512(GgmlType type, const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin,
-                      int64_t group_end, const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  if (type == GgmlType::kQ5_0) {
-    Groups<TileQ5_0<kTileRows>, TileQ5_0<1>>(packed, n, k / 32, kPackedBlockBytes, group_begin, group_end, act, m,
-                                             act_bytes, y);
-  } else {
-    Groups<TileQ4_K<kTileRows>, TileQ4_K<1>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin, group_end, act,
-                                             m, act_bytes, y);
-  }
+void PackedRowsQ5_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
+  Groups<TileQ5_0<kTileRows>, TileQ5_0<1>>(packed, n, k / 32, kPackedBlockBytes, group_begin, group_end, act, m,
+                                           act_bytes, y);
+}
+
+void PackedRowsQ4_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
+  Groups<TileQ4_K<kTileRows>, TileQ4_K<1>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin, group_end, act,
+                                           m, act_bytes, y);
 }
 
 }  // namespace ember::quant

@@ -20,11 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/matmul.h"
+#include "core/isa.h"
 #include "model/causal_lm.h"
+#include "quant/block_scaled.h"
 #include "support/single_sequence.h"
-#include "quant/block_scaled_dot.h"
-#include "quant/gguf_dot.h"
 
 namespace ember {
 namespace {
@@ -56,11 +55,10 @@ std::vector<Case> Cases() {
   };
 }
 
-// Every kernel registry set to one variant, as EMBER_ISA does at startup.
+// Every kernel family set to one variant, as EMBER_ISA does at startup.
 void SelectEverywhere(std::string_view name) {
-  ASSERT_TRUE(kernels::SelectVariant(name)) << name;
-  ASSERT_TRUE(quant::SelectDotVariant(name)) << name;
-  ASSERT_TRUE(quant::SelectBlockDotVariant(name)) << name;
+  const Status selected = SelectIsa(name);
+  ASSERT_TRUE(selected.ok()) << selected.ToString();
 }
 
 // A fixed prompt inside every vocabulary, run as two steps (13 then 7 tokens) so the second
@@ -86,16 +84,16 @@ TEST(LogitHashesTest, EveryModelAndVariantMatchesTheRecordedBits) {
   nlohmann::json recorded = nlohmann::json::object();
   if (std::ifstream in(kHashFile); in.good()) recorded = nlohmann::json::parse(in);
   const bool record = std::getenv("EMBER_RECORD_LOGIT_HASHES") != nullptr;
-  const std::string active(kernels::ActiveVariant().name);
+  const std::string active(IsaName(ActiveIsa()));
   int checked = 0;
   for (const Case& c : Cases()) {
     if (!std::ifstream(c.path).good() && !std::ifstream(c.path + "/config.json").good()) {
       std::printf("[ skipped ] %s: %s not fetched (scripts/fetch_models.py)\n", c.name.c_str(), c.path.c_str());
       continue;
     }
-    for (const kernels::KernelVariant* variant : kernels::AvailableVariants()) {
-      const std::string key = c.name + "/" + std::string(variant->name);
-      SelectEverywhere(variant->name);
+    for (const Isa isa : AvailableIsas()) {
+      const std::string key = c.name + "/" + std::string(IsaName(isa));
+      SelectEverywhere(IsaName(isa));
       const Expected<std::string> hash = LogitHash(c);
       ASSERT_TRUE(hash.ok()) << key << ": " << hash.status().ToString();
       if (record) {

@@ -23,10 +23,10 @@
 #include <utility>
 
 #include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/stream.h"
-#include "kernels/matmul.h"
 #include "model/arch/muse_spark.h"
 #include "model/causal_lm.h"
 #include "model/quantized_weights.h"
@@ -135,7 +135,7 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
                                       {"top_k", o.top_k}, {"moe_hidden", o.moe_hidden},
                                       {"moe_intermediate", o.moe_intermediate}, {"vocab", o.vocab}}},
                           {"threads", threads},
-                          {"kernels", std::string(kernels::ActiveVariant().name)},
+                          {"kernels", std::string(IsaName(ActiveIsa()))},
                           {"experts", o.quantization.value_or("bf16")},
                           {"weight_bytes_total", bytes.total},
                           {"weight_bytes_per_token", bytes.per_token_decode},
@@ -154,7 +154,7 @@ int RunDecodeBench(const DecodeBenchOptions& o) {
               static_cast<long long>(o.top_k), static_cast<long long>(o.moe_hidden),
               static_cast<long long>(o.moe_intermediate), static_cast<long long>(o.vocab));
   std::printf("  machine     %s; kernels %s; %d threads\n", HostCpuFeatures().ToString().c_str(),
-              std::string(kernels::ActiveVariant().name).c_str(), threads);
+              std::string(IsaName(ActiveIsa())).c_str(), threads);
   std::printf("  weights     %.1f MiB total, %.1f MiB streamed per token\n", bytes.total / 1048576.0,
               bytes.per_token_decode / 1048576.0);
   std::printf("  decode      %.2f tok/s mean, %.2f tok/s median over %lld tokens after a %lld-token prompt\n",

@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
-#include "kernels/matmul.h"
 #include "model/quantized_weights.h"
 
 namespace ember::tools {
@@ -76,7 +76,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
                                     : std::string(),
                  bytes.per_token_decode / 1048576.0);
   EMBER_LOG_INFO("cpu: {}; kernels: {}; threads: {}", HostCpuFeatures().ToString(),
-                 kernels::ActiveVariant().name, ThreadPool::Global().num_threads());
+                 IsaName(ActiveIsa()), ThreadPool::Global().num_threads());
   return model;
 }
 

@@ -2,6 +2,6 @@
 #include "kernels/variants.h"
 
 namespace ember::kernels {
-const KernelVariant kRefVariant = {"ref", &ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionHead,
+const KernelVariant kRefVariant = {&ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionHead,
                                    &ref::GeGluTanh};
 }  // namespace ember::kernels

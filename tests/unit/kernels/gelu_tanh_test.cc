@@ -30,12 +30,13 @@ std::vector<float> Gates() {
 TEST(GeluTanhTest, EveryVariantMatchesDoubleGelu) {
   const std::vector<float> gate = Gates();
   const std::vector<float> up(gate.size(), 1.0f);
-  for (const KernelVariant* v : AvailableVariants()) {
-    SCOPED_TRACE(v->name);
+  for (const Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    const KernelVariant* v = &kKernelVariants.For(isa);
     std::vector<float> out(gate.size());
     v->geglu_tanh(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
     double worst = 0;
-    const bool simd = v->name == "avx2" || v->name == "avx512";
+    const bool simd = isa == Isa::kAvx2 || isa == Isa::kAvx512;
     for (size_t i = 0; i < gate.size(); ++i) {
       double two_u;
       const double want = GeluDouble(gate[i], &two_u);
@@ -59,8 +60,9 @@ TEST(GeluTanhTest, SimdVariantsStayWithinAFewUlpOfLibmWhereGeluIsNotTiny) {
   const std::vector<float> up(gate.size(), 1.0f);
   std::vector<float> libm(gate.size());
   kRefVariant.geglu_tanh(gate.data(), up.data(), static_cast<int64_t>(gate.size()), libm.data());
-  for (const KernelVariant* v : AvailableVariants()) {
-    SCOPED_TRACE(v->name);
+  for (const Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    const KernelVariant* v = &kKernelVariants.For(isa);
     std::vector<float> out(gate.size());
     v->geglu_tanh(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
     for (size_t i = 0; i < gate.size(); ++i) {
@@ -77,8 +79,9 @@ TEST(GeluTanhTest, ElementResultDoesNotDependOnItsPositionOrTheCount) {
     gate[i] = 0.37f * static_cast<float>(i) - 6.0f;
     up[i] = 1.0f + 0.01f * static_cast<float>(i);
   }
-  for (const KernelVariant* v : AvailableVariants()) {
-    SCOPED_TRACE(v->name);
+  for (const Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    const KernelVariant* v = &kKernelVariants.For(isa);
     std::vector<float> whole(37);
     v->geglu_tanh(gate.data(), up.data(), 37, whole.data());
     for (int start = 0; start < 37; ++start) {

@@ -66,17 +66,12 @@ struct F32Weights {
   static constexpr DType kDType = DType::kF32;
 };
 
-const KernelVariant& VariantByName(const std::string& name) {
-  for (const KernelVariant* v : AvailableVariants()) {
-    if (v->name == name) return *v;
-  }
-  ADD_FAILURE() << "no variant " << name;
-  return *AvailableVariants().front();
-}
+const KernelVariant& VariantByName(const std::string& name) { return kKernelVariants.For(*ParseIsa(name)); }
 
+// Every level the host runs (core/isa.h).
 std::vector<std::string> VariantNames() {
   std::vector<std::string> names;
-  for (const KernelVariant* v : AvailableVariants()) names.emplace_back(v->name);
+  for (const Isa isa : AvailableIsas()) names.emplace_back(IsaName(isa));
   return names;
 }
 
@@ -231,37 +226,23 @@ TEST_P(MatMulVariantTest, EmptyReductionGivesZero) {
 INSTANTIATE_TEST_SUITE_P(AllVariants, MatMulVariantTest, ::testing::ValuesIn(VariantNames()),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
-TEST(MatMulDispatchTest, RefIsFirstAndSelectionWorks) {
-  const auto& variants = AvailableVariants();
-  ASSERT_GE(variants.size(), 2u);
-  EXPECT_EQ(variants.front()->name, "ref");
-  const std::string previous(ActiveVariant().name);
-  EXPECT_FALSE(SelectVariant("no-such-isa"));
-  EXPECT_EQ(ActiveVariant().name, previous);
-  for (const KernelVariant* v : variants) {
-    ASSERT_TRUE(SelectVariant(v->name));
-    EXPECT_EQ(ActiveVariant().name, v->name);
-  }
-  ASSERT_TRUE(SelectVariant(previous));
-}
-
 // The threaded wrapper: same bits as one direct call over all columns, for any pool size.
 template <typename Weights>
 void CheckThreadedWrapper() {
-  const std::string previous(ActiveVariant().name);
+  const Isa previous = ActiveIsa();
   const int64_t m = 5, k = 300, n = 203;
   const std::vector<float> x = RandomF32(m * k, 31);
   const auto w = Weights::Random(n * k, 32);
   const TensorView view{Weights::kDType, Shape{n, k}, w.data()};
   std::vector<float> reference(static_cast<size_t>(m * n));
   Weights::kRef(x.data(), m, k, w.data(), 0, n, reference.data(), n);
-  for (const KernelVariant* v : AvailableVariants()) {
-    ASSERT_TRUE(SelectVariant(v->name));
+  for (const Isa isa : AvailableIsas()) {
+    ASSERT_TRUE(SelectIsa(IsaName(isa)).ok());
     std::vector<float> direct(static_cast<size_t>(m * n));
-    const auto fn = Weights::Fn(*v);
+    const auto fn = Weights::Fn(kKernelVariants.For(isa));
     fn(x.data(), m, k, w.data(), 0, n, direct.data(), n);
     for (int threads : {1, 2, 3, 4, 7}) {
-      SCOPED_TRACE(testing::Message() << Weights::kName << " " << v->name << " threads=" << threads);
+      SCOPED_TRACE(testing::Message() << Weights::kName << " " << IsaName(isa) << " threads=" << threads);
       ThreadPool::SetGlobalThreads(threads);
       std::vector<float> y(static_cast<size_t>(m * n), NAN);
       MatMul(x.data(), m, view, y.data());
@@ -272,7 +253,7 @@ void CheckThreadedWrapper() {
     }
   }
   ThreadPool::SetGlobalThreads(0);
-  ASSERT_TRUE(SelectVariant(previous));
+  ASSERT_TRUE(SelectIsa(IsaName(previous)).ok());
 }
 
 TEST(MatMulThreadedTest, BF16SameBitsForAnyThreadCount) { CheckThreadedWrapper<BF16Weights>(); }

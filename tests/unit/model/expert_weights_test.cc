@@ -104,11 +104,11 @@ std::unique_ptr<Stack> MakeStack(Storage s, int64_t experts, int64_t rows, int64
   return stack;
 }
 
-class ApplyGroupedTest : public ::testing::TestWithParam<const quant::BlockDotVariant*> {
+class ApplyGroupedTest : public ::testing::TestWithParam<Isa> {
  protected:
-  void SetUp() override { ASSERT_TRUE(quant::SelectBlockDotVariant(GetParam()->name)); }
+  void SetUp() override { ASSERT_TRUE(SelectIsa(IsaName(GetParam())).ok()); }
   void TearDown() override {
-    quant::SelectBlockDotVariant(quant::AvailableBlockDotVariants().back()->name);
+    ASSERT_TRUE(SelectIsa(IsaName(AvailableIsas().back())).ok());
     ThreadPool::SetGlobalThreads(threads_);
   }
   const int threads_ = ThreadPool::Global().num_threads();
@@ -148,7 +148,7 @@ TEST_P(ApplyGroupedTest, BitIdenticalToPerExpertApply) {
           // Bitwise; an expert no row routed to has an empty output (whose data() may be null).
           ASSERT_TRUE(outs[g].empty() || 0 == std::memcmp(outs[g].data(), expected[groups[g].expert].data(),
                                                           outs[g].size() * sizeof(float)))
-              << GetParam()->name << " " << Name(s) << " [" << rows << ", " << cols << "] group " << g << " threads "
+              << IsaName(GetParam()) << " " << Name(s) << " [" << rows << ", " << cols << "] group " << g << " threads "
               << threads;
         }
       }
@@ -156,10 +156,8 @@ TEST_P(ApplyGroupedTest, BitIdenticalToPerExpertApply) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, ApplyGroupedTest, ::testing::ValuesIn(quant::AvailableBlockDotVariants()),
-                         [](const ::testing::TestParamInfo<const quant::BlockDotVariant*>& info) {
-                           return std::string(info.param->name);
-                         });
+INSTANTIATE_TEST_SUITE_P(Variants, ApplyGroupedTest, ::testing::ValuesIn(AvailableIsas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(IsaName(info.param)); });
 
 TEST(SplitGroupRowsTest, CoversEveryRowOnceOnTileBoundaries) {
   const std::vector<int64_t> rows = {1536, 0, 768, 5, 100000};

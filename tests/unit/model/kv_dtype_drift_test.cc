@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/matmul.h"
+#include "core/isa.h"
 #include "model/causal_lm.h"
 #include "support/single_sequence.h"
 #include "tokenizer/model_tokenizer.h"
@@ -80,10 +80,10 @@ TEST_P(KvDtypeDriftTest, ReducedPrecisionKvStaysCloseToF32) {
     return logits;
   };
   const std::vector<float> f32 = run(kv::KvDtype::kF32);
-  const std::string active(kernels::ActiveVariant().name);
-  ASSERT_TRUE(kernels::SelectVariant("generic"));
+  const std::string active(IsaName(ActiveIsa()));
+  ASSERT_TRUE(SelectIsa("generic").ok());
   const Drift floor = Compare(f32, run(kv::KvDtype::kF32), n, vocab);
-  ASSERT_TRUE(kernels::SelectVariant(active));
+  ASSERT_TRUE(SelectIsa(active).ok());
   std::printf("[ %s ] floor (f32 KV, generic vs %s kernels): mean KL %.3g, max |logit diff| %.3g\n",
               GetParam().c_str(), active.c_str(), floor.mean_kl, floor.max_logit_diff);
   struct Bound {

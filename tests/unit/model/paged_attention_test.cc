@@ -49,7 +49,7 @@ struct Case {
 
 class PagedAttentionTest : public ::testing::TestWithParam<kv::KvDtype> {
  protected:
-  void TearDown() override { kernels::SelectVariant(kernels::AvailableVariants().back()->name); }
+  void TearDown() override { ASSERT_TRUE(SelectIsa(IsaName(AvailableIsas().back())).ok()); }
 
   void Run(const Case& c, uint32_t seed) {
     const kv::KvDtype dtype = GetParam();
@@ -158,8 +158,9 @@ class PagedAttentionTest : public ::testing::TestWithParam<kv::KvDtype> {
     }
 
     std::vector<float> reference;
-    for (const kernels::KernelVariant* variant : kernels::AvailableVariants()) {
-      ASSERT_TRUE(kernels::SelectVariant(variant->name));
+    for (const Isa isa : AvailableIsas()) {
+      const std::string name(IsaName(isa));
+      ASSERT_TRUE(SelectIsa(name).ok());
       std::vector<float> out(num_tokens * q_width, NAN);
       kernels::PagedAttention(q.data(), num_tokens, batch, store->View(0), shape, out.data());
       double worst = 0, worst_ratio = 0;
@@ -167,7 +168,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<kv::KvDtype> {
         const double diff = std::fabs(out[i] - expected[i]);
         worst = std::max(worst, diff);
         worst_ratio = std::max(worst_ratio, diff / bound[i]);
-        ASSERT_LE(diff, bound[i]) << variant->name << " element " << i << " got " << out[i] << " want "
+        ASSERT_LE(diff, bound[i]) << name << " element " << i << " got " << out[i] << " want "
                                   << expected[i];
       }
       // Variants read the same stored values and differ only in summation order.
@@ -175,13 +176,13 @@ class PagedAttentionTest : public ::testing::TestWithParam<kv::KvDtype> {
         reference = out;
       } else {
         for (size_t i = 0; i < out.size(); ++i) {
-          ASSERT_NEAR(out[i], reference[i], 1e-5) << variant->name << " vs ref, element " << i;
+          ASSERT_NEAR(out[i], reference[i], 1e-5) << name << " vs ref, element " << i;
         }
       }
-      RecordProperty(std::string(variant->name) + "_worst_abs_error", std::to_string(worst));
-      if (variant == kernels::AvailableVariants().back()) {
+      RecordProperty(name + "_worst_abs_error", std::to_string(worst));
+      if (isa == AvailableIsas().back()) {
         std::printf("[ %s ] %s: worst |error| %.3g, worst error / derived bound %.3f\n",
-                    std::string(kv::KvDtypeName(dtype)).c_str(), std::string(variant->name).c_str(), worst,
+                    std::string(kv::KvDtypeName(dtype)).c_str(), name.c_str(), worst,
                     worst_ratio);
       }
     }

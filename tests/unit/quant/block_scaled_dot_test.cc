@@ -38,7 +38,8 @@ std::vector<uint8_t> RandomCodes(int64_t bytes, bool fp8, std::mt19937& rng) {
 TEST(BlockScaledDot, PrefetchArgumentNeverChangesResults) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (const BlockDotVariant* variant : AvailableBlockDotVariants()) {
+  for (const Isa isa : AvailableIsas()) {
+    const BlockDotVariant* variant = &kBlockDotVariants.For(isa);
     for (const int64_t k : {32, 96, 160, 4096, 4192}) {
       // FP4: `rows` activation rows in the int8 layout.
       const ActivationLayout layout = Int8ActivationLayout(k);
@@ -51,13 +52,13 @@ TEST(BlockScaledDot, PrefetchArgumentNeverChangesResults) {
         const std::vector<uint8_t> codes = RandomCodes(k, /*fp8=*/false, rng);  // two rows of k / 2 bytes
         std::vector<uint8_t> scales(nvfp4 ? k / 16 : k / 32);
         for (auto& s : scales) s = nvfp4 ? static_cast<uint8_t>(0x20 + rng() % 64) : static_cast<uint8_t>(120 + rng() % 8);
-        const Fp4DotFn dot = nvfp4 ? variant->nvfp4 : variant->mxfp4;
+        const Fp4DotFn dot = variant->Fp4For(nvfp4 ? WeightFormat::kNvfp4 : WeightFormat::kMxfp4);
         for (int rows = 1; rows <= kMaxBlockDotRows; ++rows) {
           float plain[kMaxBlockDotRows], other[kMaxBlockDotRows], self[kMaxBlockDotRows];
           dot(k, codes.data(), scales.data(), act.get(), layout.bytes, rows, plain, nullptr);
           dot(k, codes.data(), scales.data(), act.get(), layout.bytes, rows, other, codes.data() + k / 2);
           dot(k, codes.data(), scales.data(), act.get(), layout.bytes, rows, self, codes.data());
-          const std::string where = std::string(variant->name) + (nvfp4 ? " nvfp4" : " mxfp4") +
+          const std::string where = std::string(IsaName(isa)) + (nvfp4 ? " nvfp4" : " mxfp4") +
                                     " k=" + std::to_string(k) + " rows=" + std::to_string(rows);
           EXPECT_EQ(std::memcmp(plain, other, rows * sizeof(float)), 0) << where;
           EXPECT_EQ(std::memcmp(plain, self, rows * sizeof(float)), 0) << where;
@@ -73,7 +74,7 @@ TEST(BlockScaledDot, PrefetchArgumentNeverChangesResults) {
           variant->fp8(k, codes.data(), bs, x.data(), k, rows, plain, nullptr);
           variant->fp8(k, codes.data(), bs, x.data(), k, rows, other, codes.data() + k);
           EXPECT_EQ(std::memcmp(plain, other, rows * sizeof(float)), 0)
-              << variant->name << " fp8 k=" << k << " rows=" << rows << (bs ? " block scales" : "");
+              << IsaName(isa) << " fp8 k=" << k << " rows=" << rows << (bs ? " block scales" : "");
         }
       }
     }

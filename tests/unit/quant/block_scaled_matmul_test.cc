@@ -116,10 +116,10 @@ std::vector<float> DequantizedActivations(const float* x, int64_t k) {
   return out;
 }
 
-class BlockScaledMatMulTest : public ::testing::TestWithParam<const BlockDotVariant*> {
+class BlockScaledMatMulTest : public ::testing::TestWithParam<Isa> {
  protected:
-  void SetUp() override { ASSERT_TRUE(SelectBlockDotVariant(GetParam()->name)); }
-  void TearDown() override { SelectBlockDotVariant(AvailableBlockDotVariants().back()->name); }
+  void SetUp() override { ASSERT_TRUE(SelectIsa(IsaName(GetParam())).ok()); }
+  void TearDown() override { ASSERT_TRUE(SelectIsa(IsaName(AvailableIsas().back())).ok()); }
 };
 
 TEST_P(BlockScaledMatMulTest, MatchesDequantizedDotOnOddShapes) {
@@ -148,7 +148,7 @@ TEST_P(BlockScaledMatMulTest, MatchesDequantizedDotOnOddShapes) {
               const double tolerance =
                   (std::min<int64_t>(cols, 128) + cols / 8.0 + 18) * std::ldexp(1.0, -24) * magnitude + 1e-30;
               ASSERT_NEAR(y[i * rows + j], exact, tolerance)
-                  << GetParam()->name << " " << Name(c) << " rows " << rows << " cols " << cols << " m " << m << " ("
+                  << IsaName(GetParam()) << " " << Name(c) << " rows " << rows << " cols " << cols << " m " << m << " ("
                   << i << ", " << j << ")";
               // The int8 rounding is at most half a step (amax16 / 254) per element; this sum is
               // its actual effect, which must stay within that worst case.
@@ -180,21 +180,19 @@ TEST_P(BlockScaledMatMulTest, RowsDoNotDependOnBatchOrThreads) {
     for (int64_t i = 0; i < m; ++i) {
       BlockScaledMatMul(x.data() + i * cols, 1, w.view, single.data());
       ASSERT_EQ(0, std::memcmp(single.data(), batched.data() + i * rows, rows * sizeof(float)))
-          << GetParam()->name << " " << Name(c) << " row " << i;
+          << IsaName(GetParam()) << " " << Name(c) << " row " << i;
     }
     const int threads = ThreadPool::Global().num_threads();
     ThreadPool::SetGlobalThreads(threads == 1 ? 3 : 1);
     BlockScaledMatMul(x.data(), m, w.view, threaded.data());
     ThreadPool::SetGlobalThreads(threads);
     ASSERT_EQ(0, std::memcmp(threaded.data(), batched.data(), batched.size() * sizeof(float)))
-        << GetParam()->name << " " << Name(c);
+        << IsaName(GetParam()) << " " << Name(c);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, BlockScaledMatMulTest, ::testing::ValuesIn(AvailableBlockDotVariants()),
-                         [](const ::testing::TestParamInfo<const BlockDotVariant*>& info) {
-                           return std::string(info.param->name);
-                         });
+INSTANTIATE_TEST_SUITE_P(Variants, BlockScaledMatMulTest, ::testing::ValuesIn(AvailableIsas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(IsaName(info.param)); });
 
 }  // namespace
 }  // namespace ember::quant

@@ -77,22 +77,12 @@ TEST(GgufDot, ActivationFormats) {
   EXPECT_EQ(ActivationRowBytes(GgmlType::kQ4_K, 4096), 4096 / 256 * 292);
 }
 
-TEST(GgufDot, VariantsAreCompleteAndSelectable) {
-  const auto& variants = AvailableDotVariants();
-  ASSERT_GE(variants.size(), 2u);
-  EXPECT_EQ(variants[0]->name, "ref");
-  for (const DotVariant* v : variants) {
-    for (const Case& c : Cases()) EXPECT_NE(v->For(c.type), nullptr) << v->name << " " << Name(c.type);
-    EXPECT_EQ(v->For(GgmlType::kQ3_K), nullptr);
+TEST(GgufDot, EveryVariantHasEveryCaseAndNoMore) {
+  for (const Isa isa : AvailableIsas()) {
+    const DotVariant& v = kDotVariants.For(isa);
+    for (const Case& c : Cases()) EXPECT_NE(v.For(c.type), nullptr) << IsaName(isa) << " " << Name(c.type);
+    EXPECT_EQ(v.For(GgmlType::kQ3_K), nullptr);
   }
-  const DotVariant& active = ActiveDotVariant();
-  EXPECT_TRUE(SelectDotVariant("ref"));
-  EXPECT_EQ(ActiveDotVariant().name, "ref");
-  EXPECT_FALSE(SelectDotVariant("sse9"));
-  EXPECT_TRUE(SelectDotVariant(active.name));
-  std::cout << "[ note ] dot variants on this host:";
-  for (const DotVariant* v : variants) std::cout << " " << v->name;
-  std::cout << "\n";
 }
 
 // The three bounds of the header comment for every type, k and variant, 3 rows each.
@@ -115,9 +105,10 @@ TEST(GgufDot, VariantsMatchReferenceAndExactArithmetic) {
         const float r = kDotRef.For(c.type)(k, w.data(), q.bytes.data());
         EXPECT_NEAR(r, d_quant.value, tolerance) << where << ": reference vs dequantized dot";
         EXPECT_NEAR(r, d_exact.value, activation_bound + tolerance) << where << ": reference vs exact dot";
-        for (const DotVariant* v : AvailableDotVariants()) {
+        for (const Isa isa : AvailableIsas()) {
+          const DotVariant* v = &kDotVariants.For(isa);
           const float got = v->For(c.type)(k, w.data(), q.bytes.data());
-          EXPECT_NEAR(got, r, tolerance) << where << ": " << v->name << " vs reference";
+          EXPECT_NEAR(got, r, tolerance) << where << ": " << IsaName(isa) << " vs reference";
         }
       }
     }
@@ -145,8 +136,9 @@ TEST(GgufDot, ExtremeQuantsDoNotOverflow) {
             Name(c.type) + " fill " + std::to_string(fill) + " sign " + std::to_string(sign);
         const float r = kDotRef.For(c.type)(k, w.data(), q.bytes.data());
         EXPECT_NEAR(r, d_quant.value, tolerance) << where;
-        for (const DotVariant* v : AvailableDotVariants()) {
-          EXPECT_NEAR(v->For(c.type)(k, w.data(), q.bytes.data()), r, tolerance) << where << " " << v->name;
+        for (const Isa isa : AvailableIsas()) {
+          const DotVariant* v = &kDotVariants.For(isa);
+          EXPECT_NEAR(v->For(c.type)(k, w.data(), q.bytes.data()), r, tolerance) << where << " " << IsaName(isa);
         }
       }
     }
@@ -160,7 +152,8 @@ TEST(GgufDot, MultiRowDotsAreBitIdenticalToOneRowDots) {
   std::mt19937 rng(17);
   int checked = 0;
   for (const Case& c : Cases()) {
-    for (const DotVariant* v : AvailableDotVariants()) {
+    for (const Isa isa : AvailableIsas()) {
+      const DotVariant* v = &kDotVariants.For(isa);
       const VecDotRowsFn dot_rows = v->RowsFor(c.type);
       if (dot_rows == nullptr) continue;
       for (int64_t k : c.ks) {
@@ -177,7 +170,7 @@ TEST(GgufDot, MultiRowDotsAreBitIdenticalToOneRowDots) {
           for (int r = 0; r < rows; ++r) {
             const float one = v->For(c.type)(k, w.data(), acts.data() + r * stride);
             EXPECT_EQ(std::memcmp(&out[r], &one, sizeof(float)), 0)
-                << v->name << " " << Name(c.type) << " k=" << k << " rows=" << rows << " row " << r << ": "
+                << IsaName(isa) << " " << Name(c.type) << " k=" << k << " rows=" << rows << " row " << r << ": "
                 << out[r] << " vs " << one;
           }
         }

@@ -41,14 +41,14 @@ Weights RandomWeights(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
 // Restores the active variant and the global pool size after a test changes them.
 class GgufMatMulTest : public ::testing::Test {
  protected:
-  void SetUp() override { saved_ = std::string(ActiveDotVariant().name); }
+  void SetUp() override { saved_ = ActiveIsa(); }
   void TearDown() override {
-    SelectDotVariant(saved_);
+    ASSERT_TRUE(SelectIsa(IsaName(saved_)).ok());
     ThreadPool::SetGlobalThreads(0);
   }
 
  private:
-  std::string saved_;
+  Isa saved_ = Isa::kRef;
 };
 
 // y against reference dots of the same quantized activation rows (1e-5 * sum |w_hat x_hat|: the
@@ -82,13 +82,13 @@ TEST_F(GgufMatMulTest, MatchesReferenceDotsForEveryVariant) {
               magnitude[i * n + j] = test_util::Dot(test_util::Dequantized(type, wj, k), q.values).magnitude;
             }
           }
-          for (const DotVariant* v : AvailableDotVariants()) {
-            ASSERT_TRUE(SelectDotVariant(v->name));
+          for (const Isa isa : AvailableIsas()) {
+            ASSERT_TRUE(SelectIsa(IsaName(isa)).ok());
             std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
             GgufMatMul(x.data(), m, w.matrix, y.data());
             for (int64_t e = 0; e < m * n; ++e) {
               ASSERT_NEAR(y[e], want[e], 1e-5 * magnitude[e] + 1e-30)
-                  << v->name << " " << GgmlTypeInfo(static_cast<uint32_t>(type))->name << " k=" << k
+                  << IsaName(isa) << " " << GgmlTypeInfo(static_cast<uint32_t>(type))->name << " k=" << k
                   << " n=" << n << " m=" << m << " element " << e;
             }
           }

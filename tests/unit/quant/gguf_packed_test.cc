@@ -51,12 +51,14 @@ std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) {
 class GgufPackedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "the packed kernel needs AVX-512";
-    saved_ = std::string(ActiveDotVariant().name);
-    ASSERT_TRUE(SelectDotVariant("avx512"));
+    if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "the packed kernel needs AVX-512";
+    saved_ = std::string(IsaName(ActiveIsa()));
+    ASSERT_TRUE(SelectIsa("avx512").ok());
   }
   void TearDown() override {
-    if (!saved_.empty()) SelectDotVariant(saved_);
+    if (!saved_.empty()) {
+      ASSERT_TRUE(SelectIsa(saved_).ok());
+    }
     ThreadPool::SetGlobalThreads(0);
   }
 

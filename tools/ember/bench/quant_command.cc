@@ -26,7 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/stream.h"
 #include "quant/block_scaled.h"
@@ -147,14 +149,12 @@ int RunQuantBench(const QuantBenchOptions& o) {
   }
   std::vector<std::string> variants = o.variants;
   if (variants.empty()) {
-    for (const quant::BlockDotVariant* v : quant::AvailableBlockDotVariants()) {
-      if (v->name != "ref") variants.emplace_back(v->name);
+    for (Isa isa : AvailableIsas()) {
+      if (isa != Isa::kRef) variants.emplace_back(IsaName(isa));
     }
   }
   for (const std::string& v : variants) {
-    if (!quant::SelectBlockDotVariant(v)) {
-      return Fail(InvalidArgument(fmt::format("kernel variant '{}' is unknown or unsupported here", v)));
-    }
+    if (Status s = SelectIsa(v); !s.ok()) return Fail(s);
   }
 
   std::printf("Block-scaled GEMV weight streaming (m = %lld), pool %lld MiB, best of %d rounds of %d sweeps\n",
@@ -178,7 +178,7 @@ int RunQuantBench(const QuantBenchOptions& o) {
         std::normal_distribution<float> normal;
         for (float& v : x) v = normal(rng);
         for (const std::string& v : variants) {
-          quant::SelectBlockDotVariant(v);
+          EMBER_CHECK(SelectIsa(v).ok(), "{}", v);  // checked above
           double gbps = 0, triad = 0;
           for (int round = 0; round < o.rounds; ++round) {
             triad = std::max(triad, kernels::MeasureStreamTriadGBps(o.stream_mib << 20, o.reps, threads));

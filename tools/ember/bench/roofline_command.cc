@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/peak_fma.h"
 #include "kernels/cpu/stream.h"
-#include "kernels/matmul.h"
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/bench/roofline_kernels.h"
 #include "tools/ember/commands.h"
@@ -73,14 +73,14 @@ int RunRoofline(const RooflineOptions& o) {
   }
 
   nlohmann::ordered_json out = {{"cpu", HostCpuFeatures().ToString()},
-                                {"kernels", std::string(kernels::ActiveVariant().name)},
+                                {"kernels", std::string(IsaName(ActiveIsa()))},
                                 {"llc_bytes", llc},
                                 {"stream_bytes_per_array", big},
                                 {"quick", o.quick},
                                 {"threads", nlohmann::ordered_json::array()}};
   if (!o.json) {
     std::printf("roofline: cpu %s; kernels %s; last-level cache %.0f MiB; arrays and weights %.0f MiB%s\n",
-                HostCpuFeatures().ToString().c_str(), std::string(kernels::ActiveVariant().name).c_str(),
+                HostCpuFeatures().ToString().c_str(), std::string(IsaName(ActiveIsa())).c_str(),
                 llc / 1048576.0, big / 1048576.0, o.quick ? " (--quick: sizes too small to mean anything)" : "");
   }
   for (const int threads : thread_counts) {

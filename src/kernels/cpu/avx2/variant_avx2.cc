@@ -226,7 +226,7 @@ struct Avx2PagedSimd {
 
 }  // namespace
 
-const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2,
+const KernelVariant kAvx2Variant = {&MatMulBF16Avx2, &MatMulF32Avx2,
                                     &cpu::PagedAttentionHead<Avx2PagedSimd>, &cpu::GeGluTanhAvx2};
 
 }  // namespace ember::kernels
@@ -234,7 +234,7 @@ const KernelVariant kAvx2Variant = {"avx2", &MatMulBF16Avx2, &MatMulF32Avx2,
 #else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx2Variant = {"avx2", nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx2Variant = {nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

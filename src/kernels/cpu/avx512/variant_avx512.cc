@@ -231,7 +231,7 @@ struct Avx512PagedSimd {
 
 }  // namespace
 
-const KernelVariant kAvx512Variant = {"avx512", &MatMulBF16Avx512, &MatMulF32Avx512,
+const KernelVariant kAvx512Variant = {&MatMulBF16Avx512, &MatMulF32Avx512,
                                       &cpu::PagedAttentionHead<Avx512PagedSimd>, &cpu::GeGluTanhAvx512};
 
 }  // namespace ember::kernels
@@ -239,7 +239,7 @@ const KernelVariant kAvx512Variant = {"avx512", &MatMulBF16Avx512, &MatMulF32Avx
 #else  // the compiler cannot target AVX-512: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx512Variant = {"avx512", nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx512Variant = {nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

@@ -135,7 +135,7 @@ struct GenericPagedSimd {
 
 }  // namespace
 
-const KernelVariant kGenericVariant = {"generic", &MatMulBF16Generic, &MatMulF32Generic,
+const KernelVariant kGenericVariant = {&MatMulBF16Generic, &MatMulF32Generic,
                                        &cpu::PagedAttentionHead<GenericPagedSimd>, &ref::GeGluTanh};
 
 }  // namespace ember::kernels
