@@ -1,7 +1,5 @@
 #include "formats/ggml_type.h"
 
-#include <array>
-
 namespace ember {
 namespace {
 
@@ -30,21 +28,11 @@ constexpr GgmlTypeTraits kTable[] = {
     {.type = GgmlType::kBF16, .name = "bf16", .block_elements = 1, .block_bytes = 2},
 };
 
-// Row index per code (-1: unknown), so a lookup is one load rather than a scan.
-constexpr std::array<int8_t, kGgmlTypeCodeLimit> kIndex = [] {
-  std::array<int8_t, kGgmlTypeCodeLimit> index{};
-  index.fill(-1);
-  for (size_t i = 0; i < std::size(kTable); ++i) index[static_cast<uint32_t>(kTable[i].type)] = static_cast<int8_t>(i);
-  return index;
-}();
+constexpr GgmlCodeIndex<GgmlTypeTraits> kIndex(kTable);
 
 }  // namespace
 
-const GgmlTypeTraits* FindGgmlType(GgmlType type) {
-  const auto code = static_cast<uint32_t>(type);
-  if (code >= kGgmlTypeCodeLimit || kIndex[code] < 0) return nullptr;
-  return &kTable[kIndex[code]];
-}
+const GgmlTypeTraits* FindGgmlType(GgmlType type) { return kIndex.Find(type); }
 
 std::span<const GgmlTypeTraits> GgmlTypeTable() { return kTable; }
 

@@ -7,6 +7,8 @@
 // repack) is the kernel half, quant/gguf_type_kernels.h, keyed by the same codes.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -38,6 +40,28 @@ enum class GgmlType : uint32_t {
 };
 // One past the largest code in GgmlType: the size of tables indexed by code.
 inline constexpr uint32_t kGgmlTypeCodeLimit = 31;
+
+// A table of rows with a `type` field indexed by type code at compile time, so a lookup is one
+// load rather than a scan; shared by this table and the kernel table keyed by the same codes
+// (quant/gguf_type_kernels.h).
+template <typename Row>
+class GgmlCodeIndex {
+ public:
+  template <size_t N>
+  constexpr explicit GgmlCodeIndex(const Row (&rows)[N]) : rows_(rows) {
+    index_.fill(-1);
+    for (size_t i = 0; i < N; ++i) index_[static_cast<uint32_t>(rows[i].type)] = static_cast<int8_t>(i);
+  }
+  // The row of `type`, or null.
+  constexpr const Row* Find(GgmlType type) const {
+    const auto code = static_cast<uint32_t>(type);
+    return code < kGgmlTypeCodeLimit && index_[code] >= 0 ? &rows_[index_[code]] : nullptr;
+  }
+
+ private:
+  const Row* rows_;
+  std::array<int8_t, kGgmlTypeCodeLimit> index_{};
+};
 
 struct GgmlTypeTraits {
   GgmlType type;

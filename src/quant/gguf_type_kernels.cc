@@ -1,7 +1,5 @@
 #include "quant/gguf_type_kernels.h"
 
-#include <array>
-
 #include "quant/gguf_type_entries.h"
 
 namespace ember::quant {
@@ -34,21 +32,11 @@ constexpr GgufTypeKernels kTable[] = {
     {.type = GgmlType::kBF16, .dequantize = &e::DequantizeBF16, .activation = GgmlType::kF32},
 };
 
-// Row index per code (-1: none), so a lookup is one load rather than a scan.
-constexpr std::array<int8_t, kGgmlTypeCodeLimit> kIndex = [] {
-  std::array<int8_t, kGgmlTypeCodeLimit> index{};
-  index.fill(-1);
-  for (size_t i = 0; i < std::size(kTable); ++i) index[static_cast<uint32_t>(kTable[i].type)] = static_cast<int8_t>(i);
-  return index;
-}();
+constexpr GgmlCodeIndex<GgufTypeKernels> kIndex(kTable);
 
 }  // namespace
 
-const GgufTypeKernels* FindGgufKernels(GgmlType type) {
-  const auto code = static_cast<uint32_t>(type);
-  if (code >= kGgmlTypeCodeLimit || kIndex[code] < 0) return nullptr;
-  return &kTable[kIndex[code]];
-}
+const GgufTypeKernels* FindGgufKernels(GgmlType type) { return kIndex.Find(type); }
 
 std::span<const GgufTypeKernels> GgufKernelTable() { return kTable; }
 
