@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <new>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
 #include "core/logging.h"
 
@@ -11,19 +13,31 @@ namespace ember {
 
 void Workspace::FreeAligned::operator()(std::byte* p) const { std::free(p); }
 
-Workspace::Block Workspace::Allocate(int64_t bytes) {
-  void* p = std::aligned_alloc(kAlignment, static_cast<size_t>(RoundUp(std::max<int64_t>(bytes, kAlignment))));
-  if (!p) throw std::bad_alloc();
-  return Block(static_cast<std::byte*>(p));
+Workspace::Block Workspace::TryAllocate(int64_t bytes) {
+  return Block(static_cast<std::byte*>(
+      std::aligned_alloc(kAlignment, static_cast<size_t>(RoundUp(std::max<int64_t>(bytes, kAlignment))))));
 }
 
-void Workspace::Reserve(int64_t bytes) {
+Workspace::Block Workspace::Allocate(int64_t bytes) {
+  Block block = TryAllocate(bytes);
+  if (!block) throw std::bad_alloc();
+  return block;
+}
+
+Status Workspace::Reserve(int64_t bytes) {
   EMBER_CHECK(depth_ == 0, "Workspace::Reserve inside an open scope");
+  EMBER_CHECK(bytes >= 0, "Workspace::Reserve of {} bytes", bytes);
   bytes = RoundUp(bytes);
   reserved_ = true;
-  if (bytes <= capacity_) return;
-  block_ = Allocate(bytes);
+  if (bytes <= capacity_) return Status::Ok();
+  Block block = TryAllocate(bytes);
+  if (!block) {
+    return ResourceExhausted(fmt::format("the step workspace needs {:.1f} MiB and the host cannot allocate it",
+                                         bytes / 1048576.0));
+  }
+  block_ = std::move(block);
   capacity_ = bytes;
+  return Status::Ok();
 }
 
 Tensor Workspace::TakeTensor(DType dtype, Shape shape) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -35,8 +36,8 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
 
   // Makes the block hold at least `bytes` (one allocation; never shrinks). Not while a scope is
-  // open.
-  void Reserve(int64_t bytes);
+  // open. ResourceExhausted, with the workspace unchanged, when the host cannot give that much.
+  Status Reserve(int64_t bytes);
   int64_t capacity() const { return capacity_; }
   // The most bytes any step took at once.
   int64_t high_water() const { return high_water_; }
@@ -84,6 +85,9 @@ class Workspace {
     void operator()(std::byte* p) const;
   };
   using Block = std::unique_ptr<std::byte[], FreeAligned>;
+  // Null when the host has no memory for it.
+  static Block TryAllocate(int64_t bytes);
+  // The same for the mid-step paths, which have no caller to report to: throws std::bad_alloc.
   static Block Allocate(int64_t bytes);
 
   void* TakeBytes(int64_t bytes);

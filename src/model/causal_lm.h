@@ -84,9 +84,10 @@ class CausalLM {
 
   // The workspace one step within `limits` takes, at most (an architecture sums its blocks').
   virtual int64_t WorkspaceBytes(const StepLimits& limits) const = 0;
-  // Sizes the step workspace for `limits` once, at load (the model runner does). A step beyond
-  // them still runs: the workspace grows to fit it (core/workspace.h).
-  void ReserveWorkspace(const StepLimits& limits) { workspace_.Reserve(WorkspaceBytes(limits)); }
+  // Sizes the step workspace for `limits` once, at load (LocalEngine does). A step beyond them
+  // still runs: the workspace grows to fit it (core/workspace.h). ResourceExhausted when the
+  // host cannot hold it.
+  Status ReserveWorkspace(const StepLimits& limits) { return workspace_.Reserve(WorkspaceBytes(limits)); }
   const Workspace& workspace() const { return workspace_; }
 
  protected:

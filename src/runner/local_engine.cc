@@ -68,7 +68,13 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
 
   // The step workspace for the largest step the scheduler can form (every token's logits at
   // most), so steady-state steps allocate nothing.
-  model->ReserveWorkspace({.max_tokens = s.max_num_batched_tokens, .max_logit_rows = s.max_num_batched_tokens});
+  const Status reserved =
+      model->ReserveWorkspace({.max_tokens = s.max_num_batched_tokens, .max_logit_rows = s.max_num_batched_tokens});
+  if (!reserved.ok()) {
+    return ResourceExhausted(fmt::format("{} for steps of max_num_batched_tokens {}; lower --max-num-batched-tokens "
+                                         "(or turn chunked prefill on, which bounds it)",
+                                         reserved.message(), s.max_num_batched_tokens));
+  }
   engine->plan_.workspace_bytes = model->workspace().capacity();
   engine->plan_.kv = kv_config;
   engine->plan_.scheduler = s;

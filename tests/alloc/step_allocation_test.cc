@@ -109,7 +109,7 @@ class DecodeLoop {
 
   explicit DecodeLoop(CausalLM* model) : model_(model) {
     // As LocalEngine does: the largest step here is the prefill of every prompt at once.
-    model->ReserveWorkspace({.max_tokens = kReqs * kPrompt, .max_logit_rows = kReqs * kPrompt});
+    EXPECT_TRUE(model->ReserveWorkspace({.max_tokens = kReqs * kPrompt, .max_logit_rows = kReqs * kPrompt}).ok());
     kv::KvCacheConfig config = kv::PlanKvGroups(model->KvLayerSpecs(), kBlockSize, kv::KvDtype::kF32).value();
     config.num_blocks = 1 + kReqs * kBlocksPerReq * static_cast<int64_t>(config.groups.size());
     kv_ = std::make_unique<KvStore>(KvStore::Create(std::move(config)).value());

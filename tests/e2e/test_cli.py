@@ -51,6 +51,9 @@ def test_bad_input_gets_a_clear_error_and_exit_code(ember_bin, golden_dir, tmp_p
         (["generate", "--model", golden_dir / "tiny_a", "--prompt-ids", "5", "--kv-cache-dtype", "int4"],
          "unknown KV cache dtype"),
         (["inspect", "--model", tmp_path / "missing"], "config.json"),
+        # A step workspace no host can hold: an error naming the flag, not std::bad_alloc.
+        (["generate", "--model", golden_dir / "tiny_a", "--prompt-ids", "5", "--max-num-batched-tokens",
+          "4000000000000"], "lower --max-num-batched-tokens"),
     ]
     for args, expected in cases:
         result = run(ember_bin, *args, check=False)

@@ -12,15 +12,13 @@ namespace ember {
 
 int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
   const int64_t tokens = limits.max_tokens;
-  const int64_t residual = Workspace::BytesFor<float>(tokens * config_.hidden_size);
-  int64_t block = 0;  // the most any layer's attention, MLP or MoE takes beside its x and branch
+  int64_t block = 0;  // the most any layer's attention, MLP or MoE takes
   for (const MuseSparkLayer& l : layers_) {
     block = std::max(block, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens));
     block = std::max(block, l.moe.empty() ? MlpWorkspaceBytes(l.mlp, tokens)
                                           : MoeBlock::WorkspaceBytes(l.moe, moe_options_, tokens, comm_));
   }
-  return residual + StepContext::WorkspaceBytes(tokens) +
-         std::max(2 * residual + block, HeadWorkspaceBytes(limits.max_logit_rows, config_.hidden_size));
+  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block);
 }
 
 Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {

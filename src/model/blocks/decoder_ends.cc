@@ -41,6 +41,12 @@ void HiddenStateTap::AfterLayer(int64_t layer, const float* residual) {
 
 int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden) { return Workspace::BytesFor<float>(rows * hidden); }
 
+int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes) {
+  const int64_t residual = Workspace::BytesFor<float>(tokens * hidden);
+  return residual + StepContext::WorkspaceBytes(tokens) +
+         std::max(2 * residual + largest_block_bytes, HeadWorkspaceBytes(logit_rows, hidden));
+}
+
 void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContext& step, const float* residual,
              ForwardOutput* out) {
   ScopedOp op("lm_head");

@@ -58,4 +58,9 @@ void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContex
 // The most workspace RunHead takes for `rows` logits rows.
 int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden);
 
+// The most workspace a decoder's step of `tokens` tokens takes: the residual stream and the
+// positions for the whole step, beside the larger of one layer (its normed input and branch
+// output, plus `largest_block_bytes`, the most any of its blocks takes) and the head.
+int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes);
+
 }  // namespace ember

@@ -78,16 +78,12 @@ ModelSummary DenseDecoder::Summary() const {
 
 int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
   const int64_t tokens = limits.max_tokens;
-  const int64_t residual = Workspace::BytesFor<float>(tokens * spec_.hidden_size);
-  int64_t layer = 0;
+  int64_t block = 0;
   for (const DenseDecoderLayer& l : spec_.layers) {
-    layer = std::max({layer, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens),
+    block = std::max({block, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens),
                       MlpWorkspaceBytes(l.mlp, tokens)});
   }
-  // The residual stream and the positions for the whole step; a layer's x and branch output
-  // beside the larger of its attention and MLP buffers; or the head's rows.
-  return residual + StepContext::WorkspaceBytes(tokens) +
-         std::max(2 * residual + layer, HeadWorkspaceBytes(limits.max_logit_rows, spec_.hidden_size));
+  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, spec_.hidden_size, block);
 }
 
 Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {

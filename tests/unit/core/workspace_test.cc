@@ -14,7 +14,7 @@ bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % Workspace:
 
 TEST(WorkspaceTest, TakesAreAlignedAndScopesGiveThemBackInOrder) {
   Workspace ws;
-  ws.Reserve(4096);
+  ASSERT_TRUE(ws.Reserve(4096).ok());
   Workspace::Scope outer(ws);
   float* a = ws.Take<float>(3);
   EXPECT_TRUE(Aligned(a));
@@ -32,7 +32,7 @@ TEST(WorkspaceTest, TakesAreAlignedAndScopesGiveThemBackInOrder) {
 
 TEST(WorkspaceTest, TakeZeroedClears) {
   Workspace ws;
-  ws.Reserve(1024);
+  ASSERT_TRUE(ws.Reserve(1024).ok());
   {
     Workspace::Scope scope(ws);
     int32_t* p = ws.Take<int32_t>(16);
@@ -45,7 +45,7 @@ TEST(WorkspaceTest, TakeZeroedClears) {
 
 TEST(WorkspaceTest, AStepThatDoesNotFitRunsAndTheWorkspaceGrowsToItsPeak) {
   Workspace ws;
-  ws.Reserve(128);
+  ASSERT_TRUE(ws.Reserve(128).ok());
   {
     Workspace::Scope scope(ws);
     float* a = ws.Take<float>(16);   // 64 bytes: fits
@@ -60,6 +60,17 @@ TEST(WorkspaceTest, AStepThatDoesNotFitRunsAndTheWorkspaceGrowsToItsPeak) {
   ws.Take<float>(16);
   ws.Take<float>(100);
   EXPECT_EQ(ws.overflowed_steps(), 1);  // the step fits now
+}
+
+TEST(WorkspaceTest, AReservationTheHostCannotHoldIsAnErrorAndChangesNothing) {
+  Workspace ws;
+  ASSERT_TRUE(ws.Reserve(4096).ok());
+  const Status s = ws.Reserve(int64_t{1} << 62);  // 4 EiB: more than any address space
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("step workspace"), std::string::npos) << s.message();
+  EXPECT_EQ(ws.capacity(), 4096);
+  Workspace::Scope scope(ws);
+  EXPECT_NE(ws.Take<float>(16), nullptr);
 }
 
 TEST(WorkspaceTest, BytesForMatchesWhatTakeUses) {

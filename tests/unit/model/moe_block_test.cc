@@ -185,7 +185,7 @@ TEST(MoeBlockTest, WorkspaceBytesCoversForward) {
     std::vector<float> f(count * kHidden);
     Workspace ws;
     const int64_t estimate = MoeBlock::WorkspaceBytes(m.w, m.o, count, exec::LocalCommunicator::Instance());
-    ws.Reserve(estimate);
+    ASSERT_TRUE(ws.Reserve(estimate).ok());
     MoeBlock(m.w, m.o, exec::LocalCommunicator::Instance(), ws).Forward(x.data(), count, f.data());
     EXPECT_EQ(ws.overflowed_steps(), 0) << count;
     EXPECT_LE(ws.high_water(), estimate) << count;
