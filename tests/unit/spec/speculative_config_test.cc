@@ -1,0 +1,62 @@
+#include "spec/speculative_config.h"
+
+#include <gtest/gtest.h>
+
+namespace ember::spec {
+namespace {
+
+TEST(SpeculativeConfig, ParsesVllmShape) {
+  auto c = ParseSpeculativeConfig(
+      R"({"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4,"prompt_lookup_min":2})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->method, Method::kNgram);
+  EXPECT_EQ(c->num_speculative_tokens, 5);
+  EXPECT_EQ(c->prompt_lookup_min, 2);
+  EXPECT_EQ(c->prompt_lookup_max, 4);
+  EXPECT_TRUE(c->adaptive);
+
+  auto s = ParseSpeculativeConfig(R"({"method":"suffix","num_speculative_tokens":8,
+      "suffix_decoding_max_tree_depth":32,"suffix_decoding_min_token_prob":0.2})");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->method, Method::kSuffix);
+  EXPECT_EQ(s->suffix_max_tree_depth, 32);
+  EXPECT_FLOAT_EQ(s->suffix_min_token_prob, 0.2f);
+
+  auto d = ParseSpeculativeConfig(R"({"method":"draft_model","model":"/m/draft.gguf","num_speculative_tokens":3,
+      "adaptive":false})");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->model, "/m/draft.gguf");
+  EXPECT_FALSE(d->adaptive);
+}
+
+// Each bad config is an error naming the field at fault.
+TEST(SpeculativeConfig, BadConfigsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"not json", "not a JSON object"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"num_speculative_tokens":3})", "method"},
+      {R"({"method":"eagle","num_speculative_tokens":3})", "method"},
+      {R"({"method":"ngram"})", "num_speculative_tokens"},
+      {R"({"method":"ngram","num_speculative_tokens":0})", "num_speculative_tokens"},
+      {R"({"method":"ngram","num_speculative_tokens":17})", "num_speculative_tokens"},
+      {R"({"method":"ngram","num_speculative_tokens":"5"})", "num_speculative_tokens"},
+      {R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":5,"prompt_lookup_max":2})",
+       "prompt_lookup_min"},
+      {R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":0})", "prompt_lookup_max"},
+      {R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_mx":3})", "prompt_lookup_mx"},
+      {R"({"method":"ngram","num_speculative_tokens":3,"suffix_decoding_max_tree_depth":3})",
+       "suffix_decoding_max_tree_depth"},
+      {R"({"method":"suffix","num_speculative_tokens":3,"suffix_decoding_min_token_prob":1.5})",
+       "suffix_decoding_min_token_prob"},
+      {R"({"method":"draft_model","num_speculative_tokens":3})", "model"},
+      {R"({"method":"draft_model","num_speculative_tokens":3,"model":""})", "model"},
+  };
+  for (const auto& [json, field] : cases) {
+    auto c = ParseSpeculativeConfig(json);
+    ASSERT_FALSE(c.ok()) << json;
+    EXPECT_NE(c.status().message().find(field), std::string::npos) << json << " -> " << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ember::spec
