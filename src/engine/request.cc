@@ -52,6 +52,9 @@ void Request::Preempt() {
   status_ = RequestStatus::kPreempted;
   num_computed_tokens_ = 0;
   ++num_preemptions_;
+  draft_.Clear();
+  num_spec_tokens_ = 0;
+  kept_blocks_.clear();
 }
 
 void Request::AddPromptLogprobs(int64_t first, std::vector<TokenLogprobs> entries) {

@@ -14,6 +14,7 @@
 
 #include "engine/sampling_params.h"
 #include "engine/scheduler_output.h"
+#include "engine/spec_decode.h"
 
 namespace ember {
 
@@ -106,6 +107,20 @@ class Request {
   RequestTimes& times() { return times_; }
   const RequestTimes& times() const { return times_; }
 
+  // Speculative decoding: the proposer's latest draft, followed against the tokens that come.
+  DraftTracker& draft() { return draft_; }
+  AcceptanceStats& acceptance() { return acceptance_; }
+  const AcceptanceStats& acceptance() const { return acceptance_; }
+  // Draft tokens verified by the step being planned or run (0: a plain step).
+  int32_t num_spec_tokens() const { return num_spec_tokens_; }
+  void set_num_spec_tokens(int32_t n) { num_spec_tokens_ = n; }
+  // Draft tokens the last plan let this request verify (adaptive speculation's memory).
+  int32_t last_spec_plan() const { return last_spec_plan_; }
+  void set_last_spec_plan(int32_t n) { last_spec_plan_ = n; }
+  // Per KV group, the block-list lengths the runner must cut its copy to before the next diff's
+  // new blocks (set when rejected draft tokens gave blocks back; empty otherwise).
+  std::vector<int32_t>& kept_blocks() { return kept_blocks_; }
+
   // Prompt logprobs (sampling().prompt_logprobs) arrive over the prefill's steps, entry k for
   // prompt token k + 1, starting at entry `first`. A recompute after preemption sends entries
   // already received again; they are dropped, so each is handed out once.
@@ -130,6 +145,11 @@ class Request {
   RequestTimes times_;
   std::vector<TokenLogprobs> prompt_logprobs_;
   int64_t num_prompt_logprobs_ = 0;  // entries received so far, taken or not
+  DraftTracker draft_;
+  AcceptanceStats acceptance_;
+  int32_t num_spec_tokens_ = 0;
+  int32_t last_spec_plan_ = 0;
+  std::vector<int32_t> kept_blocks_;
 };
 
 }  // namespace ember

@@ -45,6 +45,13 @@ Status SchedulerConfig::Validate() const {
   if (long_prefill_token_threshold < 0) {
     return InvalidArgument("long_prefill_token_threshold must be 0 (off) or positive");
   }
+  if (num_speculative_tokens < 0 || num_speculative_tokens > AcceptanceStats::kMaxPositions) {
+    return InvalidArgument(fmt::format("num_speculative_tokens is {}: it must be in [0, {}]", num_speculative_tokens,
+                                       AcceptanceStats::kMaxPositions));
+  }
+  if (num_speculative_tokens > 0 && adaptive_speculation && step_cost.empty()) {
+    return InvalidArgument("adaptive speculation needs the step cost model (measure it, or turn adaptive off)");
+  }
   return Status::Ok();
 }
 
@@ -95,6 +102,7 @@ SchedulerStats Scheduler::Stats() const {
   stats.kv_usage = kv_->usage();
   stats.num_preemptions = num_preemptions_;
   stats.prefix_cache = kv_->prefix_cache_stats();
+  stats.spec_decode = spec_counters_;
   return stats;
 }
 
@@ -120,18 +128,70 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
   // after preemption) share what is left of the budget.
   std::vector<Request*> order = running_;
   std::stable_partition(order.begin(), order.end(), [](const Request* r) { return r->num_tokens_to_compute() == 1; });
+  PlanSpeculativeTokens(order, plan.budget);
   for (Request* req : order) {
     if (plan.budget == 0) break;
     // Preempted earlier in this loop (still alive, now waiting). Only `req` itself can fail and
     // be destroyed, and it is not visited again.
     if (req->status() != RequestStatus::kRunning) continue;
-    int64_t n = TokensToSchedule(*req, plan.budget);
+    // A decode's draft tokens ride along as far as the budget allows.
+    const int64_t spec = std::min<int64_t>(req->num_spec_tokens(), std::max<int64_t>(0, plan.budget - 1));
+    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, plan.budget);
     if (n == 0) continue;
     std::optional<kv::KvBlocks> blocks = AllocateForRunning(req, n, plan);
     if (!blocks) continue;
+    req->set_num_spec_tokens(static_cast<int32_t>(std::max<int64_t>(0, n - req->num_tokens_to_compute())));
     plan.entries.push_back({req, n, false, std::move(*blocks)});
     plan.budget -= n;
   }
+}
+
+void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_t budget) {
+  for (Request* req : order) req->set_num_spec_tokens(0);
+  if (config_.num_speculative_tokens == 0) return;
+  std::vector<Request*> decodes;
+  std::vector<SpecCandidate> candidates;
+  int64_t base_tokens = 0, base_emitted = 0;
+  for (Request* req : order) {
+    const int64_t to_compute = req->num_tokens_to_compute();
+    base_tokens += std::min(to_compute, std::max<int64_t>(0, budget - base_tokens));
+    if (to_compute != 1) continue;
+    ++base_emitted;
+    // Every emitted token must fit max_tokens and max_model_len, the last one (the target's
+    // own) included.
+    const int64_t room = std::min<int64_t>(req->sampling().max_tokens - req->num_output_tokens(),
+                                           config_.max_model_len - req->num_tokens()) - 1;
+    const int64_t ahead = static_cast<int64_t>(req->draft().Ahead(req->num_tokens()).size());
+    const int64_t max = std::min<int64_t>({ahead, room, config_.num_speculative_tokens});
+    if (max <= 0) continue;
+    decodes.push_back(req);
+    candidates.push_back({static_cast<int32_t>(max), &req->acceptance()});
+  }
+  if (candidates.empty()) return;
+  std::vector<int32_t> plan;
+  if (config_.adaptive_speculation) {
+    plan = PlanSpeculation({.candidates = candidates,
+                            .base_tokens = base_tokens,
+                            .base_emitted = base_emitted,
+                            .propose_seconds = propose_seconds_,
+                            .cost = &config_.step_cost,
+                            .engine = &engine_acceptance_});
+  } else {
+    for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
+  }
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    decodes[i]->set_num_spec_tokens(plan[i]);
+    decodes[i]->set_last_spec_plan(plan[i]);
+  }
+}
+
+int32_t Scheduler::TokensToPropose(const Request& req) const {
+  if (config_.num_speculative_tokens == 0) return 0;
+  // Adaptive: a little past what was verified last, so the plan can grow; drafting is cheap for
+  // lookups, and a drafter model pays only for what may be used.
+  const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
+                                                    : config_.num_speculative_tokens;
+  return std::min(want, config_.num_speculative_tokens);
 }
 
 std::optional<kv::KvBlocks> Scheduler::AllocateForRunning(Request* req, int64_t& num_tokens, StepPlan& plan) {
@@ -235,11 +295,18 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
   out.step_id = next_step_id_++;
   out.finished_reqs = std::exchange(finished_for_runner_, {});
   out.preempted_reqs = std::move(plan.preempted);
+  const bool speculating = config_.num_speculative_tokens > 0;
   for (Scheduled& s : plan.entries) {
     Request* req = s.req;
     out.scheduled_reqs.push_back(req->index());
     out.num_scheduled_tokens.push_back(static_cast<int32_t>(s.num_tokens));
     out.total_num_scheduled_tokens += s.num_tokens;
+    if (speculating) {
+      const std::span<const int32_t> draft = req->draft().Ahead(req->num_tokens()).first(req->num_spec_tokens());
+      out.scheduled_spec_tokens.emplace_back(draft.begin(), draft.end());
+      const bool samples = req->num_computed_tokens() + s.num_tokens == req->num_tokens() + req->num_spec_tokens();
+      out.num_tokens_to_propose.push_back(samples ? TokensToPropose(*req) : 0);
+    }
     if (s.is_new) {
       NewRequestData data;
       data.req = req->index();
@@ -251,7 +318,8 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
       data.num_computed_tokens = req->num_computed_tokens();
       out.new_reqs.push_back(std::move(data));
     } else {
-      out.cached_reqs.push_back({req->index(), std::move(s.new_blocks), req->num_computed_tokens()});
+      out.cached_reqs.push_back(
+          {req->index(), std::move(s.new_blocks), req->num_computed_tokens(), std::exchange(req->kept_blocks(), {})});
     }
     // The step's tokens count as computed from now on (vLLM does the same): the next Schedule
     // can already plan the following decode while this step runs.
@@ -270,37 +338,58 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
   if (!output.reqs.empty()) {
     EMBER_CHECK(output.step_id == scheduled.step_id, "runner answered step {} for step {}", output.step_id,
                 scheduled.step_id);
+    EMBER_CHECK(output.reqs == scheduled.scheduled_reqs, "runner answered other requests than step {} scheduled",
+                scheduled.step_id);
     EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
   }
-  // Newly full blocks become reusable as soon as their K/V exists, partial prefills included.
-  for (RequestIndex index : scheduled.scheduled_reqs) {
-    auto it = requests_.find(index);
+  constexpr double kProposeDecay = 0.9;
+  propose_seconds_ = kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * output.propose_seconds;
+  for (size_t i = 0; i < scheduled.scheduled_reqs.size(); ++i) {
+    auto it = requests_.find(scheduled.scheduled_reqs[i]);
     if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;  // aborted meanwhile
-    const Request& req = *it->second;
-    kv_->CacheFullBlocks(index, req.all_token_ids(), req.num_computed_tokens(), req.cache_salt_key());
-  }
-  for (size_t i = 0; i < output.prompt_logprobs.size(); ++i) {
-    if (output.prompt_logprobs[i].empty()) continue;
-    auto it = requests_.find(output.reqs[i]);
-    if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;
-    // The step's tokens already count as computed, so its first position is that minus them.
-    const int64_t first = it->second->num_computed_tokens() - scheduled.num_scheduled_tokens[i];
-    it->second->AddPromptLogprobs(first, output.prompt_logprobs[i]);
-  }
-  for (size_t i = 0; i < output.reqs.size(); ++i) {
-    if (output.sampled_token_ids[i].empty()) continue;  // partial prefill
-    auto it = requests_.find(output.reqs[i]);
-    if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;
+    Request* req = it->second.get();
+    if (i < output.prompt_logprobs.size() && !output.prompt_logprobs[i].empty()) {
+      // The step's tokens already count as computed, so its first position is that minus them.
+      req->AddPromptLogprobs(req->num_computed_tokens() - scheduled.num_scheduled_tokens[i], output.prompt_logprobs[i]);
+    }
+    const bool sampled = i < output.sampled_token_ids.size() && !output.sampled_token_ids[i].empty();
+    if (!sampled) {
+      // A partial prefill: its newly full blocks are reusable as soon as their K/V exists.
+      kv_->CacheFullBlocks(req->index(), req->all_token_ids(), req->num_computed_tokens(), req->cache_salt_key());
+      continue;
+    }
+    RollBackRejected(req, output.sampled_token_ids[i].size());
     const std::vector<TokenLogprobs>* logprobs = i < output.logprobs.size() ? &output.logprobs[i] : nullptr;
-    events.push_back(AppendTokens(it->second.get(), output.sampled_token_ids[i], logprobs));
+    const std::vector<int32_t>* draft = i < output.draft_token_ids.size() ? &output.draft_token_ids[i] : nullptr;
+    events.push_back(AppendTokens(req, output.sampled_token_ids[i], logprobs, draft));
   }
   return events;
 }
 
+void Scheduler::RollBackRejected(Request* req, size_t num_emitted) {
+  const int32_t drafted = req->num_spec_tokens();
+  req->set_num_spec_tokens(0);
+  if (drafted == 0) return;
+  const int32_t accepted = static_cast<int32_t>(num_emitted) - 1;
+  EMBER_CHECK(accepted >= 0 && accepted <= drafted, "request {}: {} tokens emitted for {} draft tokens",
+              req->index(), num_emitted, drafted);
+  // The K/V of rejected positions was written but is never read: the next step overwrites it.
+  req->set_num_computed_tokens(req->num_computed_tokens() - (drafted - accepted));
+  ++spec_counters_.num_drafts;
+  spec_counters_.num_draft_tokens += drafted;
+  spec_counters_.num_accepted_tokens += accepted;
+  if (spec_counters_.accepted_per_position.size() < static_cast<size_t>(config_.num_speculative_tokens)) {
+    spec_counters_.accepted_per_position.resize(config_.num_speculative_tokens, 0);
+  }
+  for (int32_t j = 0; j < accepted; ++j) ++spec_counters_.accepted_per_position[j];
+}
+
 RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& tokens,
-                                      const std::vector<TokenLogprobs>* logprobs) {
-  EMBER_CHECK(req->num_computed_tokens() == req->num_tokens(), "request {} sampled before its tokens were computed",
-              req->index());
+                                      const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft) {
+  // Every emitted token but the last has its K/V computed (accepted drafts); the last one is
+  // computed by the next step.
+  EMBER_CHECK(req->num_computed_tokens() == req->num_tokens() + static_cast<int64_t>(tokens.size()) - 1,
+              "request {} sampled before its tokens were computed", req->index());
   if (!req->times().first_token) req->times().first_token = Clock::now();
   std::vector<TokenLogprobs> prompt_logprobs = req->TakePromptLogprobs();  // before Finish frees req
   std::vector<int32_t> new_tokens;
@@ -312,7 +401,25 @@ RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& 
     if (logprobs && k < logprobs->size()) new_logprobs.push_back((*logprobs)[k]);
     stop = CheckTokenStop(*req, config_.max_model_len);
   }
-  RequestOutput event = stop ? Finish(req, stop->reason, {}, stop->stop_token) : MakeOutput(*req);
+  req->draft().Check(req->all_token_ids(), &req->acceptance(), &engine_acceptance_);
+  // A stop inside an accepted draft leaves computed positions past the last kept token.
+  const int64_t computed = std::min(req->num_computed_tokens(), req->num_tokens());
+  kv_->CacheFullBlocks(req->index(), req->all_token_ids(), computed, req->cache_salt_key());
+  RequestOutput event;
+  if (stop) {
+    event = Finish(req, stop->reason, {}, stop->stop_token);
+  } else {
+    if (config_.num_speculative_tokens > 0) {
+      // Blocks that only rejected draft tokens reached go back to the pool; the runner hears of it
+      // with the request's next diff.
+      std::vector<int32_t> kept = kv_->TrimTo(req->index(), req->num_tokens());
+      if (!kept.empty()) req->kept_blocks() = std::move(kept);
+      if (draft != nullptr && !draft->empty()) {
+        req->draft().Start(*draft, req->num_tokens(), &req->acceptance(), &engine_acceptance_);
+      }
+    }
+    event = MakeOutput(*req);
+  }
   event.new_token_ids = std::move(new_tokens);
   event.new_logprobs = std::move(new_logprobs);
   event.prompt_logprobs = std::move(prompt_logprobs);

@@ -43,6 +43,13 @@ struct SchedulerConfig {
   // for others' prefills (vLLM's long_prefill_token_threshold). 0 = no cap.
   int64_t long_prefill_token_threshold = 0;
   uint64_t seed = 0;  // mixed with the request index into the seed of requests that bring none
+  // Speculative decoding: the most draft tokens one request verifies per step (0: off). The
+  // runner's proposer drafts them; see engine/spec_decode.h.
+  int32_t num_speculative_tokens = 0;
+  // Choose per step how many to verify from step_cost and the measured acceptance (required
+  // then); off: verify as many as the draft holds, up to the ceiling.
+  bool adaptive_speculation = true;
+  StepCostModel step_cost;
 
   Status Validate() const;
 };
@@ -53,6 +60,7 @@ struct SchedulerStats {
   double kv_usage = 0.0;    // fraction of the KV pool held by requests
   int64_t num_preemptions = 0;  // since the scheduler started
   kv::PrefixCacheStats prefix_cache;
+  SpecDecodeCounters spec_decode;
 };
 
 class Scheduler {
@@ -95,6 +103,12 @@ class Scheduler {
   };
 
   void ScheduleRunning(StepPlan& plan);
+  // Sets num_spec_tokens of the decoding requests in `order` for this step.
+  void PlanSpeculativeTokens(const std::vector<Request*>& order, int64_t budget);
+  // Tokens the runner should draft after this step for `req` (0: none).
+  int32_t TokensToPropose(const Request& req) const;
+  // After a verification step: num_computed_tokens back to the accepted length, and the counters.
+  void RollBackRejected(Request* req, size_t num_emitted);
   void ScheduleWaiting(StepPlan& plan);
   // Tokens `req` may compute this step within `budget` (0 = none this step).
   int64_t TokensToSchedule(const Request& req, int64_t budget) const;
@@ -109,9 +123,11 @@ class Scheduler {
   void FailAlone(Request* req);  // finishes with an error: cannot fit even alone
   SchedulerOutput BuildOutput(StepPlan& plan);
 
-  // Appends one step's sampled tokens to a running request, stopping at the first stop.
+  // Appends one step's sampled tokens to a running request, stopping at the first stop; caches
+  // its newly full blocks, gives back blocks that only rejected drafts used, and takes its next
+  // draft (may be null).
   RequestOutput AppendTokens(Request* req, const std::vector<int32_t>& tokens,
-                             const std::vector<TokenLogprobs>* logprobs);
+                             const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft);
   // Ends a request: frees its blocks, drops it from the queues and destroys it. Returns its
   // final event.
   RequestOutput Finish(Request* req, FinishReason reason, std::string message = {},
@@ -129,6 +145,9 @@ class Scheduler {
   uint64_t next_step_id_ = 0;
   uint64_t next_arrival_seq_ = 0;
   int64_t num_preemptions_ = 0;
+  AcceptanceStats engine_acceptance_;  // every request's drafts, verified or not
+  SpecDecodeCounters spec_counters_;
+  double propose_seconds_ = 0.0;       // moving average of the proposer's cost per step
 };
 
 }  // namespace ember

@@ -26,6 +26,9 @@ struct CachedRequestData {  // a request the runner already knows: only what cha
   RequestIndex req = 0;
   kv::KvBlocks new_block_ids;        // appended to the runner's block lists, per group
   int64_t num_computed_tokens = 0;
+  // Empty, or per group the length to cut the runner's block list to before appending
+  // new_block_ids: rejected draft tokens gave their blocks back.
+  std::vector<int32_t> num_kept_blocks;
 };
 
 struct SchedulerOutput {
@@ -36,6 +39,12 @@ struct SchedulerOutput {
   std::vector<RequestIndex> scheduled_reqs;
   std::vector<int32_t> num_scheduled_tokens;
   int64_t total_num_scheduled_tokens = 0;
+  // Speculative decoding, parallel to scheduled_reqs (both empty when no request speculates):
+  // the draft tokens to verify after the request's last known token (their count is included in
+  // num_scheduled_tokens), and how many tokens the runner's proposer should draft for the step
+  // after this one (0: none).
+  std::vector<std::vector<int32_t>> scheduled_spec_tokens;
+  std::vector<int32_t> num_tokens_to_propose;
   std::vector<RequestIndex> finished_reqs;   // the runner drops their state
   std::vector<RequestIndex> preempted_reqs;  // likewise; they come back as new_reqs
 
@@ -52,13 +61,20 @@ struct TokenLogprobs {
 struct ModelRunnerOutput {
   uint64_t step_id = 0;                     // the SchedulerOutput it answers
   std::vector<RequestIndex> reqs;           // same order as scheduled_reqs
-  // Per request: 0 tokens after a partial prefill, 1 after a decode or the end of a prefill.
+  // Per request: 0 tokens after a partial prefill, 1 after a decode or the end of a prefill, and
+  // after verifying k draft tokens 1 + the number accepted (the accepted drafts, then the
+  // target's own next token).
   std::vector<std::vector<int32_t>> sampled_token_ids;
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel to sampled_token_ids when requested
   // Per request with prompt_logprobs (else empty): entry j is the logprob of the prompt token at
   // position first + j + 1, where first is the request's num_computed_tokens before this step,
   // for every scheduled position that has a next prompt token.
   std::vector<std::vector<TokenLogprobs>> prompt_logprobs;
+  // Per request when a proposer ran (else empty): draft tokens following the sampled ones, for
+  // the scheduler to verify in a later step, and the proposer's confidence in each (may be empty).
+  std::vector<std::vector<int32_t>> draft_token_ids;
+  std::vector<std::vector<float>> draft_confidences;
+  double propose_seconds = 0.0;  // the proposer's wall time this step (adaptive speculation's cost)
 };
 
 }  // namespace ember

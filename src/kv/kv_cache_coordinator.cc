@@ -136,6 +136,28 @@ void KvCacheCoordinator::Free(uint64_t request) {
   requests_.erase(it);
 }
 
+std::vector<int32_t> KvCacheCoordinator::TrimTo(uint64_t request, int64_t num_tokens) {
+  const auto it = requests_.find(request);
+  EMBER_CHECK(it != requests_.end(), "TrimTo for request {}, which holds no blocks", request);
+  const size_t keep = static_cast<size_t>((num_tokens + block_size_ - 1) / block_size_);
+  RequestBlocks& state = it->second;
+  bool changed = false;
+  for (const auto& list : state.blocks.per_group) changed |= list.size() > keep;
+  if (!changed) return {};
+  std::vector<int32_t> kept;
+  for (int g = 0; g < num_groups(); ++g) {
+    std::vector<BlockId>& list = state.blocks.per_group[g];
+    while (list.size() > keep) {
+      // Never cached: only blocks full of verified tokens are, and these lie past them.
+      if (list.back() != kNullBlock) pool_.Release(list.back());
+      list.pop_back();
+    }
+    state.num_cached[g] = std::min<int64_t>(state.num_cached[g], static_cast<int64_t>(list.size()));
+    kept.push_back(static_cast<int32_t>(list.size()));
+  }
+  return kept;
+}
+
 const KvBlocks& KvCacheCoordinator::Blocks(uint64_t request) const {
   const auto it = requests_.find(request);
   EMBER_CHECK(it != requests_.end(), "request {} holds no KV blocks", request);

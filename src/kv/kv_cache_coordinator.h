@@ -37,6 +37,9 @@ class KvCacheCoordinator {
   // Caches the request's blocks [.., num_full_blocks) in every group; `hashes` covers them.
   void CacheFullBlocks(uint64_t request, std::span<const BlockHash> hashes, int64_t num_full_blocks);
   void Free(uint64_t request);
+  // Gives back the request's blocks past the first NumBlocks(num_tokens) of each group, last
+  // first. Returns the new list lengths per group, or empty when nothing changed.
+  std::vector<int32_t> TrimTo(uint64_t request, int64_t num_tokens);
 
   const KvBlocks& Blocks(uint64_t request) const;
   Status CheckInvariants() const;

@@ -77,6 +77,10 @@ void KvCacheManager::CacheFullBlocks(uint64_t request, std::span<const int32_t> 
   impl_->coordinator_.CacheFullBlocks(request, chain.hashes, num_full);
 }
 
+std::vector<int32_t> KvCacheManager::TrimTo(uint64_t request, int64_t num_tokens) {
+  return impl_->coordinator_.TrimTo(request, num_tokens);
+}
+
 void KvCacheManager::Free(uint64_t request) {
   impl_->coordinator_.Free(request);
   impl_->chains_.erase(request);

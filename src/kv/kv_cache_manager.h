@@ -71,6 +71,11 @@ class KvCacheManager {
   // request's next AllocateSlots is a first call again. A request holding nothing is ignored.
   void Free(uint64_t request);
 
+  // Speculative decoding's rollback: gives back the blocks past those that hold the request's first
+  // `num_tokens` slots (the ones only rejected draft tokens used). Returns the new block-list
+  // length per group for the runner, or empty when nothing was given back.
+  std::vector<int32_t> TrimTo(uint64_t request, int64_t num_tokens);
+
   // Every block the request holds, per group; the request must hold blocks (checked).
   const KvBlocks& Blocks(uint64_t request) const;
   int64_t num_free_blocks() const;  // including evictable cached blocks

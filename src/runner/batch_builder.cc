@@ -7,8 +7,10 @@
 namespace ember {
 
 BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
-                             const std::vector<int32_t>& num_scheduled_tokens, int64_t block_size) {
+                             const std::vector<int32_t>& num_scheduled_tokens,
+                             const std::vector<std::vector<int32_t>>& spec_tokens, int64_t block_size) {
   EMBER_CHECK(requests.size() == num_scheduled_tokens.size());
+  EMBER_CHECK(spec_tokens.empty() || spec_tokens.size() == requests.size());
   BuiltBatch built;
   ForwardBatch& b = built.batch;
   const size_t num_groups = requests.empty() ? 0 : requests.front()->block_ids.size();
@@ -24,9 +26,16 @@ BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
     const RunnerRequest& r = *requests[i];
     const int64_t first = r.num_computed_tokens;
     const int64_t count = num_scheduled_tokens[i];
-    EMBER_CHECK(count > 0 && first + count <= r.num_tokens());
+    static const std::vector<int32_t> kNoDraft;
+    const std::vector<int32_t>& draft = spec_tokens.empty() ? kNoDraft : spec_tokens[i];
+    const int64_t known = r.num_tokens();
+    const int64_t num_draft = static_cast<int64_t>(draft.size());
+    EMBER_CHECK(count > 0 && first + count <= known + num_draft);
+    // A draft is verified from the last known token on, so that token's row is computed too.
+    EMBER_CHECK(num_draft == 0 || (first < known && first + count == known + num_draft),
+                "request {}: draft of {} after {} of {} tokens, {} scheduled", r.req, num_draft, first, known, count);
     for (int64_t p = first; p < first + count; ++p) {
-      b.token_ids.push_back(r.TokenAt(p));
+      b.token_ids.push_back(p < known ? r.TokenAt(p) : draft[p - known]);
       b.positions.push_back(static_cast<int32_t>(p));
     }
     b.query_start_loc.push_back(static_cast<int32_t>(b.token_ids.size()));
@@ -41,9 +50,9 @@ BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
       }
     }
     // Sample only once the request's every known token has been computed.
-    if (first + count == r.num_tokens()) {
+    if (first + count == known + num_draft) {
       built.logits_row_of_request.push_back(static_cast<int32_t>(b.logits_indices.size()));
-      b.logits_indices.push_back(static_cast<int32_t>(b.token_ids.size() - 1));
+      for (int64_t j = num_draft; j >= 0; --j) b.logits_indices.push_back(static_cast<int32_t>(b.token_ids.size() - 1 - j));
     } else {
       built.logits_row_of_request.push_back(-1);
     }
@@ -54,7 +63,7 @@ BuiltBatch BuildForwardBatch(const std::vector<const RunnerRequest*>& requests,
     const RunnerRequest& r = *requests[i];
     if (!r.sampling.prompt_logprobs) continue;
     const int64_t first = r.num_computed_tokens;
-    const int64_t last_scored = static_cast<int64_t>(r.prompt_token_ids.size()) - 1;  // has no next prompt token
+    const int64_t last_scored = r.num_prompt_tokens - 1;  // has no next prompt token
     const int64_t count = std::min<int64_t>(first + num_scheduled_tokens[i], last_scored) - first;
     if (count <= 0) continue;
     built.prompt_rows_of_request[i] = {static_cast<int32_t>(b.logits_indices.size()), static_cast<int32_t>(count)};

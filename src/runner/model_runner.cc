@@ -1,5 +1,7 @@
 #include "runner/model_runner.h"
 
+#include <chrono>
+
 #include "core/check.h"
 #include "core/logging.h"
 #include "runner/batch_builder.h"
@@ -13,18 +15,27 @@ ModelRunner::ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_
       states_(static_cast<int>(kv->config().groups.size())),
       sampler_(model->info().vocab_size, std::move(eos_token_ids)) {}
 
+void ModelRunner::set_proposer(std::unique_ptr<spec::Proposer> proposer) { proposer_ = std::move(proposer); }
+
 ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   ModelRunnerOutput result;
   result.step_id = output.step_id;
+  if (proposer_) {
+    states_.ForEachDropped(output, [&](const RunnerRequest& r, bool finished) {
+      proposer_->OnReleased(r.req, r.tokens, r.num_prompt_tokens, finished);
+    });
+  }
   // The scheduler and runner disagreeing about requests is ember's bug, not the user's.
   const Status applied = states_.Apply(output);
   EMBER_CHECK(applied.ok(), "{}", applied.message());
   if (output.scheduled_reqs.empty()) return result;
 
-  std::vector<const RunnerRequest*> requests;
+  std::vector<RunnerRequest*> requests;
   requests.reserve(output.scheduled_reqs.size());
   for (RequestIndex req : output.scheduled_reqs) requests.push_back(states_.Find(req));
-  const BuiltBatch built = BuildForwardBatch(requests, output.num_scheduled_tokens, kv_->config().block_size);
+  const std::vector<const RunnerRequest*> inputs(requests.begin(), requests.end());
+  const BuiltBatch built =
+      BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
 
   // Token ids and positions were validated at admission and bounded by max_model_len, so a
   // failure here is a bug too.
@@ -33,36 +44,92 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   ++num_steps_;
   num_tokens_computed_ += built.batch.num_tokens();
 
-  std::vector<SamplerRow> rows;
-  std::vector<size_t> row_request;
+  result.reqs = output.scheduled_reqs;
+  result.sampled_token_ids.resize(requests.size());
+  result.logprobs.resize(requests.size());
+  SampleAndVerify(requests, output, built, &result);
+  AddPromptLogprobs(inputs, built, &result);
+  if (proposer_ && !output.num_tokens_to_propose.empty()) Propose(requests, output, &result);
+  return result;
+}
+
+void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
+                                  const BuiltBatch& built, ModelRunnerOutput* result) {
+  // A request verifying a draft gets one row per draft token plus one; row j samples the token
+  // after the known tokens and drafts 0..j-1, exactly as plain decoding would sample it if those
+  // drafts had been emitted. So the drafts are appended to the request's tokens for the rows'
+  // history and cut back after sampling.
+  std::vector<SamplerRow>& rows = rows_;
+  rows.clear();
+  static const std::vector<int32_t> kNoDraft;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (built.logits_row_of_request[i] < 0) continue;
-    const RunnerRequest& r = *requests[i];
-    SamplerRow row;
-    row.params = &r.sampling;
-    row.prompt_token_ids = r.prompt_token_ids;
-    row.output_token_ids = r.output_token_ids;
-    row.seed = r.seed;
-    row.token_index = static_cast<int64_t>(r.output_token_ids.size());
-    rows.push_back(row);
-    row_request.push_back(i);
+    RunnerRequest& r = *requests[i];
+    const std::vector<int32_t>& draft = output.scheduled_spec_tokens.empty() ? kNoDraft : output.scheduled_spec_tokens[i];
+    const int64_t num_output = r.num_output_tokens();
+    r.tokens.insert(r.tokens.end(), draft.begin(), draft.end());
+    for (size_t j = 0; j <= draft.size(); ++j) {
+      SamplerRow row;
+      row.params = &r.sampling;
+      row.prompt_token_ids = r.prompt_token_ids();
+      row.output_token_ids = std::span<const int32_t>(r.tokens).subspan(r.num_prompt_tokens, num_output + j);
+      row.seed = r.seed;
+      row.token_index = num_output + static_cast<int64_t>(j);
+      rows.push_back(row);
+    }
   }
   const int64_t vocab = model_->info().vocab_size;
   std::vector<SampledToken> sampled =
       sampler_.Sample(std::span<float>(forward_.logits.data(), rows.size() * vocab), rows, &ThreadPool::Global());
 
-  result.reqs = output.scheduled_reqs;
-  result.sampled_token_ids.resize(requests.size());
-  result.logprobs.resize(requests.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const size_t i = row_request[k];
-    RunnerRequest* r = states_.Find(output.scheduled_reqs[i]);
-    r->output_token_ids.push_back(sampled[k].token_id);
-    result.sampled_token_ids[i].push_back(sampled[k].token_id);
-    if (sampled[k].logprobs) result.logprobs[i].push_back(std::move(*sampled[k].logprobs));
+  size_t next_row = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (built.logits_row_of_request[i] < 0) continue;
+    RunnerRequest& r = *requests[i];
+    const std::vector<int32_t>& draft = output.scheduled_spec_tokens.empty() ? kNoDraft : output.scheduled_spec_tokens[i];
+    r.tokens.resize(r.tokens.size() - draft.size());
+    // Keep the drafts the target sampled too, then the target's own token after them.
+    size_t accepted = 0;
+    while (accepted < draft.size() && sampled[next_row + accepted].token_id == draft[accepted]) ++accepted;
+    for (size_t j = 0; j <= accepted; ++j) {
+      SampledToken& token = sampled[next_row + j];
+      r.tokens.push_back(token.token_id);
+      result->sampled_token_ids[i].push_back(token.token_id);
+      if (token.logprobs) result->logprobs[i].push_back(std::move(*token.logprobs));
+    }
+    if (!draft.empty() && proposer_) {
+      proposer_->OnVerified(r.req, static_cast<int32_t>(draft.size()), static_cast<int32_t>(accepted));
+    }
+    next_row += draft.size() + 1;
   }
-  AddPromptLogprobs(requests, built, &result);
-  return result;
+}
+
+void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
+                          ModelRunnerOutput* result) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<spec::ProposalInput> inputs;
+  std::vector<size_t> input_request;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int32_t want = output.num_tokens_to_propose[i];
+    if (want <= 0 || result->sampled_token_ids[i].empty()) continue;
+    const RunnerRequest& r = *requests[i];
+    inputs.push_back({.req = r.req, .tokens = r.tokens, .num_prompt_tokens = r.num_prompt_tokens, .max_tokens = want});
+    input_request.push_back(i);
+  }
+  if (inputs.empty()) return;
+  drafts_.resize(inputs.size());
+  for (spec::Draft& d : drafts_) d.Clear();
+  proposer_->Propose(inputs, std::span<spec::Draft>(drafts_.data(), inputs.size()));
+  result->draft_token_ids.resize(requests.size());
+  result->draft_confidences.resize(requests.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    spec::Draft& d = drafts_[k];
+    EMBER_CHECK(static_cast<int32_t>(d.tokens.size()) <= inputs[k].max_tokens, "proposer {} drafted {} of {} tokens",
+                proposer_->name(), d.tokens.size(), inputs[k].max_tokens);
+    result->draft_token_ids[input_request[k]] = d.tokens;
+    result->draft_confidences[input_request[k]] = d.confidences;
+  }
+  result->propose_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ModelRunner::AddPromptLogprobs(const std::vector<const RunnerRequest*>& requests, const BuiltBatch& built,
@@ -73,7 +140,7 @@ void ModelRunner::AddPromptLogprobs(const std::vector<const RunnerRequest*>& req
     if (rows.count == 0) continue;
     const RunnerRequest& r = *requests[i];
     // Row j is position num_computed_tokens + j, which scores the prompt token after it.
-    const auto next = std::span<const int32_t>(r.prompt_token_ids).subspan(r.num_computed_tokens + 1, rows.count);
+    const auto next = r.prompt_token_ids().subspan(r.num_computed_tokens + 1, rows.count);
     const std::span<const float> logits(forward_.logits.data() + rows.first_row * vocab, rows.count * vocab);
     result->prompt_logprobs.resize(requests.size());
     result->prompt_logprobs[i] = ComputeRowLogprobs(logits, next, *r.sampling.prompt_logprobs, &ThreadPool::Global());

@@ -1,7 +1,8 @@
 // The engine's Executor for a model on this machine: applies each SchedulerOutput diff to the
 // persistent request states, builds the ForwardBatch, runs the model over the paged KV store and
-// samples one token for every request whose known tokens are all computed, plus the prompt
-// logprobs of requests that ask for them. Orchestration only: batching lives in batch_builder,
+// samples one token for every request whose known tokens are all computed (verifying its draft
+// tokens when it has some), plus the prompt logprobs of requests that ask for them, then asks
+// the proposer (speculative decoding) for the next drafts. Orchestration only: batching lives in batch_builder,
 // sampling in sampler/, the math in the model (vLLM V2's rule that the runner holds only what is
 // common to every model).
 #pragma once
@@ -15,6 +16,7 @@
 #include "runner/batch_builder.h"
 #include "runner/request_state.h"
 #include "runner/sampler/sampler.h"
+#include "spec/proposer.h"
 
 namespace ember {
 
@@ -25,11 +27,22 @@ class ModelRunner : public Executor {
 
   ModelRunnerOutput Execute(const SchedulerOutput& output) override;
 
+  // Speculative decoding: drafts for the requests the scheduler asks for (num_tokens_to_propose).
+  void set_proposer(std::unique_ptr<spec::Proposer> proposer);
+  spec::Proposer* proposer() { return proposer_.get(); }
+
   // Steps run and tokens computed, for benchmarks and tests.
   int64_t num_steps() const { return num_steps_; }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
 
  private:
+  // Samples every sampled row; for a request verifying a draft, keeps the draft tokens the target
+  // sampled itself, up to the first it did not, then that token (lossless by construction: the
+  // emitted tokens are those decoding without speculation emits).
+  void SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
+                       const BuiltBatch& built, ModelRunnerOutput* result);
+  // Asks the proposer for the next drafts into result->draft_token_ids.
+  void Propose(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output, ModelRunnerOutput* result);
   // Scores the prompt rows of requests with prompt_logprobs (after the sampled rows in the
   // step's logits) into result->prompt_logprobs.
   void AddPromptLogprobs(const std::vector<const RunnerRequest*>& requests, const BuiltBatch& built,
@@ -40,6 +53,9 @@ class ModelRunner : public Executor {
   RequestStates states_;
   Sampler sampler_;
   ForwardOutput forward_;  // reused across steps
+  std::unique_ptr<spec::Proposer> proposer_;
+  std::vector<SamplerRow> rows_;      // reused across steps
+  std::vector<spec::Draft> drafts_;   // reused across steps
   int64_t num_steps_ = 0;
   int64_t num_tokens_computed_ = 0;
 };

@@ -19,8 +19,9 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     EMBER_RETURN_IF_ERROR(CheckGroups(n.block_ids, n.req));
     RunnerRequest r;
     r.req = n.req;
-    r.prompt_token_ids = n.prompt_token_ids;
-    r.output_token_ids = n.output_token_ids;
+    r.tokens = n.prompt_token_ids;
+    r.tokens.insert(r.tokens.end(), n.output_token_ids.begin(), n.output_token_ids.end());
+    r.num_prompt_tokens = static_cast<int64_t>(n.prompt_token_ids.size());
     r.sampling = n.sampling;
     r.seed = n.sampling.seed.value_or(0);
     r.block_ids = n.block_ids.per_group;
@@ -31,6 +32,20 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     RunnerRequest* r = Find(c.req);
     if (r == nullptr) return Internal(fmt::format("scheduler output updates unknown request {}", c.req));
     EMBER_RETURN_IF_ERROR(CheckGroups(c.new_block_ids, c.req));
+    if (!c.num_kept_blocks.empty()) {
+      // Rejected draft tokens gave blocks back: cut the lists first.
+      if (c.num_kept_blocks.size() != r->block_ids.size()) {
+        return Internal(fmt::format("request {}: {} kept-block counts for {} KV groups", c.req,
+                                    c.num_kept_blocks.size(), r->block_ids.size()));
+      }
+      for (size_t g = 0; g < r->block_ids.size(); ++g) {
+        if (c.num_kept_blocks[g] < 0 || static_cast<size_t>(c.num_kept_blocks[g]) > r->block_ids[g].size()) {
+          return Internal(fmt::format("request {} keeps {} of its {} blocks in group {}", c.req, c.num_kept_blocks[g],
+                                      r->block_ids[g].size(), g));
+        }
+        r->block_ids[g].resize(c.num_kept_blocks[g]);
+      }
+    }
     for (size_t g = 0; g < r->block_ids.size(); ++g) {
       const std::vector<kv::BlockId>& added = c.new_block_ids.per_group[g];
       r->block_ids[g].insert(r->block_ids[g].end(), added.begin(), added.end());

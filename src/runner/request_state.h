@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -15,20 +16,18 @@ namespace ember {
 
 struct RunnerRequest {
   RequestIndex req = 0;
-  std::vector<int32_t> prompt_token_ids;
-  std::vector<int32_t> output_token_ids;
+  std::vector<int32_t> tokens;  // prompt then output, as one sequence (what proposers read)
+  int64_t num_prompt_tokens = 0;
   SamplingParams sampling;
   uint64_t seed = 0;
   std::vector<std::vector<kv::BlockId>> block_ids;  // per KV group
   int64_t num_computed_tokens = 0;
 
-  int64_t num_tokens() const {
-    return static_cast<int64_t>(prompt_token_ids.size() + output_token_ids.size());
-  }
-  int32_t TokenAt(int64_t position) const {
-    const int64_t prompt = static_cast<int64_t>(prompt_token_ids.size());
-    return position < prompt ? prompt_token_ids[position] : output_token_ids[position - prompt];
-  }
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int32_t> prompt_token_ids() const { return std::span(tokens).first(num_prompt_tokens); }
+  std::span<const int32_t> output_token_ids() const { return std::span(tokens).subspan(num_prompt_tokens); }
+  int32_t TokenAt(int64_t position) const { return tokens[position]; }
 };
 
 class RequestStates {
@@ -41,6 +40,17 @@ class RequestStates {
   Status Apply(const SchedulerOutput& output);
 
   RunnerRequest* Find(RequestIndex req);
+  // Calls `f(request, finished)` for each request the diff drops (finished, or preempted), before
+  // Apply forgets it: proposers drop their state then.
+  template <typename F>
+  void ForEachDropped(const SchedulerOutput& output, F&& f) {
+    for (RequestIndex req : output.finished_reqs) {
+      if (RunnerRequest* r = Find(req)) f(*r, true);
+    }
+    for (RequestIndex req : output.preempted_reqs) {
+      if (RunnerRequest* r = Find(req)) f(*r, false);
+    }
+  }
   size_t size() const { return requests_.size(); }
 
  private:

@@ -73,8 +73,8 @@ class FakeExecutor : public Executor {
       result.reqs.push_back(r->req);
       std::vector<int32_t> sampled;
       if (r->num_computed_tokens == r->num_tokens()) {
-        sampled.push_back(token_fn_(r->prompt_token_ids, r->num_tokens()));
-        r->output_token_ids.push_back(sampled.back());  // the runner keeps its own copy
+        sampled.push_back(token_fn_(r->prompt_token_ids(), r->num_tokens()));
+        r->tokens.push_back(sampled.back());  // the runner keeps its own copy
       }
       result.sampled_token_ids.push_back(std::move(sampled));
     }

@@ -69,15 +69,17 @@ TEST(RequestStatesTest, ContractViolationsAreErrorsNotCrashes) {
 TEST(BatchBuilderTest, RaggedPrefillAndDecodeRows) {
   // Block size 4. Request A: 6-token prompt, first chunk of 4. Request B: decoding its 10th token.
   RunnerRequest a;
-  a.prompt_token_ids = {11, 12, 13, 14, 15, 16};
+  a.tokens = {11, 12, 13, 14, 15, 16};
+  a.num_prompt_tokens = 6;
   a.block_ids = {{3, 9}, {5, 2}};
   a.num_computed_tokens = 0;
   RunnerRequest b;
-  b.prompt_token_ids = {21, 22, 23, 24, 25, 26, 27, 28, 29};
-  b.output_token_ids = {30};
+  b.tokens = {21, 22, 23, 24, 25, 26, 27, 28, 29};
+  b.num_prompt_tokens = 9;
+  b.tokens.insert(b.tokens.end(), {30});
   b.block_ids = {{1, 4, 6}, {kv::kNullBlock, 7, 8}};
   b.num_computed_tokens = 9;
-  const BuiltBatch built = BuildForwardBatch({&a, &b}, {4, 1}, 4);
+  const BuiltBatch built = BuildForwardBatch({&a, &b}, {4, 1}, {}, 4);
   const ForwardBatch& fb = built.batch;
   EXPECT_EQ(fb.token_ids, (std::vector<int32_t>{11, 12, 13, 14, 30}));
   EXPECT_EQ(fb.positions, (std::vector<int32_t>{0, 1, 2, 3, 9}));
@@ -95,10 +97,11 @@ TEST(BatchBuilderTest, RaggedPrefillAndDecodeRows) {
 
 TEST(BatchBuilderTest, FinalPrefillChunkSamplesItsLastRow) {
   RunnerRequest a;
-  a.prompt_token_ids = {1, 2, 3, 4, 5, 6};
+  a.tokens = {1, 2, 3, 4, 5, 6};
+  a.num_prompt_tokens = 6;
   a.block_ids = {{3, 9}};
   a.num_computed_tokens = 4;
-  const BuiltBatch built = BuildForwardBatch({&a}, {2}, 4);
+  const BuiltBatch built = BuildForwardBatch({&a}, {2}, {}, 4);
   EXPECT_EQ(built.batch.token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(built.batch.groups[0].slot_mapping, (std::vector<int64_t>{36, 37}));
   EXPECT_EQ(built.batch.logits_indices, (std::vector<int32_t>{1}));
@@ -108,16 +111,18 @@ TEST(BatchBuilderTest, FinalPrefillChunkSamplesItsLastRow) {
 TEST(BatchBuilderTest, PromptLogprobRowsFollowTheSampledRows) {
   // A (prompt logprobs, 6-token prompt) finishes its prompt this step from position 3; B decodes.
   RunnerRequest a;
-  a.prompt_token_ids = {1, 2, 3, 4, 5, 6};
+  a.tokens = {1, 2, 3, 4, 5, 6};
+  a.num_prompt_tokens = 6;
   a.sampling.prompt_logprobs = 0;
   a.block_ids = {{3, 9}};
   a.num_computed_tokens = 3;
   RunnerRequest b;
-  b.prompt_token_ids = {7, 8};
-  b.output_token_ids = {9};
+  b.tokens = {7, 8};
+  b.num_prompt_tokens = 2;
+  b.tokens.insert(b.tokens.end(), {9});
   b.block_ids = {{4}};
   b.num_computed_tokens = 2;
-  const BuiltBatch built = BuildForwardBatch({&a, &b}, {3, 1}, 4);
+  const BuiltBatch built = BuildForwardBatch({&a, &b}, {3, 1}, {}, 4);
   // Sampled rows first (A's last, B's only), then A's positions 3 and 4, which score tokens 5 and
   // 6; position 5 is the last prompt token and has no prompt token after it.
   EXPECT_EQ(built.batch.logits_indices, (std::vector<int32_t>{2, 3, 0, 1}));
@@ -126,6 +131,33 @@ TEST(BatchBuilderTest, PromptLogprobRowsFollowTheSampledRows) {
   EXPECT_EQ(built.prompt_rows_of_request[0].first_row, 2);
   EXPECT_EQ(built.prompt_rows_of_request[0].count, 2);
   EXPECT_EQ(built.prompt_rows_of_request[1].count, 0);
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(BatchBuilderTest, DraftTokensFollowTheLastKnownTokenWithARowEach) {
+  // B decodes after 10 known tokens with a draft of 3: positions 9..12, rows for all four.
+  RunnerRequest a;
+  a.tokens = {1, 2, 3, 4, 5, 6};
+  a.num_prompt_tokens = 6;
+  a.block_ids = {{3, 9}};
+  a.num_computed_tokens = 4;
+  RunnerRequest b;
+  b.tokens = {21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
+  b.num_prompt_tokens = 9;
+  b.block_ids = {{1, 4, 6, 8}};
+  b.num_computed_tokens = 9;
+  const BuiltBatch built = BuildForwardBatch({&a, &b}, {2, 4}, {{}, {40, 41, 42}}, 4);
+  EXPECT_EQ(built.batch.token_ids, (std::vector<int32_t>{5, 6, 30, 40, 41, 42}));
+  EXPECT_EQ(built.batch.positions, (std::vector<int32_t>{4, 5, 9, 10, 11, 12}));
+  EXPECT_EQ(built.batch.seq_lens, (std::vector<int32_t>{6, 13}));
+  EXPECT_EQ(built.batch.groups[0].slot_mapping, (std::vector<int64_t>{36, 37, 25, 26, 27, 32}));
+  EXPECT_EQ(built.batch.logits_indices, (std::vector<int32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(built.logits_row_of_request, (std::vector<int32_t>{0, 1}));
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// The scheduler's side of speculative decoding (reference/next_capabilities.md §1,
+// serving_engines.md §3.2-3.3): following each request's draft against the tokens that really
+// came, acceptance statistics per draft position, the measured cost of a step, and the choice of
+// how many draft tokens each request verifies this step.
+//
+// Acceptance is measured on every draft, verified or not: once the request's next tokens are
+// known, the draft's longest matching prefix is what verification would have accepted (the
+// runner's verification is coupled to the sampler: it emits exactly the tokens decoding without
+// speculation emits). So speculation that was switched off keeps learning whether it would pay,
+// at no cost.
+//
+// The choice (PlanSpeculation) maximises the expected tokens per second of the step: each extra
+// draft token of request r at draft position i adds P_r(positions 1..i accepted) expected tokens
+// and one token of step cost, read from the StepCostModel measured at engine start. The extra
+// tokens with the largest expected gains are taken while they raise tokens/s; none at all when
+// the best choice is not clearly (kMinGain) better than no speculation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+// Seconds one engine step takes for a batch of n tokens on this machine and model (decode-shaped
+// steps with short contexts), measured at startup by the runner; linear between the points and
+// beyond the last one.
+struct StepCostModel {
+  std::vector<int64_t> tokens;  // increasing, from 1
+  std::vector<double> seconds;
+
+  bool empty() const { return tokens.empty(); }
+  double Seconds(int64_t n) const;
+  std::string Describe() const;  // "1 tok 4.1 ms, 2 tok 4.3 ms, ..." for the startup log
+};
+
+// Per draft position i (1-based): how often positions 1..i all matched among the drafts whose
+// position i was checked. Conditional(i) = P(i accepted | 1..i-1 accepted).
+class AcceptanceStats {
+ public:
+  static constexpr int kMaxPositions = 16;
+  // A draft whose first `checked` positions were compared, the first `matched` of them equal
+  // (matched == checked, or matched + 1 == checked when position matched + 1 differed).
+  void Record(int32_t matched, int32_t checked);
+  // With `prior` pseudo-observations at `prior_rate`, so a request with few drafts borrows the
+  // engine's rate.
+  double Conditional(int32_t position, double prior_rate, double prior) const;
+  int64_t checked(int32_t position) const { return checked_[position - 1]; }
+  int64_t matched(int32_t position) const { return matched_[position - 1]; }
+
+ private:
+  int64_t checked_[kMaxPositions] = {};
+  int64_t matched_[kMaxPositions] = {};
+};
+
+// One request's current draft, checked against the tokens as they arrive.
+class DraftTracker {
+ public:
+  // A new draft for the positions from `start` (the request's token count when it was proposed).
+  // An unfinished earlier draft is recorded as far as it was checked.
+  void Start(std::span<const int32_t> draft, int64_t start, AcceptanceStats* request, AcceptanceStats* engine);
+  // The request's tokens grew (or it ended): compares what can be compared, records a finished draft.
+  void Check(std::span<const int32_t> all_tokens, AcceptanceStats* request, AcceptanceStats* engine);
+  // The draft tokens still ahead of the request's `num_tokens` known tokens (what a step can verify).
+  std::span<const int32_t> Ahead(int64_t num_tokens) const;
+  void Clear() { tokens_.clear(); }
+
+ private:
+  void Record(AcceptanceStats* request, AcceptanceStats* engine);
+
+  std::vector<int32_t> tokens_;
+  int64_t start_ = 0;
+  int32_t matched_ = 0;
+  int32_t checked_ = 0;
+  bool done_ = true;
+};
+
+// vLLM's spec-decode counters (verified drafts only), for /metrics.
+struct SpecDecodeCounters {
+  int64_t num_drafts = 0;           // verification passes with at least one draft token
+  int64_t num_draft_tokens = 0;     // draft tokens verified
+  int64_t num_accepted_tokens = 0;  // of which accepted
+  std::vector<int64_t> accepted_per_position;  // [i]: drafts whose position i + 1 was accepted
+};
+
+// One decoding request offered to PlanSpeculation.
+struct SpecCandidate {
+  int32_t max_tokens = 0;  // draft tokens it may verify (draft length, ceiling, length limits)
+  const AcceptanceStats* stats = nullptr;
+};
+
+struct SpecPlanInput {
+  std::span<const SpecCandidate> candidates;
+  int64_t base_tokens = 0;         // tokens the step computes without speculation
+  int64_t base_emitted = 0;        // tokens it emits without speculation (one per decode)
+  double propose_seconds = 0.0;    // the proposer's cost per step, paid when anyone speculates
+  const StepCostModel* cost = nullptr;
+  const AcceptanceStats* engine = nullptr;
+};
+
+inline constexpr double kMinGain = 1.02;  // speculate only when predicted >= 2% faster
+
+// Draft tokens to verify per candidate (parallel to candidates).
+std::vector<int32_t> PlanSpeculation(const SpecPlanInput& input);
+
+}  // namespace ember
