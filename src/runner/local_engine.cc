@@ -5,6 +5,12 @@
 #include <algorithm>
 
 #include "core/host_memory.h"
+#include "core/logging.h"
+#include "runner/step_cost.h"
+#include "spec/draft_model_loader.h"
+#include "spec/ngram_proposer.h"
+#include "spec/speculative_config.h"
+#include "spec/suffix_proposer.h"
 
 namespace ember {
 
@@ -37,6 +43,45 @@ Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o
         per_sequence / 1048576.0));
   }
   return config;
+}
+
+Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeConfig& config, const CausalLM& target,
+                                                       const EngineOptions& o, const SchedulerConfig& s) {
+  switch (config.method) {
+    case spec::Method::kNgram: return std::unique_ptr<spec::Proposer>(new spec::NgramProposer(config));
+    case spec::Method::kSuffix: return std::unique_ptr<spec::Proposer>(new spec::SuffixProposer(config));
+    case spec::Method::kDraftModel: {
+      spec::DraftModelProposerOptions d;
+      d.num_speculative_tokens = config.num_speculative_tokens;
+      d.max_num_seqs = s.max_num_seqs;
+      d.max_model_len = s.max_model_len;
+      d.block_size = o.block_size;
+      EMBER_ASSIGN_OR_RETURN(auto proposer, spec::LoadDraftModelProposer(config.model, o.model_path, target.info(), d));
+      return std::unique_ptr<spec::Proposer>(std::move(proposer));
+    }
+  }
+  return InvalidArgument("unknown speculative method");
+}
+
+// Wires --speculative-config into the scheduler config and the runner: the proposer, and for
+// adaptive speculation the step cost measured on this machine.
+Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, ModelRunner& runner, SchedulerConfig& s,
+                        std::string* description) {
+  EMBER_ASSIGN_OR_RETURN(spec::SpeculativeConfig config, spec::ParseSpeculativeConfig(o.speculative_config));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<spec::Proposer> proposer, MakeProposer(config, model, o, s));
+  runner.set_proposer(std::move(proposer));
+  s.num_speculative_tokens = config.num_speculative_tokens;
+  s.adaptive_speculation = config.adaptive;
+  *description = fmt::format("speculative decoding: {}, up to {} draft tokens per request per step, {}",
+                             spec::MethodName(config.method), config.num_speculative_tokens,
+                             config.adaptive ? "adaptive" : "fixed width");
+  if (config.adaptive) {
+    const int64_t widest = std::min<int64_t>(s.max_num_batched_tokens,
+                                             int64_t{s.max_num_seqs} * (1 + config.num_speculative_tokens));
+    EMBER_ASSIGN_OR_RETURN(s.step_cost, MeasureStepCost(model, kv, {.max_tokens = std::min<int64_t>(widest, 256)}));
+    *description += fmt::format("; step cost measured: {}", s.step_cost.Describe());
+  }
+  return s.Validate();
 }
 
 }  // namespace
@@ -95,6 +140,11 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   engine->kv_ = std::make_unique<KvStore>(std::move(store));
   engine->eos_token_ids_ = eos;
   engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), std::move(eos));
+  if (!o.speculative_config.empty()) {
+    EMBER_RETURN_IF_ERROR(SetUpSpeculation(o, *engine->model_, *engine->kv_, *engine->runner_, s,
+                                           &engine->plan_.speculation));
+    engine->plan_.scheduler = s;
+  }
   EngineCoreConfig core;
   core.scheduler = s;
   core.kv = kv_config;
@@ -106,7 +156,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
 
 std::vector<std::string> LocalEngine::DescribePlan() const {
   const EnginePlan& p = plan_;
-  return {
+  std::vector<std::string> lines = {
       fmt::format("memory: weights {:.1f} MiB{}, KV cache {:.1f} MiB, step workspace {:.1f} MiB",
                   p.weight_bytes / 1048576.0,
                   p.repacked_weight_bytes > 0
@@ -120,6 +170,8 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
                   p.scheduler.max_num_seqs, p.scheduler.max_num_batched_tokens,
                   p.scheduler.enable_chunked_prefill ? "on" : "off"),
   };
+  if (!p.speculation.empty()) lines.push_back(p.speculation);
+  return lines;
 }
 
 }  // namespace ember

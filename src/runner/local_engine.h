@@ -29,6 +29,10 @@ struct EngineOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
   int64_t long_prefill_token_threshold = 0;
+  // --speculative-config (vLLM's JSON, spec/speculative_config.h); empty: no speculation.
+  std::string speculative_config;
+  // The target model's path, for a draft model's tokenizer check.
+  std::string model_path;
 };
 
 // The memory plan, for the startup log and `ember recipe`.
@@ -41,6 +45,7 @@ struct EnginePlan {
   int64_t workspace_bytes = 0;             // the model's step workspace for max_num_batched_tokens
   int64_t tokens_per_full_group = 0;       // KV capacity in tokens of a full-attention group
   int64_t max_concurrency_at_max_len = 0;  // full-length sequences that fit at once
+  std::string speculation;                 // how speculative decoding runs, "" when off
 };
 
 class LocalEngine {

@@ -125,6 +125,18 @@ void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
   metrics_->num_preemptions.Add(static_cast<double>(stats.num_preemptions - last_preemptions_));
   metrics_->prefix_cache_queries.Add(static_cast<double>(stats.prefix_cache.queries - last_prefix_queries_));
   metrics_->prefix_cache_hits.Add(static_cast<double>(stats.prefix_cache.hits - last_prefix_hits_));
+  const SpecDecodeCounters& spec = stats.spec_decode;
+  metrics_->spec_decode_num_drafts.Add(static_cast<double>(spec.num_drafts - last_spec_.num_drafts));
+  metrics_->spec_decode_num_draft_tokens.Add(static_cast<double>(spec.num_draft_tokens - last_spec_.num_draft_tokens));
+  metrics_->spec_decode_num_accepted_tokens.Add(
+      static_cast<double>(spec.num_accepted_tokens - last_spec_.num_accepted_tokens));
+  if (!spec.accepted_per_position.empty()) {
+    metrics_->spec_decode_accepted_per_pos.Resize(spec.accepted_per_position.size());
+    for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
+      metrics_->spec_decode_accepted_per_pos.Set(i, static_cast<double>(spec.accepted_per_position[i]));
+    }
+  }
+  last_spec_ = spec;
   last_preemptions_ = stats.num_preemptions;
   last_prefix_queries_ = stats.prefix_cache.queries;
   last_prefix_hits_ = stats.prefix_cache.hits;

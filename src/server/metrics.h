@@ -47,11 +47,12 @@ class Gauge : public Metric {
   double value_ = 0;
 };
 
-// One gauge per value of an extra label (e.g. per KV group).
+// One gauge per value of an extra label (e.g. per KV group); with `type` "counter", a counter per
+// value, set to its running total.
 class GaugeVector : public Metric {
  public:
-  GaugeVector(std::string name, std::string help, std::string label)
-      : Metric(std::move(name), std::move(help)), label_(std::move(label)) {}
+  GaugeVector(std::string name, std::string help, std::string label, std::string type = "gauge")
+      : Metric(std::move(name), std::move(help)), label_(std::move(label)), type_(std::move(type)) {}
   void Resize(size_t n);
   void Set(size_t index, double value);
   void Render(const std::string& labels, std::string* out) const override;
@@ -59,6 +60,7 @@ class GaugeVector : public Metric {
  private:
   mutable std::mutex mutex_;
   std::string label_;
+  std::string type_;
   std::vector<double> values_;
 };
 
@@ -92,6 +94,14 @@ struct ServerMetrics {
   Counter prompt_tokens{"ember:prompt_tokens_total", "Prompt tokens processed."};
   Counter generation_tokens{"ember:generation_tokens_total", "Tokens generated."};
   Counter num_preemptions{"ember:num_preemptions_total", "Requests preempted (recomputed later) for lack of KV blocks."};
+  // Speculative decoding (vLLM's spec_decode metrics): verified drafts only.
+  Counter spec_decode_num_drafts{"ember:spec_decode_num_drafts_total", "Verification passes with draft tokens."};
+  Counter spec_decode_num_draft_tokens{"ember:spec_decode_num_draft_tokens_total", "Draft tokens verified."};
+  Counter spec_decode_num_accepted_tokens{"ember:spec_decode_num_accepted_tokens_total",
+                                          "Draft tokens accepted (the target sampled the same token)."};
+  GaugeVector spec_decode_accepted_per_pos{"ember:spec_decode_num_accepted_tokens_per_pos_total",
+                                           "Drafts whose token at this position (0-based) was accepted.", "position",
+                                           "counter"};
   Counter requests_success{"ember:request_success_total", "Requests that finished normally."};
   Counter requests_failed{"ember:request_failure_total", "Requests rejected or aborted."};
   Histogram time_to_first_token{"ember:time_to_first_token_seconds", "Arrival to first generated token.",

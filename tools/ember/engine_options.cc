@@ -68,6 +68,10 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
   cmd->add_option("--seed", e.seed, "Seed for requests that bring none");
   cmd->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
                   "With chunked prefill: prompt tokens of one request per step at most (0 = no cap)");
+  cmd->add_option("--speculative-config", e.speculative_config,
+                  "Speculative decoding as JSON, vLLM's shape: '{\"method\":\"ngram\",\"num_speculative_tokens\":5,"
+                  "\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}', method suffix, or draft_model with "
+                  "\"model\":PATH; \"adaptive\":false verifies every draft token");
 }
 
 }  // namespace ember::tools

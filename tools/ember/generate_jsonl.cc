@@ -111,6 +111,7 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
   if (Status s = ReadJobs(jsonl_path, tokenizer.get(), chat_template.get(), (*model)->info().vocab_size, &jobs); !s.ok()) {
     return Fail(s);
   }
+  flags.engine.model_path = model_path;
   auto engine = LocalEngine::Create(std::move(*model), flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);

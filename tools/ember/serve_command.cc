@@ -94,6 +94,7 @@ int RunServe(ServeOptions& o) {
     EMBER_LOG_WARN("{} has no chat template: /v1/chat/completions will answer 400", o.model);
   }
 
+  o.flags.engine.model_path = o.model;
   auto engine = LocalEngine::Create(std::move(*model), o.flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);

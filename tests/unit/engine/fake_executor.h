@@ -54,6 +54,12 @@ class FakeExecutor : public Executor {
     kv_ = kv;
   }
   void set_token_fn(TokenFn fn) { token_fn_ = std::move(fn); }
+  // Speculative decoding: when set, a request asked for a draft gets the true next tokens, except
+  // that a position where `wrong(prompt, position)` holds gets a wrong token (and so does every
+  // position after it, so drafts go wrong mid-way like real ones).
+  using WrongFn = std::function<bool(std::span<const int32_t> prompt, int64_t position)>;
+  void set_draft_errors(WrongFn wrong) { wrong_ = std::move(wrong); }
+  int64_t num_drafted() const { return num_drafted_; }
 
   ModelRunnerOutput Execute(const SchedulerOutput& out) override {
     CheckInvariants(out);
@@ -66,17 +72,36 @@ class FakeExecutor : public Executor {
     for (size_t i = 0; i < out.scheduled_reqs.size(); ++i) {
       RunnerRequest* r = states_.Find(out.scheduled_reqs[i]);
       if (r == nullptr) continue;  // Apply already reported it
+      CheckBlocksMatchScheduler(*r);
+      static const std::vector<int32_t> kNone;
+      const std::vector<int32_t>& draft = out.scheduled_spec_tokens.empty() ? kNone : out.scheduled_spec_tokens[i];
       for (int32_t k = 0; k < out.num_scheduled_tokens[i]; ++k) positions_[r->req].push_back(r->num_computed_tokens + k);
       total_tokens_ += out.num_scheduled_tokens[i];
       r->num_computed_tokens += out.num_scheduled_tokens[i];
-      EXPECT_LE(r->num_computed_tokens, r->num_tokens());
+      EXPECT_LE(r->num_computed_tokens, r->num_tokens() + static_cast<int64_t>(draft.size()));
       result.reqs.push_back(r->req);
       std::vector<int32_t> sampled;
-      if (r->num_computed_tokens == r->num_tokens()) {
-        sampled.push_back(token_fn_(r->prompt_token_ids(), r->num_tokens()));
-        r->tokens.push_back(sampled.back());  // the runner keeps its own copy
+      if (r->num_computed_tokens == r->num_tokens() + static_cast<int64_t>(draft.size())) {
+        // Verification: keep the drafts the "target" agrees with, then its own token.
+        size_t accepted = 0;
+        while (accepted < draft.size() && draft[accepted] == token_fn_(r->prompt_token_ids(), r->num_tokens() + accepted)) {
+          ++accepted;
+        }
+        for (size_t j = 0; j <= accepted; ++j) sampled.push_back(token_fn_(r->prompt_token_ids(), r->num_tokens() + j));
+        r->tokens.insert(r->tokens.end(), sampled.begin(), sampled.end());  // the runner keeps its own copy
       }
-      result.sampled_token_ids.push_back(std::move(sampled));
+      result.sampled_token_ids.push_back(sampled);
+      if (wrong_ && !out.num_tokens_to_propose.empty() && out.num_tokens_to_propose[i] > 0 && !sampled.empty()) {
+        result.draft_token_ids.resize(out.scheduled_reqs.size());
+        std::vector<int32_t>& d = result.draft_token_ids[result.reqs.size() - 1];
+        bool gone_wrong = false;
+        for (int32_t j = 0; j < out.num_tokens_to_propose[i]; ++j) {
+          const int64_t pos = r->num_tokens() + j;
+          gone_wrong = gone_wrong || wrong_(r->prompt_token_ids(), pos);
+          d.push_back(gone_wrong ? 7 : token_fn_(r->prompt_token_ids(), pos));
+        }
+        num_drafted_ += static_cast<int64_t>(d.size());
+      }
     }
     return result;
   }
@@ -117,9 +142,29 @@ class FakeExecutor : public Executor {
       ASSERT_TRUE(start.contains(idx));
       const int64_t end = start[idx] + out.num_scheduled_tokens[i];
       EXPECT_EQ(req->num_computed_tokens(), end);
-      EXPECT_LE(end, req->num_tokens());
+      EXPECT_LE(end, req->num_tokens() + req->num_spec_tokens());
+      if (!out.scheduled_spec_tokens.empty()) {
+        EXPECT_EQ(static_cast<int32_t>(out.scheduled_spec_tokens[i].size()), req->num_spec_tokens());
+        if (req->num_spec_tokens() > 0) {
+          EXPECT_EQ(end, req->num_tokens() + req->num_spec_tokens()) << "a draft is verified in full";
+        }
+      }
       for (const auto& group : kv_->Blocks(idx).per_group) {
         EXPECT_GE(static_cast<int64_t>(group.size()) * block_size_, end) << "blocks do not cover the step";
+      }
+    }
+  }
+
+  // The runner's block lists (after the diff) are the scheduler's, except where a sliding-window
+  // group released a block (null there; the runner may keep the old id, never read).
+  void CheckBlocksMatchScheduler(const RunnerRequest& r) const {
+    if (kv_ == nullptr) return;
+    const kv::KvBlocks& held = kv_->Blocks(r.req);
+    ASSERT_EQ(held.per_group.size(), r.block_ids.size());
+    for (size_t g = 0; g < r.block_ids.size(); ++g) {
+      ASSERT_EQ(held.per_group[g].size(), r.block_ids[g].size()) << "request " << r.req << " group " << g;
+      for (size_t j = 0; j < r.block_ids[g].size(); ++j) {
+        if (held.per_group[g][j] != kv::kNullBlock) EXPECT_EQ(held.per_group[g][j], r.block_ids[g][j]);
       }
     }
   }
@@ -134,6 +179,8 @@ class FakeExecutor : public Executor {
   SchedulerOutput last_output_;
   int64_t total_tokens_ = 0;
   int64_t num_steps_ = 0;
+  WrongFn wrong_;
+  int64_t num_drafted_ = 0;
 };
 
 }  // namespace ember::test

@@ -36,6 +36,8 @@ struct RandomCase {
   bool chunked;
   SchedulingPolicy policy;
   uint32_t seed;
+  int32_t num_speculative_tokens = 0;  // with drafts that go wrong at random positions
+  bool adaptive = false;
 };
 
 class RandomWorkload : public ::testing::TestWithParam<RandomCase> {};
@@ -49,11 +51,20 @@ TEST_P(RandomWorkload, InvariantsHoldAndEverythingIsReleased) {
   c.max_model_len = kMaxModelLen;
   c.enable_chunked_prefill = p.chunked;
   c.policy = p.policy;
+  c.num_speculative_tokens = p.num_speculative_tokens;
+  c.adaptive_speculation = p.adaptive;
+  // A cost model where a wider step costs little more: adaptive speculation verifies often.
+  c.step_cost = {{1, 8, 64}, {1e-3, 1.1e-3, 3e-3}};
   // Pools where one request of at most 96 tokens always fits alone (a whole 64-token prompt in
   // every group of the hybrid config), but eight at once do not.
   const kv::KvCacheConfig kv = p.hybrid ? HybridKv(4, 61, 12) : FullOnlyKv(4, 41);
   EngineHarness h(c, kv);
   h.executor().set_token_fn(TokenWithEos);
+  if (p.num_speculative_tokens > 0) {
+    // About one draft position in four goes wrong, so drafts are partly accepted.
+    h.executor().set_draft_errors(
+        [](std::span<const int32_t> prompt, int64_t pos) { return FakeToken(prompt, pos * 3 + 1) % 4 == 0; });
+  }
 
   std::mt19937 rng(p.seed);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -111,6 +122,13 @@ TEST_P(RandomWorkload, InvariantsHoldAndEverythingIsReleased) {
     }
   }
   EXPECT_GT(num_aborted, 0);
+  if (p.num_speculative_tokens > 0) {
+    EXPECT_GT(stats.spec_decode.num_drafts, 0);
+    EXPECT_GT(stats.spec_decode.num_accepted_tokens, 0);
+    EXPECT_LT(stats.spec_decode.num_accepted_tokens, stats.spec_decode.num_draft_tokens);
+    RecordProperty("spec_accepted", static_cast<int>(stats.spec_decode.num_accepted_tokens));
+    RecordProperty("spec_drafted", static_cast<int>(stats.spec_decode.num_draft_tokens));
+  }
   h.ExpectAllReleased();
   RecordProperty("requests", static_cast<int>(inputs.size()));
   RecordProperty("preemptions", static_cast<int>(stats.num_preemptions));
@@ -122,7 +140,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RandomCase{"full_fcfs_chunked", false, true, SchedulingPolicy::kFcfs, 1},
                       RandomCase{"full_priority_whole", false, false, SchedulingPolicy::kPriority, 2},
                       RandomCase{"hybrid_fcfs_whole", true, false, SchedulingPolicy::kFcfs, 3},
-                      RandomCase{"hybrid_priority_chunked", true, true, SchedulingPolicy::kPriority, 4}),
+                      RandomCase{"hybrid_priority_chunked", true, true, SchedulingPolicy::kPriority, 4},
+                      RandomCase{"full_fcfs_chunked_spec", false, true, SchedulingPolicy::kFcfs, 5, 4, false},
+                      RandomCase{"hybrid_fcfs_whole_spec", true, false, SchedulingPolicy::kFcfs, 10, 5, false},
+                      RandomCase{"hybrid_priority_chunked_adaptive", true, true, SchedulingPolicy::kPriority, 7, 3, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
