@@ -46,6 +46,7 @@ int RunChatPrompt(GenerateOptions& options) {
   if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
   auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
   if (!model.ok()) return Fail(model.status());
+  options.engine.engine.model_path = options.model;  // a draft model's tokenizer is checked against it
   // The whole context unless --max-model-len says otherwise: the reply's length is not known yet.
   const EngineOptions engine_options =
       OneRequestAtATime(options.engine.engine, (*model)->info().max_position_embeddings, **model);
@@ -82,6 +83,7 @@ int RunGenerate(GenerateOptions& options) {
   if (prompt->empty()) return Fail(InvalidArgument("the prompt is empty: give --prompt TEXT or --prompt-ids 1,2,3"));
   auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
   if (!model.ok()) return Fail(model.status());
+  options.engine.engine.model_path = options.model;  // a draft model's tokenizer is checked against it
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
   const EngineOptions engine_options = OneRequestAtATime(options.engine.engine, prompt_tokens + options.max_tokens, **model);
   auto engine = LocalEngine::Create(std::move(*model), engine_options);

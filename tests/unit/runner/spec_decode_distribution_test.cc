@@ -1,0 +1,122 @@
+// Lossless in distribution: sampled requests under speculative decoding draw their tokens from the
+// target's distribution. Verification samples each drafted position with the request's own
+// counter-based draw and keeps the draft while the draw equals it: for a one-hot draft that is
+// the standard rejection rule (accept x with probability min(1, p(x) / 1) = p(x); on rejection
+// the token comes from p restricted to the other tokens, the normalised residual). This test
+// checks it statistically, independent of that argument: thousands of seeded requests with and
+// without speculation, on disjoint seeds, and a two-sample chi-square test per drafted position.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "model/causal_lm.h"
+#include "runner/local_engine.h"
+
+namespace ember {
+namespace {
+
+const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+
+constexpr int kRequests = 1500;
+constexpr int kTokens = 4;  // token 0 has no draft; tokens 1..3 come through verification
+
+// counts[position][token] over kRequests requests with seeds first_seed, first_seed + 1, ...
+std::vector<std::map<int32_t, int>> Sample(const std::string& speculative_config, uint64_t first_seed,
+                                           SpecDecodeCounters* spec) {
+  auto model = LoadModel(kTinyA);
+  EXPECT_TRUE(model.ok());
+  EngineOptions o;
+  o.kv_cache_dtype = "f32";
+  o.max_model_len = 64;
+  o.max_num_seqs = 64;
+  o.max_num_batched_tokens = 512;
+  o.kv_cache_memory_bytes = 64 << 20;
+  o.speculative_config = speculative_config;
+  o.model_path = kTinyA;
+  auto engine = LocalEngine::Create(std::move(*model), o);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  EngineCore& core = (*engine)->core();
+  for (int i = 0; i < kRequests; ++i) {
+    RequestInput in;
+    in.prompt_token_ids = {17, 301, 44, 17, 301, 44, 17, 301};
+    in.sampling.max_tokens = kTokens;
+    in.sampling.temperature = 0.6f;  // peaked enough that the drafter's argmax is often drawn
+    in.sampling.seed = first_seed + i;
+    in.sampling.ignore_eos = true;
+    EXPECT_TRUE(core.AddRequest(i, std::move(in)).ok());
+  }
+  std::vector<std::vector<int32_t>> outputs(kRequests);
+  while (core.HasUnfinished()) {
+    for (const RequestOutput& out : core.Step()) {
+      outputs[out.req].insert(outputs[out.req].end(), out.new_token_ids.begin(), out.new_token_ids.end());
+    }
+  }
+  std::vector<std::map<int32_t, int>> counts(kTokens);
+  for (const auto& tokens : outputs) {
+    EXPECT_EQ(tokens.size(), static_cast<size_t>(kTokens));
+    for (int p = 0; p < kTokens && p < static_cast<int>(tokens.size()); ++p) ++counts[p][tokens[p]];
+  }
+  if (spec) *spec = core.Stats().spec_decode;
+  return counts;
+}
+
+// Upper critical value of chi-square with `df` degrees of freedom at tail probability 1e-3
+// (Wilson-Hilferty; z = 3.09).
+double ChiSquareCritical(int df) {
+  const double z = 3.0902, k = static_cast<double>(df);
+  const double t = 1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k));
+  return k * t * t * t;
+}
+
+// Two-sample chi-square for equal sample sizes over categories with at least 10 draws in all
+// (rarer tokens pooled into one category).
+void ExpectSameDistribution(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b, int position) {
+  std::map<int32_t, std::pair<int, int>> joint;
+  for (const auto& [t, n] : a) joint[t].first += n;
+  for (const auto& [t, n] : b) joint[t].second += n;
+  std::vector<std::pair<int, int>> cells;
+  std::pair<int, int> rare{0, 0};
+  for (const auto& [t, n] : joint) {
+    if (n.first + n.second >= 10) {
+      cells.push_back(n);
+    } else {
+      rare.first += n.first;
+      rare.second += n.second;
+    }
+  }
+  if (rare.first + rare.second > 0) cells.push_back(rare);
+  ASSERT_GE(cells.size(), 3u) << "position " << position << ": too few outcomes for a meaningful test";
+  double statistic = 0;
+  for (const auto& [x, y] : cells) statistic += static_cast<double>((x - y) * (x - y)) / (x + y);
+  const int df = static_cast<int>(cells.size()) - 1;
+  EXPECT_LT(statistic, ChiSquareCritical(df)) << "position " << position << ": chi-square " << statistic << " on "
+                                              << df << " degrees of freedom";
+  ::testing::Test::RecordProperty("chi_square_position_" + std::to_string(position), std::to_string(statistic) + " df " + std::to_string(df));
+}
+
+TEST(SpecDecodeDistribution, SampledTokensFollowTheTargetDistribution) {
+  const auto plain = Sample("", 1, nullptr);
+  SpecDecodeCounters spec;
+  const auto speculative = Sample(R"({"method":"draft_model","num_speculative_tokens":3,"adaptive":false,"model":")" +
+                                      kTinyA + R"("})",
+                                  1000000, &spec);
+  // The test means something only if drafts were both accepted and rejected often.
+  EXPECT_GT(spec.num_accepted_tokens, spec.num_draft_tokens / 10);
+  EXPECT_LT(spec.num_accepted_tokens, spec.num_draft_tokens * 9 / 10);
+  RecordProperty("accepted", static_cast<int>(spec.num_accepted_tokens));
+  RecordProperty("drafted", static_cast<int>(spec.num_draft_tokens));
+  for (int p = 0; p < kTokens; ++p) ExpectSameDistribution(plain[p], speculative[p], p);
+}
+
+// The same seeds with and without speculation give the same tokens (the draws are coupled).
+TEST(SpecDecodeDistribution, SeededRequestsAreReproducibleUnderSpeculation) {
+  const auto plain = Sample("", 7, nullptr);
+  const auto speculative = Sample(R"({"method":"draft_model","num_speculative_tokens":3,"adaptive":false,"model":")" +
+                                      kTinyA + R"("})",
+                                  7, nullptr);
+  EXPECT_EQ(plain, speculative);
+}
+
+}  // namespace
+}  // namespace ember
