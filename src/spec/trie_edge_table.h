@@ -19,6 +19,8 @@ class TrieEdgeTable {
   void Insert(int32_t parent, int32_t token, int32_t child);
   // The edge must be present.
   void Erase(int32_t parent, int32_t token);
+  // Points a present edge at another child (a run replaced in place: no tombstone left).
+  void Set(int32_t parent, int32_t token, int32_t child);
   size_t size() const { return size_; }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
