@@ -12,8 +12,9 @@
 // trie keeps its own copy of each sequence (the references point into it).
 //
 // Memory per token, at most: 2 runs of 40 bytes, their 2 edge slots (16 bytes, the table kept
-// between a quarter and half full) and the token itself; about 1.3 runs per token on text that
-// rarely repeats, far fewer on text that does.
+// between a quarter and half full) and the token itself, ~150 to 210 bytes before the vectors'
+// growth slack. That worst case is a tiny alphabet (vocabulary 2); text that rarely repeats needs
+// about 1.3 runs per token, and text that repeats long stretches fewer (a repeat adds no runs).
 #pragma once
 
 #include <cstddef>
