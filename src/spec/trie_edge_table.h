@@ -1,4 +1,4 @@
-// (parent node, token) -> child node for the suffix trie: one open-addressing table for all the
+// (parent run, token) -> child run for the suffix trie: one open-addressing table for all the
 // trie's edges rather than a map per node, because the root and shallow nodes have thousands of
 // children while deep ones have one, and a node-per-map layout would cost a heap allocation per
 // node. 16 bytes a slot, at most half full.
