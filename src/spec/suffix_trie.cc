@@ -23,7 +23,8 @@ SuffixTrie::Sequence& SuffixTrie::Seq(SeqId seq) { return seqs_[Index(seq)]; }
 const SuffixTrie::Sequence& SuffixTrie::Seq(SeqId seq) const { return seqs_[Index(seq)]; }
 
 int32_t SuffixTrie::TokenAt(const Run& run, int32_t index) const {
-  return seqs_[static_cast<size_t>(run.ref_seq - first_seq_)].tokens[static_cast<size_t>(run.ref_end - run.length + index)];
+  const Sequence& ref = seqs_[static_cast<size_t>(run.ref_seq - first_seq_)];
+  return ref.tokens[static_cast<size_t>(run.ref_end - run.length + index)];
 }
 
 std::span<const int32_t> SuffixTrie::tokens(SeqId seq) const { return Seq(seq).tokens; }
@@ -314,9 +315,12 @@ SuffixTrie::NodeId SuffixTrie::MostFrequentChild(NodeId node) const {
   RunId best = kNoRun;
   for (RunId c = runs_[node.run].first_child; c != kNoRun; c = runs_[c].next_sibling) {
     const Run& r = runs_[c];
-    if (best == kNoRun || r.count > runs_[best].count || (r.count == runs_[best].count && r.token < runs_[best].token)) {
+    if (best == kNoRun) {
       best = c;
+      continue;
     }
+    const Run& b = runs_[best];
+    if (r.count > b.count || (r.count == b.count && r.token < b.token)) best = c;
   }
   return best == kNoRun ? kNone : NodeId{best, 1};
 }
