@@ -14,7 +14,7 @@ namespace {
 // draft quality: verification never trusts a draft.
 constexpr size_t kEndsCompared = 32;
 
-bool Extends(std::span<const int32_t> tokens, const std::vector<int32_t>& seen) {
+bool Extends(std::span<const int32_t> tokens, std::span<const int32_t> seen) {
   if (tokens.size() < seen.size()) return false;
   const size_t n = std::min(seen.size(), kEndsCompared);
   return std::equal(seen.begin(), seen.begin() + n, tokens.begin()) &&
@@ -69,16 +69,13 @@ SuffixProposer::SuffixProposer(const SpeculativeConfig& config)
 
 SuffixProposer::RequestState& SuffixProposer::Sync(RequestId req, std::span<const int32_t> tokens) {
   auto it = requests_.find(req);
-  if (it != requests_.end() && !Extends(tokens, it->second.seen)) {
+  if (it != requests_.end() && !Extends(tokens, it->second.trie.tokens(it->second.seq))) {
     requests_.erase(it);
     it = requests_.end();
   }
   if (it == requests_.end()) it = requests_.try_emplace(req, max_depth_).first;
   RequestState& state = it->second;
-  for (size_t i = state.seen.size(); i < tokens.size(); ++i) {
-    state.trie.Append(state.cursor, tokens[i]);
-    state.seen.push_back(tokens[i]);
-  }
+  for (size_t i = state.trie.tokens(state.seq).size(); i < tokens.size(); ++i) state.trie.Append(state.seq, tokens[i]);
   return state;
 }
 
@@ -107,8 +104,7 @@ void SuffixProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, 
   EMBER_CHECK(num_prompt_tokens >= 0 && num_prompt_tokens <= static_cast<int64_t>(tokens.size()));
   const auto output = tokens.subspan(static_cast<size_t>(num_prompt_tokens));
   if (output.empty()) return;  // nothing to learn
-  global_.Insert(output);
-  cached_outputs_.emplace_back(output.begin(), output.end());
+  cached_outputs_.push_back(global_.Insert(output));
   while (static_cast<int64_t>(cached_outputs_.size()) > max_cached_requests_) {
     global_.Remove(cached_outputs_.front());
     cached_outputs_.pop_front();

@@ -63,10 +63,9 @@ class SuffixProposer final : public Proposer {
 
  private:
   struct RequestState {
-    explicit RequestState(int32_t depth) : trie(depth) {}
+    explicit RequestState(int32_t depth) : trie(depth), seq(trie.Open()) {}
     SuffixTrie trie;
-    SuffixTrie::Cursor cursor;
-    std::vector<int32_t> seen;  // the tokens the trie holds
+    SuffixTrie::SeqId seq;  // the request's tokens seen so far, held (and kept open) by the trie
   };
 
   // The request's state, holding exactly `tokens` (rebuilt when they do not extend what it saw).
@@ -77,7 +76,7 @@ class SuffixProposer final : public Proposer {
   SuffixSpeculation rule_;
   std::unordered_map<RequestId, RequestState> requests_;
   SuffixTrie global_;
-  std::deque<std::vector<int32_t>> cached_outputs_;  // oldest first, as inserted in global_
+  std::deque<SuffixTrie::SeqId> cached_outputs_;  // oldest first, held by global_
 };
 
 }  // namespace ember::spec

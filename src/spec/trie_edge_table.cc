@@ -61,6 +61,13 @@ void TrieEdgeTable::Erase(int32_t parent, int32_t token) {
   ++erased_;
 }
 
+void TrieEdgeTable::Set(int32_t parent, int32_t token, int32_t child) {
+  EMBER_CHECK(!slots_.empty());
+  Slot& slot = slots_[SlotOf(Key(parent, token))];
+  EMBER_CHECK(slot.key != kEmpty, "setting a missing edge ({}, {})", parent, token);
+  slot.child = child;
+}
+
 void TrieEdgeTable::Rehash(size_t capacity) {
   std::vector<Slot> old = std::move(slots_);
   slots_.assign(capacity, Slot{kEmpty, kAbsent});

@@ -1,4 +1,4 @@
-// (parent node, token) -> child node for the suffix trie: one open-addressing table for all the
+// (parent run, token) -> child run for the suffix trie: one open-addressing table for all the
 // trie's edges rather than a map per node, because the root and shallow nodes have thousands of
 // children while deep ones have one, and a node-per-map layout would cost a heap allocation per
 // node. 16 bytes a slot, at most half full.
@@ -19,6 +19,8 @@ class TrieEdgeTable {
   void Insert(int32_t parent, int32_t token, int32_t child);
   // The edge must be present.
   void Erase(int32_t parent, int32_t token);
+  // Points a present edge at another child (a run replaced in place: no tombstone left).
+  void Set(int32_t parent, int32_t token, int32_t child);
   size_t size() const { return size_; }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
