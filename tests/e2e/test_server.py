@@ -285,3 +285,30 @@ def test_64_concurrent_streaming_clients_all_complete(server, client):
         t.join(timeout=300)
     assert all(r is not None and r for r in results)
     assert server.metric("ember:num_requests_running") == 0
+
+
+def test_speculative_server_matches_plain_server_with_stop_strings(server, ember_bin):
+    """--speculative-config: the same text and finish reasons as without it, stop strings inside
+    accepted drafts included; the spec_decode metrics count the drafts; a bad config fails at
+    startup naming the field."""
+    spec = Server(ember_bin, "--max-num-seqs", "8", "--speculative-config",
+                  '{"method":"ngram","num_speculative_tokens":5,"adaptive":false}')
+    try:
+        code = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
+        prompt = f"Copy this code exactly.\n\n{code}\nCopy:\n{code}\nCopy:\n"
+        for stop in (None, ["return a - b"], ["sub("], ["\n\n"]):
+            body = {"model": "smollm", "prompt": prompt, "max_tokens": 40, "temperature": 0}
+            if stop:
+                body["stop"] = stop
+            want = server.json("POST", "/v1/completions", body)[1]["choices"][0]
+            got = spec.json("POST", "/v1/completions", body)[1]["choices"][0]
+            assert (got["text"], got["finish_reason"]) == (want["text"], want["finish_reason"]), stop
+        assert spec.metric("ember:spec_decode_num_drafts_total") > 0
+        assert 0 < spec.metric("ember:spec_decode_num_accepted_tokens_total") <= \
+            spec.metric("ember:spec_decode_num_draft_tokens_total")
+    finally:
+        assert spec.stop() == 0
+    assert "speculative decoding: ngram" in spec.proc.stderr.read()
+    bad = subprocess.run([str(ember_bin), "serve", str(SMOLLM), "--port", str(free_port()), "--speculative-config",
+                          '{"method":"ngram","num_speculative_tokens":0}'], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "num_speculative_tokens" in bad.stderr
