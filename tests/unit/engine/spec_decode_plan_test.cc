@@ -1,0 +1,110 @@
+// The scheduler's speculation arithmetic: the step cost model, following drafts against the tokens
+// that came, and the plan of how many draft tokens to verify.
+#include "engine/spec_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace ember {
+namespace {
+
+TEST(StepCostModel, InterpolatesAndExtrapolatesWithTheLastSlope) {
+  const StepCostModel cost{{1, 4, 8}, {1.0, 1.3, 2.1}};
+  EXPECT_DOUBLE_EQ(cost.Seconds(1), 1.0);
+  EXPECT_DOUBLE_EQ(cost.Seconds(2), 1.1);
+  EXPECT_DOUBLE_EQ(cost.Seconds(6), 1.7);
+  EXPECT_DOUBLE_EQ(cost.Seconds(12), 2.9);  // 2.1 + 4 * 0.2
+  EXPECT_NE(cost.Describe().find("8 tok 2100.00 ms"), std::string::npos) << cost.Describe();
+}
+
+TEST(DraftTracker, RecordsTheMatchedPrefixAsTokensArrive) {
+  AcceptanceStats request, engine;
+  DraftTracker d;
+  std::vector<int32_t> tokens = {5, 6, 7};
+  const std::vector<int32_t> draft = {8, 9, 10, 11};
+  d.Start(draft, 3, &request, &engine);
+  EXPECT_EQ(d.Ahead(3).size(), 4u);
+  EXPECT_TRUE(d.Ahead(4).empty()) << "a draft is verifiable only at the position it was made for";
+  tokens.push_back(8);  // position 1 matches
+  d.Check(tokens, &request, &engine);
+  EXPECT_TRUE(d.Ahead(4).empty()) << "partly checked: stale";
+  EXPECT_EQ(engine.checked(1), 0) << "not finished yet";
+  tokens.insert(tokens.end(), {9, 3});  // position 2 matches, 3 differs
+  d.Check(tokens, &request, &engine);
+  for (const AcceptanceStats* s : {&request, &engine}) {
+    EXPECT_EQ(s->checked(1), 1);
+    EXPECT_EQ(s->matched(1), 1);
+    EXPECT_EQ(s->checked(2), 1);
+    EXPECT_EQ(s->matched(2), 1);
+    EXPECT_EQ(s->checked(3), 1);
+    EXPECT_EQ(s->matched(3), 0);
+    EXPECT_EQ(s->checked(4), 0) << "never compared";
+  }
+  // A draft replaced before it was checked to the end counts as far as it got.
+  d.Start(std::vector<int32_t>{1, 2}, 6, &request, &engine);
+  tokens.push_back(1);
+  d.Check(tokens, &request, &engine);
+  d.Start(std::vector<int32_t>{4}, 7, &request, &engine);
+  EXPECT_EQ(engine.checked(1), 2);
+  EXPECT_EQ(engine.matched(1), 2);
+  EXPECT_EQ(engine.checked(2), 1) << "the first draft's position 2 only";
+  EXPECT_NEAR(engine.Conditional(3, 0.5, 0.0), 0.0, 1e-12);
+  EXPECT_NEAR(engine.Conditional(1, 0.5, 2.0), (2 + 1.0) / 4.0, 1e-12);
+}
+
+std::vector<int32_t> Plan(const StepCostModel& cost, int num_decodes, double acceptance, int32_t max_tokens) {
+  AcceptanceStats engine;
+  // 100 drafts, each position accepted with probability `acceptance` given the ones before.
+  for (int i = 0; i < 100; ++i) {
+    int matched = 0;
+    double p = 1;
+    while (matched < 8 && (p *= acceptance) * 100 > i) ++matched;
+    engine.Record(matched, std::min(matched + 1, 8));
+  }
+  std::vector<SpecCandidate> candidates(num_decodes, {max_tokens, nullptr});
+  return PlanSpeculation({.candidates = candidates,
+                          .base_tokens = num_decodes,
+                          .base_emitted = num_decodes,
+                          .propose_seconds = 0.0,
+                          .cost = &cost,
+                          .engine = &engine});
+}
+
+int Total(const std::vector<int32_t>& plan) { return std::accumulate(plan.begin(), plan.end(), 0); }
+
+TEST(PlanSpeculation, VerifiesWhenWideStepsAreCheapAndDraftsMatch) {
+  const StepCostModel flat{{1, 64}, {1.0, 1.05}};  // weight streaming dominates: width is nearly free
+  const std::vector<int32_t> plan = Plan(flat, 1, 0.9, 5);
+  EXPECT_EQ(plan, std::vector<int32_t>{5});
+  EXPECT_EQ(Total(Plan(flat, 1, 0.0, 5)), 0) << "drafts that never match are not worth any cost";
+}
+
+TEST(PlanSpeculation, NeverWhenEveryTokenCostsAFullStep) {
+  const StepCostModel linear{{1, 64}, {1.0, 64.0}};  // compute bound: n tokens cost n steps
+  EXPECT_EQ(Total(Plan(linear, 1, 0.95, 5)), 0);
+  EXPECT_EQ(Total(Plan(linear, 16, 0.95, 5)), 0);
+}
+
+TEST(PlanSpeculation, BacksOffAsTheBatchGrows) {
+  // Fixed cost 10, then 1 per token: a batch of 1 is nearly free to widen, a batch of 64 is not.
+  StepCostModel cost;
+  for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+    cost.tokens.push_back(n);
+    cost.seconds.push_back(10.0 + static_cast<double>(n));
+  }
+  int previous = 1 << 30;
+  std::vector<double> per_request;
+  for (int decodes : {1, 4, 16, 64, 256}) {
+    const double per = static_cast<double>(Total(Plan(cost, decodes, 0.7, 5))) / decodes;
+    per_request.push_back(per);
+    EXPECT_LE(per, previous) << decodes << " decodes";
+    previous = static_cast<int>(per + 0.999);
+  }
+  EXPECT_GT(per_request.front(), 2.0);
+  EXPECT_LT(per_request.back(), 0.5);
+}
+
+}  // namespace
+}  // namespace ember
