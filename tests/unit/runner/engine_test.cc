@@ -10,6 +10,7 @@
 #include <random>
 
 #include "model/causal_lm.h"
+#include "support/engine_run.h"
 #include "runner/local_engine.h"
 
 namespace ember {
@@ -17,11 +18,8 @@ namespace {
 
 const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
 
-struct Result {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprobs> logprobs;
-  FinishReason reason = FinishReason::kNone;
-};
+using test::RunResult;
+using Result = RunResult;
 
 std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
   auto model = LoadModel(path);
@@ -59,20 +57,12 @@ RequestInput Input(std::vector<int32_t> prompt, int max_tokens, float temperatur
   return in;
 }
 
-std::map<RequestIndex, Result> RunAll(LocalEngine& engine, std::vector<RequestInput> inputs) {
-  std::map<RequestIndex, Result> results;
-  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(engine.core().AddRequest(i, std::move(inputs[i])).ok());
-  for (int steps = 0; engine.core().HasUnfinished(); ++steps) {
-    EXPECT_LT(steps, 100000) << "the engine does not make progress";
-    if (steps >= 100000) break;
-    for (const RequestOutput& out : engine.core().Step()) {
-      Result& r = results[out.req];
-      r.tokens.insert(r.tokens.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-      r.logprobs.insert(r.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
-      if (out.finished) r.reason = out.finish_reason;
-    }
-  }
-  return results;
+// Each call adds its requests under fresh indices, so one engine can run several workloads.
+std::map<RequestIndex, Result> RunAll(LocalEngine& engine, const std::vector<RequestInput>& inputs) {
+  static RequestIndex next = 0;
+  const RequestIndex first = next;
+  next += inputs.size();
+  return test::RunToCompletion(engine.core(), inputs, first);
 }
 
 void ExpectSameOutput(const Result& alone, const Result& other, const std::string& what) {

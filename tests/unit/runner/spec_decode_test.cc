@@ -11,6 +11,7 @@
 #include <random>
 
 #include "model/causal_lm.h"
+#include "support/engine_run.h"
 #include "runner/local_engine.h"
 
 namespace ember {
@@ -23,11 +24,7 @@ std::string CachedModel(const char* file) {
   return std::string(home ? home : "") + "/.cache/ember/models/" + file;
 }
 
-struct Result {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprobs> logprobs;
-  FinishReason reason = FinishReason::kNone;
-};
+using Result = test::RunResult;
 
 std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
   auto model = LoadModel(path);
@@ -39,17 +36,7 @@ std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions o
 }
 
 std::map<RequestIndex, Result> RunAll(LocalEngine& engine, const std::vector<RequestInput>& inputs) {
-  std::map<RequestIndex, Result> results;
-  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(engine.core().AddRequest(i, inputs[i]).ok());
-  for (int steps = 0; engine.core().HasUnfinished() && steps < 100000; ++steps) {
-    for (const RequestOutput& out : engine.core().Step()) {
-      Result& r = results[out.req];
-      r.tokens.insert(r.tokens.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-      r.logprobs.insert(r.logprobs.end(), out.new_logprobs.begin(), out.new_logprobs.end());
-      if (out.finished) r.reason = out.finish_reason;
-    }
-  }
-  return results;
+  return test::RunToCompletion(engine.core(), inputs);
 }
 
 void ExpectBitwiseEqual(const Result& want, const Result& got, const std::string& what) {
