@@ -34,8 +34,10 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   requests.reserve(output.scheduled_reqs.size());
   for (RequestIndex req : output.scheduled_reqs) requests.push_back(states_.Find(req));
   const std::vector<const RunnerRequest*> inputs(requests.begin(), requests.end());
-  const BuiltBatch built =
+  BuiltBatch built =
       BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
+  const std::span<const int32_t> tap_layers = proposer_ ? proposer_->TargetHiddenStateLayers() : std::span<const int32_t>();
+  built.batch.hidden_state_layers.assign(tap_layers.begin(), tap_layers.end());
 
   // Token ids and positions were validated at admission and bounded by max_model_len, so a
   // failure here is a bug too.
@@ -49,6 +51,7 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   result.logprobs.resize(requests.size());
   SampleAndVerify(requests, output, built, &result);
   AddPromptLogprobs(inputs, built, &result);
+  if (!tap_layers.empty()) ShareHiddenStates(requests, output, built, result);
   if (proposer_ && !output.num_tokens_to_propose.empty()) Propose(requests, output, &result);
   return result;
 }
@@ -101,6 +104,26 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
       proposer_->OnVerified(r.req, static_cast<int32_t>(draft.size()), static_cast<int32_t>(accepted));
     }
     next_row += draft.size() + 1;
+  }
+}
+
+void ModelRunner::ShareHiddenStates(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
+                                    const BuiltBatch& built, const ModelRunnerOutput& result) {
+  spec::TargetHiddenStates states;
+  states.layers = proposer_->TargetHiddenStateLayers();
+  states.data = forward_.hidden_states;
+  states.num_batch_rows = built.batch.num_tokens();
+  states.hidden_size = model_->info().hidden_size;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const size_t drafted = output.scheduled_spec_tokens.empty() ? 0 : output.scheduled_spec_tokens[i].size();
+    const size_t emitted = result.sampled_token_ids[i].size();
+    // The scheduled rows minus the rejected drafts: every emitted token but the last was a row.
+    states.num_rows = output.num_scheduled_tokens[i] - static_cast<int64_t>(drafted) +
+                      (emitted > 0 ? static_cast<int64_t>(emitted) - 1 : 0);
+    states.first_row = built.batch.query_start_loc[i];
+    // The diff's num_computed_tokens: where this step's rows start.
+    states.first_position = requests[i]->num_computed_tokens;
+    proposer_->ObserveTargetHiddenStates(requests[i]->req, states);
   }
 }
 

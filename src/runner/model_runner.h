@@ -41,6 +41,9 @@ class ModelRunner : public Executor {
   // emitted tokens are those decoding without speculation emits).
   void SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
                        const BuiltBatch& built, ModelRunnerOutput* result);
+  // Hands the proposer the target hidden states of every position this step verified.
+  void ShareHiddenStates(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
+                         const BuiltBatch& built, const ModelRunnerOutput& result);
   // Asks the proposer for the next drafts into result->draft_token_ids.
   void Propose(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output, ModelRunnerOutput* result);
   // Scores the prompt rows of requests with prompt_logprobs (after the sampled rows in the

@@ -43,9 +43,39 @@ struct Draft {
   }
 };
 
+// The target's hidden states for one request's positions verified this step, for proposers that
+// draft from them (DSpark, EAGLE-style heads). Rows are batch rows of the step; row i is position
+// first_position + i; Row(t, i) is the residual stream leaving target layer layers[t].
+struct TargetHiddenStates {
+  std::span<const int32_t> layers;   // Proposer::TargetHiddenStateLayers()
+  std::span<const float> data;       // [layers.size(), num_batch_rows, hidden_size]
+  int64_t num_batch_rows = 0;
+  int64_t hidden_size = 0;
+  int64_t first_row = 0;             // the request's first verified row in the batch
+  int64_t num_rows = 0;              // verified positions: a prefill chunk, or 1 + accepted drafts
+  int64_t first_position = 0;
+
+  std::span<const float> Row(size_t tap, int64_t i) const {
+    return data.subspan(static_cast<size_t>((static_cast<int64_t>(tap) * num_batch_rows + first_row + i) * hidden_size),
+                        static_cast<size_t>(hidden_size));
+  }
+};
+
 class Proposer {
  public:
   virtual ~Proposer() = default;
+
+  // Target layers whose hidden states this proposer reads (ForwardBatch::hidden_state_layers,
+  // increasing); empty for proposers that read tokens only.
+  virtual std::span<const int32_t> TargetHiddenStateLayers() const { return {}; }
+
+  // Each step, before Propose: the hidden states of every position of `req` that this step
+  // verified (prompt chunks included, rejected drafts excluded), in position order across steps.
+  // Called only when TargetHiddenStateLayers() is not empty. A preempted request starts again
+  // from position 0 after OnReleased.
+  virtual void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) {
+    (void)req, (void)states;
+  }
 
   // The method name of the speculative config ("ngram", "suffix", "draft_model").
   virtual std::string_view name() const = 0;

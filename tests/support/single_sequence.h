@@ -32,6 +32,11 @@ class SingleSequence {
   // last one only.
   Status Append(const int32_t* tokens, int64_t count, bool all_logits, std::vector<float>* logits);
 
+  // Layers whose hidden states the following Appends return in hidden_states(): [layers, count,
+  // hidden_size] for the last Append's tokens (ForwardOutput::hidden_states).
+  void set_hidden_state_layers(std::vector<int32_t> layers) { batch_.hidden_state_layers = std::move(layers); }
+  const std::vector<float>& hidden_states() const { return output_.hidden_states; }
+
  private:
   SingleSequence(CausalLM* model, KvStore kv, int64_t capacity);
 
