@@ -165,7 +165,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     const int64_t max = std::min<int64_t>({ahead, room, config_.num_speculative_tokens});
     if (max <= 0) continue;
     decodes.push_back(req);
-    candidates.push_back({static_cast<int32_t>(max), &req->acceptance()});
+    candidates.push_back({static_cast<int32_t>(max), &req->acceptance(), req->draft().confidences()});
   }
   if (candidates.empty()) return;
   std::vector<int32_t> plan;
@@ -361,7 +361,9 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     RollBackRejected(req, output.sampled_token_ids[i].size());
     const std::vector<TokenLogprobs>* logprobs = i < output.logprobs.size() ? &output.logprobs[i] : nullptr;
     const std::vector<int32_t>* draft = i < output.draft_token_ids.size() ? &output.draft_token_ids[i] : nullptr;
-    events.push_back(AppendTokens(req, output.sampled_token_ids[i], logprobs, draft));
+    const std::vector<float>* confidences =
+        i < output.draft_confidences.size() ? &output.draft_confidences[i] : nullptr;
+    events.push_back(AppendTokens(req, output.sampled_token_ids[i], logprobs, draft, confidences));
   }
   return events;
 }
@@ -385,7 +387,8 @@ void Scheduler::RollBackRejected(Request* req, size_t num_emitted) {
 }
 
 RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& tokens,
-                                      const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft) {
+                                      const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft,
+                                      const std::vector<float>* confidences) {
   // Every emitted token but the last has its K/V computed (accepted drafts); the last one is
   // computed by the next step.
   EMBER_CHECK(req->num_computed_tokens() == req->num_tokens() + static_cast<int64_t>(tokens.size()) - 1,
@@ -415,7 +418,8 @@ RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& 
       std::vector<int32_t> kept = kv_->TrimTo(req->index(), req->num_tokens());
       if (!kept.empty()) req->kept_blocks() = std::move(kept);
       if (draft != nullptr && !draft->empty()) {
-        req->draft().Start(*draft, req->num_tokens(), &req->acceptance(), &engine_acceptance_);
+        req->draft().Start(*draft, req->num_tokens(), &req->acceptance(), &engine_acceptance_,
+                           confidences != nullptr ? std::span<const float>(*confidences) : std::span<const float>());
       }
     }
     event = MakeOutput(*req);

@@ -125,9 +125,10 @@ class Scheduler {
 
   // Appends one step's sampled tokens to a running request, stopping at the first stop; caches
   // its newly full blocks, gives back blocks that only rejected drafts used, and takes its next
-  // draft (may be null).
+  // draft and the proposer's confidences in it (either may be null).
   RequestOutput AppendTokens(Request* req, const std::vector<int32_t>& tokens,
-                             const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft);
+                             const std::vector<TokenLogprobs>* logprobs, const std::vector<int32_t>* draft,
+                             const std::vector<float>* confidences);
   // Ends a request: frees its blocks, drops it from the queues and destroys it. Returns its
   // final event.
   RequestOutput Finish(Request* req, FinishReason reason, std::string message = {},

@@ -56,9 +56,11 @@ void DraftTracker::Record(AcceptanceStats* request, AcceptanceStats* engine) {
 }
 
 void DraftTracker::Start(std::span<const int32_t> draft, int64_t start, AcceptanceStats* request,
-                         AcceptanceStats* engine) {
+                         AcceptanceStats* engine, std::span<const float> confidences) {
   Record(request, engine);  // an earlier draft cut short by this one counts as far as it got
   tokens_.assign(draft.begin(), draft.end());
+  confidences_.assign(confidences.begin(), confidences.end());
+  if (confidences_.size() != tokens_.size()) confidences_.clear();
   start_ = start;
   matched_ = checked_ = 0;
   done_ = tokens_.empty();
@@ -102,8 +104,12 @@ std::vector<int32_t> PlanSpeculation(const SpecPlanInput& in) {
     double p = 1.0;
     for (int32_t i = 1; i <= std::min(cand.max_tokens, AcceptanceStats::kMaxPositions); ++i) {
       // The engine's own rate, itself starting from an even prior until drafts are seen.
-      const double engine_rate = in.engine->Conditional(i, 0.5, 1.0);
-      p *= std::min(0.995, cand.stats != nullptr ? cand.stats->Conditional(i, engine_rate, kPrior) : engine_rate);
+      if (static_cast<size_t>(i) <= cand.confidences.size()) {
+        p *= std::clamp(static_cast<double>(cand.confidences[i - 1]), 0.0, 0.995);
+      } else {
+        const double engine_rate = in.engine->Conditional(i, 0.5, 1.0);
+        p *= std::min(0.995, cand.stats != nullptr ? cand.stats->Conditional(i, engine_rate, kPrior) : engine_rate);
+      }
       gains.push_back({p, c});
     }
   }

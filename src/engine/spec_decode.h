@@ -11,6 +11,7 @@
 //
 // The choice (PlanSpeculation) maximises the expected tokens per second of the step: each extra
 // draft token of request r at draft position i adds P_r(positions 1..i accepted) expected tokens
+// (from the proposer's confidences when it gives them, else from the measured acceptance)
 // and one token of step cost, read from the StepCostModel measured at engine start. The extra
 // tokens with the largest expected gains are taken while they raise tokens/s; none at all when
 // the best choice is not clearly (kMinGain) better than no speculation.
@@ -59,17 +60,24 @@ class DraftTracker {
  public:
   // A new draft for the positions from `start` (the request's token count when it was proposed).
   // An unfinished earlier draft is recorded as far as it was checked.
-  void Start(std::span<const int32_t> draft, int64_t start, AcceptanceStats* request, AcceptanceStats* engine);
+  void Start(std::span<const int32_t> draft, int64_t start, AcceptanceStats* request, AcceptanceStats* engine,
+             std::span<const float> confidences = {});
   // The request's tokens grew (or it ended): compares what can be compared, records a finished draft.
   void Check(std::span<const int32_t> all_tokens, AcceptanceStats* request, AcceptanceStats* engine);
   // The draft tokens still ahead of the request's `num_tokens` known tokens (what a step can verify).
   std::span<const int32_t> Ahead(int64_t num_tokens) const;
-  void Clear() { tokens_.clear(); }
+  // The proposer's confidence in each token of Ahead() (empty when it gave none).
+  std::span<const float> confidences() const { return confidences_; }
+  void Clear() {
+    tokens_.clear();
+    confidences_.clear();
+  }
 
  private:
   void Record(AcceptanceStats* request, AcceptanceStats* engine);
 
   std::vector<int32_t> tokens_;
+  std::vector<float> confidences_;
   int64_t start_ = 0;
   int32_t matched_ = 0;
   int32_t checked_ = 0;
@@ -88,6 +96,10 @@ struct SpecDecodeCounters {
 struct SpecCandidate {
   int32_t max_tokens = 0;  // draft tokens it may verify (draft length, ceiling, length limits)
   const AcceptanceStats* stats = nullptr;
+  // The proposer's per-token confidence (P(token i survives | 1..i-1 did), e.g. DSpark's
+  // calibrated head): when given, the prefix survival is their running product (DSpark's
+  // Algorithm 1) instead of the measured acceptance.
+  std::span<const float> confidences;
 };
 
 struct SpecPlanInput {

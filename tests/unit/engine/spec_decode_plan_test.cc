@@ -108,3 +108,29 @@ TEST(PlanSpeculation, BacksOffAsTheBatchGrows) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// DSpark's Algorithm 1: with confidences, the prefix survival is their running product, and the
+// plan verifies a confident prefix, more of it for the request that is more sure.
+TEST(PlanSpeculation, ConfidencesGiveThePrefixSurvival) {
+  const StepCostModel cost{{1, 2, 4, 8, 16}, {1.0, 1.1, 1.3, 1.7, 2.5}};
+  AcceptanceStats engine;  // nothing measured: the confidences decide
+  const std::vector<float> sure = {0.95f, 0.9f, 0.9f, 0.85f, 0.2f, 0.1f, 0.1f};
+  const std::vector<float> unsure = {0.3f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f};
+  const std::vector<SpecCandidate> candidates = {{7, nullptr, sure}, {7, nullptr, unsure}};
+  const std::vector<int32_t> plan = PlanSpeculation(
+      {.candidates = candidates, .base_tokens = 2, .base_emitted = 2, .cost = &cost, .engine = &engine});
+  EXPECT_GE(plan[0], 3);
+  EXPECT_LE(plan[0], 5);
+  EXPECT_LT(plan[1], plan[0]);
+  const std::vector<float> low(7, 0.01f);
+  const std::vector<SpecCandidate> hopeless = {{7, nullptr, low}};
+  EXPECT_EQ(PlanSpeculation({.candidates = hopeless, .base_tokens = 1, .base_emitted = 1, .cost = &cost,
+                             .engine = &engine})[0],
+            0);
+}
+
+}  // namespace
+}  // namespace ember
