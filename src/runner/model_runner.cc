@@ -23,6 +23,7 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   if (proposer_) {
     states_.ForEachDropped(output, [&](const RunnerRequest& r, bool finished) {
       proposer_->OnReleased(r.req, r.tokens, r.num_prompt_tokens, finished);
+      draft_distributions_.erase(r.req);
     });
   }
   // The scheduler and runner disagreeing about requests is ember's bug, not the user's.
@@ -63,12 +64,19 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
   // drafts had been emitted. So the drafts are appended to the request's tokens for the rows'
   // history and cut back after sampling.
   std::vector<SamplerRow>& rows = rows_;
+  std::vector<DraftToVerify>& checks = checks_;
   rows.clear();
+  checks.clear();
   static const std::vector<int32_t> kNoDraft;
+  const int64_t vocab = model_->info().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (built.logits_row_of_request[i] < 0) continue;
     RunnerRequest& r = *requests[i];
     const std::vector<int32_t>& draft = output.scheduled_spec_tokens.empty() ? kNoDraft : output.scheduled_spec_tokens[i];
+    // The distributions the proposer drew these drafts from, if it said (kept from its Propose).
+    const auto q = draft_distributions_.find(r.req);
+    const bool has_q = !draft.empty() && q != draft_distributions_.end() &&
+                       static_cast<int64_t>(q->second.size()) >= static_cast<int64_t>(draft.size()) * vocab;
     const int64_t num_output = r.num_output_tokens();
     r.tokens.insert(r.tokens.end(), draft.begin(), draft.end());
     for (size_t j = 0; j <= draft.size(); ++j) {
@@ -79,11 +87,16 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
       row.seed = r.seed;
       row.token_index = num_output + static_cast<int64_t>(j);
       rows.push_back(row);
+      DraftToVerify check;
+      if (j < draft.size()) {
+        check.token_id = draft[j];
+        if (has_q) check.probabilities = std::span<const float>(q->second).subspan(j * vocab, vocab);
+      }
+      checks.push_back(check);
     }
   }
-  const int64_t vocab = model_->info().vocab_size;
-  std::vector<SampledToken> sampled =
-      sampler_.Sample(std::span<float>(forward_.logits.data(), rows.size() * vocab), rows, &ThreadPool::Global());
+  std::vector<VerifiedToken> verified = sampler_.Verify(std::span<float>(forward_.logits.data(), rows.size() * vocab),
+                                                        rows, checks, &ThreadPool::Global());
 
   size_t next_row = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -91,11 +104,11 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
     RunnerRequest& r = *requests[i];
     const std::vector<int32_t>& draft = output.scheduled_spec_tokens.empty() ? kNoDraft : output.scheduled_spec_tokens[i];
     r.tokens.resize(r.tokens.size() - draft.size());
-    // Keep the drafts the target sampled too, then the target's own token after them.
+    // The accepted drafts, then the first rejected row's token (or the bonus row's).
     size_t accepted = 0;
-    while (accepted < draft.size() && sampled[next_row + accepted].token_id == draft[accepted]) ++accepted;
+    while (accepted < draft.size() && verified[next_row + accepted].accepted) ++accepted;
     for (size_t j = 0; j <= accepted; ++j) {
-      SampledToken& token = sampled[next_row + j];
+      SampledToken& token = verified[next_row + j].token;
       r.tokens.push_back(token.token_id);
       result->sampled_token_ids[i].push_back(token.token_id);
       if (token.logprobs) result->logprobs[i].push_back(std::move(*token.logprobs));
@@ -103,6 +116,7 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
     if (!draft.empty() && proposer_) {
       proposer_->OnVerified(r.req, static_cast<int32_t>(draft.size()), static_cast<int32_t>(accepted));
     }
+    draft_distributions_.erase(r.req);  // used, or the request did not speculate this step
     next_row += draft.size() + 1;
   }
 }
@@ -151,6 +165,13 @@ void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const Sch
                 proposer_->name(), d.tokens.size(), inputs[k].max_tokens);
     result->draft_token_ids[input_request[k]] = d.tokens;
     result->draft_confidences[input_request[k]] = d.confidences;
+    if (!d.probabilities.empty()) {
+      const int64_t vocab = model_->info().vocab_size;
+      EMBER_CHECK(static_cast<int64_t>(d.probabilities.size()) == static_cast<int64_t>(d.tokens.size()) * vocab,
+                  "proposer {} gave {} probabilities for {} tokens of a {}-token vocabulary", proposer_->name(),
+                  d.probabilities.size(), d.tokens.size(), vocab);
+      draft_distributions_[inputs[k].req] = std::move(d.probabilities);
+    }
   }
   result->propose_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/executor.h"
@@ -36,9 +37,9 @@ class ModelRunner : public Executor {
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
 
  private:
-  // Samples every sampled row; for a request verifying a draft, keeps the draft tokens the target
-  // sampled itself, up to the first it did not, then that token (lossless by construction: the
-  // emitted tokens are those decoding without speculation emits).
+  // Samples every sampled row; for a request verifying a draft, keeps the drafts verification
+  // accepts, up to the first it does not, then that row's token (Sampler::Verify: coupled to plain
+  // sampling for one-hot drafts, the standard min(1, p/q) rule for drafts with distributions).
   void SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
                        const BuiltBatch& built, ModelRunnerOutput* result);
   // Hands the proposer the target hidden states of every position this step verified.
@@ -58,6 +59,10 @@ class ModelRunner : public Executor {
   ForwardOutput forward_;  // reused across steps
   std::unique_ptr<spec::Proposer> proposer_;
   std::vector<SamplerRow> rows_;      // reused across steps
+  std::vector<DraftToVerify> checks_; // reused across steps
+  // Per request, the distributions its last draft was drawn from (proposers that sample), until
+  // the next step verifies it.
+  std::unordered_map<RequestIndex, std::vector<float>> draft_distributions_;
   std::vector<spec::Draft> drafts_;   // reused across steps
   int64_t num_steps_ = 0;
   int64_t num_tokens_computed_ = 0;

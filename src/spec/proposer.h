@@ -4,9 +4,9 @@
 // the longest prefix the target agrees with). A proposer only guesses: it never changes what is
 // emitted, so a bad guess costs time, never correctness.
 //
-// Drafts are treated as deterministic (one-hot) by verification, which makes it lossless for any
-// proposer, however it chose its tokens; `confidences` are for scheduling (how many drafted tokens
-// are worth verifying), not for the acceptance rule.
+// Drafts are deterministic (one-hot) to verification unless the proposer says what distribution
+// it drew them from (`Draft::probabilities`); either way verification is lossless. `confidences`
+// are for scheduling (how many drafted tokens are worth verifying), not for the acceptance rule.
 //
 // Called from the engine thread only (the runner's step), one batch of requests per call, so a
 // proposer that runs a model can batch them.
@@ -36,10 +36,15 @@ struct Draft {
   // Empty, or one value in [0, 1] per token: how likely the proposer thinks the target agrees
   // (a drafter's probability of its token, a lookup's match frequency).
   std::vector<float> confidences;
+  // Empty, or [tokens.size(), vocab_size]: the distribution each token was drawn from, for
+  // proposers that sample (verification then uses the standard min(1, p/q) rule); empty means the
+  // tokens are deterministic guesses, verified one-hot.
+  std::vector<float> probabilities;
 
   void Clear() {
     tokens.clear();
     confidences.clear();
+    probabilities.clear();
   }
 };
 

@@ -8,6 +8,7 @@
 #include "runner/sampler/penalties.h"
 #include "runner/sampler/random.h"
 #include "runner/sampler/top_k_top_p.h"
+#include "runner/sampler/verify.h"
 
 namespace ember {
 namespace {
@@ -21,6 +22,7 @@ struct RowScratch {
   std::vector<int32_t> masked;
   FilterScratch filter;
   FilteredDistribution dist;
+  std::vector<double> residual;
 };
 
 RowScratch& ThreadScratch(int64_t vocab) {
@@ -70,7 +72,7 @@ std::vector<SampledToken> Sampler::Sample(std::span<float> logits, std::span<con
   return out;
 }
 
-SampledToken Sampler::SampleRow(std::span<float> logits, const SamplerRow& row) const {
+std::span<const float> Sampler::PrepareRow(std::span<float> logits, const SamplerRow& row) const {
   EMBER_CHECK(row.params != nullptr);
   const SamplingParams& p = *row.params;
   RowScratch& scratch = ThreadScratch(vocab_size_);
@@ -99,7 +101,13 @@ SampledToken Sampler::SampleRow(std::span<float> logits, const SamplerRow& row) 
                                     &scratch.counts);
   }
   MaskTokens(scratch.masked, logits);
+  return raw;
+}
 
+SampledToken Sampler::SampleRow(std::span<float> logits, const SamplerRow& row) const {
+  const SamplingParams& p = *row.params;
+  const std::span<const float> raw = PrepareRow(logits, row);
+  RowScratch& scratch = ThreadScratch(vocab_size_);
   SampledToken result;
   // Top-k/top-p/min-p never remove the most likely token, so greedy rows skip them. A row whose
   // every token is masked (stop_token_ids covering the vocabulary) falls back to argmax, id 0.
@@ -110,6 +118,53 @@ SampledToken Sampler::SampleRow(std::span<float> logits, const SamplerRow& row) 
     result.token_id = SampleFromDistribution(scratch.dist, SamplingUniform(row.seed, row.token_index));
   }
   if (p.logprobs.has_value()) result.logprobs = ComputeTokenLogprobs(raw, result.token_id, *p.logprobs);
+  return result;
+}
+
+std::vector<VerifiedToken> Sampler::Verify(std::span<float> logits, std::span<const SamplerRow> rows,
+                                           std::span<const DraftToVerify> drafts, ThreadPool* pool) const {
+  EMBER_CHECK(rows.size() == drafts.size());
+  EMBER_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(rows.size()) * vocab_size_);
+  std::vector<VerifiedToken> out(rows.size());
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      out[i] = VerifyRow(logits.subspan(i * static_cast<size_t>(vocab_size_), static_cast<size_t>(vocab_size_)),
+                         rows[i], drafts[i]);
+    }
+  };
+  if (pool != nullptr && rows.size() > 1) {
+    pool->ParallelFor(static_cast<int64_t>(rows.size()), run);
+  } else {
+    run(0, static_cast<int64_t>(rows.size()));
+  }
+  return out;
+}
+
+VerifiedToken Sampler::VerifyRow(std::span<float> logits, const SamplerRow& row, const DraftToVerify& draft) const {
+  if (draft.probabilities.empty()) {
+    VerifiedToken coupled;
+    coupled.token = SampleRow(logits, row);
+    coupled.accepted = draft.token_id >= 0 && coupled.token.token_id == draft.token_id;
+    return coupled;
+  }
+  const SamplingParams& p = *row.params;
+  EMBER_CHECK(static_cast<int64_t>(draft.probabilities.size()) == vocab_size_);
+  const std::span<const float> raw = PrepareRow(logits, row);
+  RowScratch& scratch = ThreadScratch(vocab_size_);
+  VerifiedToken result;
+  if (p.greedy() || !FilterDistribution(logits, p.temperature, p.top_k, p.top_p, p.min_p, &scratch.filter,
+                                        &scratch.dist)) {
+    result.token.token_id = ArgMax(logits);
+    result.accepted = result.token.token_id == draft.token_id;
+  } else {
+    const VerifyDecision d =
+        VerifyAgainstDistribution(scratch.dist, draft.token_id, draft.probabilities, row.seed, row.token_index,
+                                  &scratch.residual);
+    result.accepted = d.accepted;
+    result.token.token_id = d.token_id;
+  }
+  if (p.logprobs.has_value()) result.token.logprobs = ComputeTokenLogprobs(raw, result.token.token_id, *p.logprobs);
   return result;
 }
 

@@ -42,6 +42,18 @@ struct SampledToken {
   std::optional<TokenLogprobs> logprobs;  // when params.logprobs is set
 };
 
+// One drafted token to verify against a row, with the distribution the drafter drew it from.
+struct DraftToVerify {
+  int32_t token_id = -1;                 // -1: no draft at this row (a bonus row, a plain decode)
+  // [vocab_size], the drafter's q (sums to 1); empty for a deterministic draft (one-hot).
+  std::span<const float> probabilities;
+};
+
+struct VerifiedToken {
+  bool accepted = false;
+  SampledToken token;  // the draft token when accepted, else a draw from the residual
+};
+
 class Sampler {
  public:
   // `eos_token_ids`: the ids that end generation (masked during min_tokens unless ignore_eos).
@@ -52,10 +64,24 @@ class Sampler {
   std::vector<SampledToken> Sample(std::span<float> logits, std::span<const SamplerRow> rows,
                                    ThreadPool* pool = nullptr) const;
 
+  // Samples every row and verifies its draft (runner/README.md, "Verifying drafts"). A one-hot
+  // draft, or none, is coupled to plain sampling: the row's token is exactly what Sample gives and
+  // the draft is accepted when it equals it, so the output is bitwise that of decoding without
+  // speculation. A draft with its distribution q uses the standard rule (Leviathan et al. 2023;
+  // Chen et al. 2023): p being the row's distribution after every transform, accept x with
+  // probability min(1, p(x) / q(x)), otherwise emit a draw from normalise(max(p - q, 0))
+  // (runner/sampler/verify.h); greedy rows accept exactly the argmax. Rows are independent: the
+  // caller keeps drafts up to the first rejection.
+  std::vector<VerifiedToken> Verify(std::span<float> logits, std::span<const SamplerRow> rows,
+                                    std::span<const DraftToVerify> drafts, ThreadPool* pool = nullptr) const;
+
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
+  // Penalties and masks in place; returns the raw logits to compute logprobs from.
+  std::span<const float> PrepareRow(std::span<float> logits, const SamplerRow& row) const;
   SampledToken SampleRow(std::span<float> logits, const SamplerRow& row) const;
+  VerifiedToken VerifyRow(std::span<float> logits, const SamplerRow& row, const DraftToVerify& draft) const;
 
   int64_t vocab_size_;
   std::vector<int32_t> eos_token_ids_;

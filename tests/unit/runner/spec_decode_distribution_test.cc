@@ -12,6 +12,8 @@
 
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
+#include "runner/sampler/random.h"
+#include "spec/draft_model_loader.h"
 
 namespace ember {
 namespace {
@@ -21,9 +23,40 @@ const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_s
 constexpr int kRequests = 1500;
 constexpr int kTokens = 4;  // token 0 has no draft; tokens 1..3 come through verification
 
+// A proposer that samples its drafts: the tiny model drafting for itself greedily gives a guess g
+// per position; the draft token is drawn from q = 0.7 * one-hot(g) + 0.3 * uniform, and q is
+// returned with it, so verification takes the standard min(1, p/q) path.
+class SamplingProposer final : public spec::Proposer {
+ public:
+  SamplingProposer(std::unique_ptr<spec::Proposer> greedy, int64_t vocab) : greedy_(std::move(greedy)), vocab_(vocab) {}
+  std::string_view name() const override { return "sampling"; }
+  void Propose(std::span<const spec::ProposalInput> inputs, std::span<spec::Draft> drafts) override {
+    greedy_->Propose(inputs, drafts);
+    for (spec::Draft& d : drafts) {
+      d.confidences.clear();
+      d.probabilities.assign(d.tokens.size() * vocab_, 0.3f / static_cast<float>(vocab_));
+      for (size_t j = 0; j < d.tokens.size(); ++j) {
+        d.probabilities[j * vocab_ + d.tokens[j]] += 0.7f;
+        const double u = SamplingUniform(0xD2AF7 + calls_, static_cast<int64_t>(j));
+        if (u >= 0.7) d.tokens[j] = static_cast<int32_t>((u - 0.7) / 0.3 * static_cast<double>(vocab_)) % vocab_;
+      }
+      ++calls_;
+    }
+  }
+  void OnReleased(spec::RequestId req, std::span<const int32_t> tokens, int64_t num_prompt, bool completed) override {
+    greedy_->OnReleased(req, tokens, num_prompt, completed);
+  }
+
+ private:
+  std::unique_ptr<spec::Proposer> greedy_;
+  int64_t vocab_;
+  uint64_t calls_ = 0;
+};
+
 // counts[position][token] over kRequests requests with seeds first_seed, first_seed + 1, ...
+// `sampling_drafts`: replace the configured proposer by SamplingProposer.
 std::vector<std::map<int32_t, int>> Sample(const std::string& speculative_config, uint64_t first_seed,
-                                           SpecDecodeCounters* spec) {
+                                           SpecDecodeCounters* spec, bool sampling_drafts = false) {
   auto model = LoadModel(kTinyA);
   EXPECT_TRUE(model.ok());
   EngineOptions o;
@@ -36,6 +69,16 @@ std::vector<std::map<int32_t, int>> Sample(const std::string& speculative_config
   o.model_path = kTinyA;
   auto engine = LocalEngine::Create(std::move(*model), o);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (sampling_drafts) {
+    spec::DraftModelProposerOptions d;
+    d.num_speculative_tokens = 3;
+    d.max_num_seqs = o.max_num_seqs;
+    d.max_model_len = o.max_model_len;
+    auto greedy = spec::LoadDraftModelProposer(kTinyA, kTinyA, (*engine)->model().info(), d);
+    EXPECT_TRUE(greedy.ok()) << greedy.status().message();
+    (*engine)->runner().set_proposer(
+        std::make_unique<SamplingProposer>(std::move(*greedy), (*engine)->model().info().vocab_size));
+  }
   EngineCore& core = (*engine)->core();
   for (int i = 0; i < kRequests; ++i) {
     RequestInput in;
@@ -102,6 +145,21 @@ TEST(SpecDecodeDistribution, SampledTokensFollowTheTargetDistribution) {
                                       kTinyA + R"("})",
                                   1000000, &spec);
   // The test means something only if drafts were both accepted and rejected often.
+  EXPECT_GT(spec.num_accepted_tokens, spec.num_draft_tokens / 10);
+  EXPECT_LT(spec.num_accepted_tokens, spec.num_draft_tokens * 9 / 10);
+  RecordProperty("accepted", static_cast<int>(spec.num_accepted_tokens));
+  RecordProperty("drafted", static_cast<int>(spec.num_draft_tokens));
+  for (int p = 0; p < kTokens; ++p) ExpectSameDistribution(plain[p], speculative[p], p);
+}
+
+// Drafts drawn from a distribution q go through the standard min(1, p/q) rule and its residual:
+// the emitted tokens still follow the target distribution.
+TEST(SpecDecodeDistribution, SampledDraftsWithTheirDistributionFollowTheTarget) {
+  const auto plain = Sample("", 1, nullptr);
+  SpecDecodeCounters spec;
+  const auto speculative = Sample(R"({"method":"draft_model","num_speculative_tokens":3,"adaptive":false,"model":")" +
+                                      kTinyA + R"("})",
+                                  2000000, &spec, /*sampling_drafts=*/true);
   EXPECT_GT(spec.num_accepted_tokens, spec.num_draft_tokens / 10);
   EXPECT_LT(spec.num_accepted_tokens, spec.num_draft_tokens * 9 / 10);
   RecordProperty("accepted", static_cast<int>(spec.num_accepted_tokens));
