@@ -23,37 +23,15 @@ import json
 import os
 import pathlib
 import platform
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CACHE = pathlib.Path(os.environ.get("EMBER_CACHE", pathlib.Path.home() / ".cache/ember"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_plot import plot_runs  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=5) as f:
-                if f.status == 200:
-                    return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("server did not become ready")
+from bench_servers import free_port, stop, wait_ready  # noqa: E402
 
 
 def server_command(kind: str, args: argparse.Namespace, conc: int, port: int) -> list[str]:
@@ -82,12 +60,7 @@ def run_one(kind: str, args: argparse.Namespace, conc: int, repeat: int, log_dir
         with open(out_json) as f:
             level = json.load(f)["levels"][0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
     level["repeat"] = repeat
     return level

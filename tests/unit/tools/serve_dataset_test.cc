@@ -125,10 +125,73 @@ TEST(ServeDataset, CodePromptsAreFunctions) {
   }
 }
 
+int64_t Count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ServeDataset, EditPromptsEndInsideAnAnswerThatRepeatsTheFile) {
+  DatasetOptions o;
+  o.name = "edit";
+  o.num_prompts = 4;
+  o.input_len = 200;
+  o.output_len = 180;
+  const auto sessions = BuildSessions(o);
+  const auto again = BuildSessions(o);
+  ASSERT_TRUE(sessions.ok() && again.ok());
+  ASSERT_EQ(sessions->size(), 4u);
+  for (size_t i = 0; i < sessions->size(); ++i) {
+    const BenchRequest& r = (*sessions)[i].requests[0];
+    EXPECT_EQ(r.prompt, (*again)[i].requests[0].prompt);
+    EXPECT_EQ(r.output_len, 180);
+    ASSERT_EQ(r.prompt.rfind("Old version of utils.py:\n```python\ndef sum_", 0), 0u) << r.prompt;
+    // 200 tokens at ~50 per function: 4 functions in the file, and the answer's first def line.
+    EXPECT_EQ(Count(r.prompt, "def sum_"), 5);
+    const std::string renamed = r.prompt.substr(r.prompt.find("renamed to `") + 12);
+    const std::string name = renamed.substr(0, renamed.find('`'));
+    EXPECT_EQ(name.rfind("new_", 0), 0u);
+    EXPECT_TRUE(r.prompt.ends_with("    " + name + " = 0\n")) << r.prompt;
+    // The first function's def line, as it is in the file, starts the answer.
+    const std::string first_def = r.prompt.substr(r.prompt.find("def sum_"));
+    EXPECT_NE(r.prompt.rfind("```python\n" + first_def.substr(0, first_def.find('\n'))), std::string::npos);
+  }
+  EXPECT_NE((*sessions)[0].requests[0].prompt, (*sessions)[1].requests[0].prompt);
+}
+
+TEST(ServeDataset, QuotePromptsEndWithThePassagesFirstSentence) {
+  DatasetOptions o;
+  o.name = "quote";
+  o.num_prompts = 20;
+  o.input_len = 110;
+  o.output_len = 100;
+  o.range_ratio = 0.2;
+  const auto sessions = BuildSessions(o);
+  ASSERT_TRUE(sessions.ok());
+  bool both_instructions[2] = {false, false};
+  for (const Session& s : *sessions) {
+    const BenchRequest& r = s.requests[0];
+    ASSERT_EQ(r.prompt.rfind("Passage:\n", 0), 0u);
+    const std::string passage = r.prompt.substr(9, r.prompt.find("\n\n") - 9);
+    // 88..132 tokens at ~11 per sentence.
+    const int64_t sentences = Count(passage, ". ") + 1;
+    EXPECT_GE(sentences, 8);
+    EXPECT_LE(sentences, 13);
+    const std::string first = passage.substr(0, passage.find(". ") + 1);
+    EXPECT_TRUE(r.prompt.ends_with(first)) << r.prompt;
+    EXPECT_EQ(r.prompt[r.prompt.size() - first.size() - 1], '\n');
+    both_instructions[0] = both_instructions[0] || r.prompt.find("Quote the passage exactly:") != std::string::npos;
+    both_instructions[1] = both_instructions[1] || r.prompt.find("quoting its key sentences") != std::string::npos;
+    EXPECT_GE(r.output_len, 80);
+    EXPECT_LE(r.output_len, 120);
+  }
+  EXPECT_TRUE(both_instructions[0] && both_instructions[1]);
+}
+
 TEST(ServeDataset, RejectsBadOptions) {
   DatasetOptions o;
   o.name = "sharegpt";
-  EXPECT_NE(BuildSessions(o).status().message().find("random, prefix or code"), std::string::npos);
+  EXPECT_NE(BuildSessions(o).status().message().find("random, prefix, code, edit or quote"), std::string::npos);
   o.name = "random";
   o.range_ratio = 1.0;
   EXPECT_NE(BuildSessions(o).status().message().find("--range-ratio"), std::string::npos);

@@ -156,8 +156,10 @@ void RegisterBenchServeCommand(CLI::App* bench) {
   cmd->add_option("--label", o->label, "Name of this server in the results and plots");
   cmd->add_option("--api-key", o->api_key, "Bearer token (default: $OPENAI_API_KEY)");
   bench::DatasetOptions& d = o->dataset;
-  cmd->add_option("--dataset", d.name, "random, prefix (shared prefix, multi-turn sessions) or code")
-      ->check(CLI::IsMember({"random", "prefix", "code"}));
+  cmd->add_option("--dataset", d.name,
+                  "random, prefix (shared prefix, multi-turn sessions), code, edit (rewrite a Python file with a "
+                  "rename) or quote (quote a passage): edit and quote answers repeat the prompt")
+      ->check(CLI::IsMember({"random", "prefix", "code", "edit", "quote"}));
   cmd->add_option("--num-prompts", d.num_prompts, "Requests per level")->check(CLI::PositiveNumber);
   cmd->add_option("--input-len", d.input_len, "Prompt tokens (about; prefix: tokens of each new message)")
       ->check(CLI::PositiveNumber);

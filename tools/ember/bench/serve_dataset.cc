@@ -32,6 +32,19 @@ constexpr std::string_view kCodeNames[] = {"data", "value", "item", "result", "c
 constexpr std::string_view kCodeOps[] = {"+", "-", "*", "//"};
 // Tokens of one generated function, as the SmolLM2 and Gemma tokenizers count it (roughly).
 constexpr int64_t kTokensPerFunction = 24;
+// The same for EditCode's functions and PassageText's sentences (SmolLM2, measured on seed 0).
+constexpr int64_t kTokensPerEditFunction = 50;
+constexpr int64_t kTokensPerSentence = 11;
+// Plain, concrete words so the sentences read as ordinary prose a small model will copy.
+constexpr std::string_view kAdjectives[] = {"old", "small", "quiet", "busy", "green", "cold", "bright", "long",
+                                            "narrow", "new", "wooden", "empty", "warm", "tall", "dark", "open"};
+constexpr std::string_view kNouns[] = {"river", "village", "teacher", "market", "bridge", "garden", "road",
+                                       "farmer", "library", "train", "harbour", "school", "forest", "baker",
+                                       "castle", "station"};
+constexpr std::string_view kVerbs[] = {"stood", "waited", "grew", "opened", "closed", "turned", "moved", "stayed",
+                                       "started", "changed"};
+constexpr std::string_view kTimes[] = {"morning", "evening", "spring", "summer", "winter", "autumn", "night"};
+constexpr std::string_view kPeople[] = {"Anna", "Tom", "Maria", "James", "Lucy", "Peter", "Sara", "David"};
 
 template <typename T, size_t N>
 const T& Pick(BenchRng& rng, const T (&items)[N]) {
@@ -93,11 +106,84 @@ std::string CodeText(BenchRng& rng, int64_t tokens) {
   return out;
 }
 
+std::string EditCode(BenchRng& rng, int64_t tokens, std::string* local) {
+  std::string out;
+  for (int64_t emitted = 0; emitted < tokens; emitted += kTokensPerEditFunction) {
+    // Four distinct names: the list, the threshold, the accumulator and the loop variable.
+    std::string_view n[4];
+    for (int i = 0; i < 4; ++i) {
+      bool clash = true;
+      while (clash) {
+        n[i] = Pick(rng, kCodeNames);
+        clash = false;
+        for (int j = 0; j < i; ++j) clash = clash || n[j] == n[i];
+      }
+    }
+    if (out.empty() && local != nullptr) *local = std::string(n[2]);
+    const std::string_view op = Pick(rng, kCodeOps);
+    const int64_t k = rng.UniformInt(1, 99);
+    if (!out.empty()) out += "\n\n";
+    out += fmt::format(
+        "def sum_{0}_over_{1}({0}, {1}):\n    {2} = 0\n    for {3} in {0}:\n        if {3} > {1}:\n"
+        "            {2} = {2} + {3} {4} {5}\n    return {2}\n",
+        n[0], n[1], n[2], n[3], op, k);
+  }
+  return out;
+}
+
+std::string PassageText(BenchRng& rng, int64_t tokens) {
+  std::string out;
+  for (int64_t emitted = 0; emitted < tokens; emitted += kTokensPerSentence) {
+    if (!out.empty()) out += ' ';
+    switch (rng.UniformInt(0, 2)) {
+      case 0:
+        out += fmt::format("The {} {} {} near the {} {}.", Pick(rng, kAdjectives), Pick(rng, kNouns),
+                           Pick(rng, kVerbs), Pick(rng, kAdjectives), Pick(rng, kNouns));
+        break;
+      case 1:
+        out += fmt::format("In the {}, the {} by the {} {} again.", Pick(rng, kTimes), Pick(rng, kNouns),
+                           Pick(rng, kNouns), Pick(rng, kVerbs));
+        break;
+      default:
+        out += fmt::format("{} said that the {} was {} and {}.", Pick(rng, kPeople), Pick(rng, kNouns),
+                           Pick(rng, kAdjectives), Pick(rng, kAdjectives));
+    }
+  }
+  return out;
+}
+
 int64_t SampleLength(BenchRng& rng, int64_t mean, double ratio) {
   const int64_t lo = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(mean) * (1 - ratio)));
   const int64_t hi = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(mean) * (1 + ratio)));
   return rng.UniformInt(lo, hi);
 }
+
+namespace {
+
+// The file, the instruction, and the answer's first two lines (the def line as it was, the
+// renamed accumulator's initialisation): the model is already copying when generation starts.
+std::string EditPrompt(BenchRng& rng, int64_t tokens) {
+  std::string local;
+  const std::string code = EditCode(rng, tokens, &local);
+  const std::string renamed = "new_" + local;
+  const size_t def_end = code.find('\n');
+  return fmt::format(
+      "Old version of utils.py:\n```python\n{0}```\n\nNew version of utils.py, where the variable `{1}` is "
+      "renamed to `{2}` and nothing else changes:\n```python\n{3}\n    {2} = 0\n",
+      code, local, renamed, code.substr(0, def_end));
+}
+
+std::string QuotePrompt(BenchRng& rng, int64_t tokens) {
+  const std::string passage = PassageText(rng, tokens);
+  const std::string_view instruction = rng.UniformInt(0, 1) == 0
+                                           ? "Quote the passage exactly:"
+                                           : "Summarise the passage, quoting its key sentences word for word:";
+  const size_t first_end = passage.find(". ");
+  return fmt::format("Passage:\n{}\n\n{}\n{}", passage, instruction,
+                     passage.substr(0, first_end == std::string::npos ? passage.size() : first_end + 1));
+}
+
+}  // namespace
 
 Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
   if (o.num_prompts < 1) return InvalidArgument("--num-prompts must be at least 1");
@@ -112,6 +198,14 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
       const int64_t input = SampleLength(rng, o.input_len, o.range_ratio);
       std::string prompt = o.name == "random" ? RandomWords(rng, input) : CodeText(rng, input);
       sessions.push_back({{{std::move(prompt), SampleLength(rng, o.output_len, o.range_ratio)}}});
+    }
+    return sessions;
+  }
+  if (o.name == "edit" || o.name == "quote") {
+    for (int64_t i = 0; i < o.num_prompts; ++i) {
+      const int64_t input = SampleLength(rng, o.input_len, o.range_ratio);
+      sessions.push_back({{{o.name == "edit" ? EditPrompt(rng, input) : QuotePrompt(rng, input),
+                            SampleLength(rng, o.output_len, o.range_ratio)}}});
     }
     return sessions;
   }
@@ -137,7 +231,7 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
     }
     return sessions;
   }
-  return InvalidArgument(fmt::format("--dataset must be random, prefix or code; got '{}'", o.name));
+  return InvalidArgument(fmt::format("--dataset must be random, prefix, code, edit or quote; got '{}'", o.name));
 }
 
 }  // namespace ember::tools::bench

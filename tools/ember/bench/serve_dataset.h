@@ -8,6 +8,13 @@
 //           system prompt with tool descriptions) and run `turns` turns one after the other; each
 //           turn's prompt is the whole history so far plus a new message of about input_len words
 //   code    like random, but the text is short Python functions (~24 tokens each)
+//   edit    a Python file, then "the new version, with one variable renamed" and the first lines of
+//           that answer: a good answer repeats almost all of the input (speculation by lookup pays)
+//   quote   a passage of plain English sentences, then an instruction to quote it exactly (or
+//           summarise it quoting its key sentences) and the first sentence of the answer
+//
+// edit and quote are plain completions (no chat template) that end inside the answer, so even a
+// small model continues by copying; their output_len is about the copied text's length.
 //
 // Token counts are approximate; the reported input tokens come from the server's usage.
 #pragma once
@@ -38,7 +45,7 @@ class BenchRng {
 };
 
 struct DatasetOptions {
-  std::string name = "random";  // random, prefix, code
+  std::string name = "random";  // random, prefix, code, edit, quote
   int64_t num_prompts = 64;     // requests (prefix: sessions = num_prompts / turns, at least 1)
   int64_t input_len = 128;
   int64_t output_len = 64;
@@ -53,7 +60,7 @@ struct BenchRequest {
   int64_t output_len = 0;
 };
 
-// Requests sent one after the other: one for random/code, `turns` for prefix.
+// Requests sent one after the other: one for random/code/edit/quote, `turns` for prefix.
 struct Session {
   std::vector<BenchRequest> requests;
 };
@@ -66,6 +73,11 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& options);
 std::string RandomWords(BenchRng& rng, int64_t words);
 // Python functions until about `tokens` tokens.
 std::string CodeText(BenchRng& rng, int64_t tokens);
+// A Python file of loop functions until about `tokens` tokens; `local` gets the first function's
+// local variable (the name the edit instruction renames).
+std::string EditCode(BenchRng& rng, int64_t tokens, std::string* local);
+// Plain English sentences until about `tokens` tokens, one paragraph.
+std::string PassageText(BenchRng& rng, int64_t tokens);
 // Uniform in [max(1, mean * (1 - ratio)), max(1, mean * (1 + ratio))].
 int64_t SampleLength(BenchRng& rng, int64_t mean, double ratio);
 

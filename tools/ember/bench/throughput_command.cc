@@ -152,6 +152,13 @@ int RunThroughputBench(ThroughputOptions& o) {
                                 {"input_tokens_per_second", input_tokens / seconds},
                                 {"output_tokens_per_second", output_tokens / seconds},
                                 {"total_tokens_per_second", (input_tokens + output_tokens) / seconds}};
+  // Speculative decoding's counters (zero without it), as /metrics would report them, so offline
+  // runs can give tokens per verification step and acceptance per draft position.
+  const SpecDecodeCounters& spec = client.Stats().spec_decode;
+  out["spec_decode"] = {{"num_drafts", spec.num_drafts},
+                        {"num_draft_tokens", spec.num_draft_tokens},
+                        {"num_accepted_tokens", spec.num_accepted_tokens},
+                        {"accepted_per_position", spec.accepted_per_position}};
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
