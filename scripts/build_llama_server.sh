@@ -39,11 +39,22 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
   repo_root="$(cd "$(dirname "$0")/.." && pwd)"
   pip="$repo_root/.venv/bin/pip"
   [[ -x "$pip" ]] || pip=pip
-  tmp="$(mktemp -d)"
+  # A fixed place beside the build tree, so a rerun finds the same source (a build tree is tied
+  # to the source directory it was configured from).
+  tmp="$cache/sdist"
+  mkdir -p "$tmp"
   echo "fetching the llama-cpp-python $version sdist into $tmp" >&2
   "$pip" download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$tmp" >&2
   tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
   src="$tmp/llama_cpp_python-$version/vendor/llama.cpp"
+fi
+
+# A build tree configured from another source directory (an earlier temporary one) cannot be
+# reused: start it afresh.
+if [[ -f "$cache/build/CMakeCache.txt" ]] &&
+   ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$src" "$cache/build/CMakeCache.txt"; then
+  echo "the llama.cpp build tree was configured from another source directory: rebuilding it" >&2
+  rm -rf "$cache/build"
 fi
 
 # Static libraries so the binary does not depend on the build tree; the web UI

@@ -1,5 +1,7 @@
 #include "engine/engine_core.h"
 
+#include <chrono>
+
 #include <memory>
 #include <utility>
 
@@ -40,7 +42,9 @@ std::vector<RequestOutput> EngineCore::Step() {
       }
       observer_->OnStepBegin(scheduled, step_request_ids_);
     }
+    const auto start = Clock::now();
     output = executor_->Execute(scheduled);
+    output.execute_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (observer_ != nullptr) observer_->OnStepEnd();
   }
   return scheduler_.UpdateFromOutput(scheduled, output);

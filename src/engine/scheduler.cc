@@ -344,6 +344,10 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
   }
   constexpr double kProposeDecay = 0.9;
   propose_seconds_ = kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * output.propose_seconds;
+  if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
+      scheduled.total_num_scheduled_tokens > 0) {
+    config_.step_cost.Observe(scheduled.total_num_scheduled_tokens, output.execute_seconds - output.propose_seconds);
+  }
   for (size_t i = 0; i < scheduled.scheduled_reqs.size(); ++i) {
     auto it = requests_.find(scheduled.scheduled_reqs[i]);
     if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;  // aborted meanwhile

@@ -75,6 +75,7 @@ struct ModelRunnerOutput {
   std::vector<std::vector<int32_t>> draft_token_ids;
   std::vector<std::vector<float>> draft_confidences;
   double propose_seconds = 0.0;  // the proposer's wall time this step (adaptive speculation's cost)
+  double execute_seconds = 0.0;  // the whole Execute, proposer included (EngineCore measures it)
 };
 
 }  // namespace ember

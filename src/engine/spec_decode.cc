@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.h"
 
@@ -20,6 +21,25 @@ double StepCostModel::Seconds(int64_t n) const {
   const double x0 = static_cast<double>(tokens[hi - 1]), x1 = static_cast<double>(tokens[hi]);
   const double slope = std::max(0.0, (seconds[hi] - seconds[hi - 1]) / (x1 - x0));
   return seconds[hi - 1] + slope * (static_cast<double>(n) - x0);
+}
+
+void StepCostModel::Observe(int64_t n, double observed) {
+  if (empty() || n <= 0 || !(observed > 0.0)) return;
+  // The point nearest n on a log scale (the table is denser where steps are small).
+  size_t nearest = 0;
+  double best = 1e300;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const double d = std::abs(std::log(static_cast<double>(tokens[i]) / static_cast<double>(n)));
+    if (d < best) {
+      best = d;
+      nearest = i;
+    }
+  }
+  constexpr double kRate = 0.1;  // about ten steps to follow a lasting change; one outlier moves little
+  const double ratio = std::clamp(observed / Seconds(n), 0.5, 2.0);
+  seconds[nearest] *= 1.0 + kRate * (ratio - 1.0);
+  for (size_t j = nearest + 1; j < seconds.size(); ++j) seconds[j] = std::max(seconds[j], seconds[nearest]);
+  for (size_t j = nearest; j-- > 0;) seconds[j] = std::min(seconds[j], seconds[nearest]);
 }
 
 std::string StepCostModel::Describe() const {

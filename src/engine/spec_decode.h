@@ -14,7 +14,8 @@
 // (from the proposer's confidences when it gives them, else from the measured acceptance)
 // and one token of step cost, read from the StepCostModel measured at engine start. The extra
 // tokens with the largest expected gains are taken while they raise tokens/s; none at all when
-// the best choice is not clearly (kMinGain) better than no speculation.
+// the best choice is not clearly (kMinGain) better than no speculation. The cost model starts from
+// the startup measurement and follows the measured step times (StepCostModel::Observe).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,10 @@ struct StepCostModel {
 
   bool empty() const { return tokens.empty(); }
   double Seconds(int64_t n) const;
+  // A step of n tokens took `seconds`: moves the nearest point a little toward what that says
+  // (and keeps the table non-decreasing), so the model follows this machine as it is now (other
+  // load, longer contexts) rather than only as it was at startup.
+  void Observe(int64_t n, double seconds);
   std::string Describe() const;  // "1 tok 4.1 ms, 2 tok 4.3 ms, ..." for the startup log
 };
 
@@ -111,7 +116,9 @@ struct SpecPlanInput {
   const AcceptanceStats* engine = nullptr;
 };
 
-inline constexpr double kMinGain = 1.02;  // speculate only when predicted >= 2% faster
+// Speculate only when predicted at least 5% faster: the margin absorbs the cost model's error, so
+// that speculation is never measurably slower than none.
+inline constexpr double kMinGain = 1.05;
 
 // Draft tokens to verify per candidate (parallel to candidates).
 std::vector<int32_t> PlanSpeculation(const SpecPlanInput& input);

@@ -134,3 +134,21 @@ TEST(PlanSpeculation, ConfidencesGiveThePrefixSurvival) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(StepCostModel, FollowsObservedStepTimesAndStaysMonotone) {
+  StepCostModel cost{{1, 4, 16}, {1.0, 2.0, 4.0}};
+  for (int i = 0; i < 200; ++i) cost.Observe(4, 3.0);  // the machine got slower at 4 tokens
+  EXPECT_NEAR(cost.Seconds(4), 3.0, 0.05);
+  EXPECT_DOUBLE_EQ(cost.Seconds(1), 1.0);
+  EXPECT_GE(cost.Seconds(16), cost.Seconds(4));
+  for (int i = 0; i < 200; ++i) cost.Observe(16, 2.0);  // and faster at 16: 4 must follow down
+  EXPECT_LE(cost.Seconds(4), cost.Seconds(16));
+  cost.Observe(4, 1e9);  // one wild outlier moves a point by at most 10%
+  EXPECT_LT(cost.Seconds(4), 2.0 * 1.11);
+}
+
+}  // namespace
+}  // namespace ember
