@@ -21,6 +21,11 @@ int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
   return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block);
 }
 
+Status MuseSparkModel::ApplyFinalNorm(const float* x, int64_t rows, float* out) const {
+  kernels::RmsNormGain(x, rows, config_.hidden_size, static_cast<float>(config_.rms_norm_eps), final_gain_.data(), out);
+  return Status::Ok();
+}
+
 Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const MuseSparkConfig& c = config_;
