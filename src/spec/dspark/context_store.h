@@ -1,0 +1,63 @@
+// DSparkContext: one request's context K/V for every drafter layer, the keys and values the
+// drafter projected from the target's hidden states at positions [begin(), end()).
+//
+// The drafter keeps its own context K/V (reference/muse_spark.md §4.2): a block's own K/V is
+// computed for one forward and never stored, so the store only grows by verified positions, in
+// order, as the target reports them. With a sliding window only the last `window` positions can
+// ever be read again (a block query at position q >= end() reads context positions > q - window),
+// so older rows are dropped; the store holds at most 2 * window rows, trimming in one move when
+// it reaches that, so appends stay amortised O(rows).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::spec::dspark {
+
+class DSparkContext {
+ public:
+  // `kv_width` floats per position per layer for K and for V (num_kv_heads * head_dim); `window`
+  // the drafter's sliding window (keys per query including itself), -1 for none.
+  DSparkContext(int64_t num_layers, int64_t kv_width, int64_t window);
+
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+  int64_t size() const { return end_ - begin_; }
+  // Rows held for every layer (for memory accounting).
+  int64_t bytes() const;
+
+  // Drops positions >= `position` (a request recomputed from there). Positions before begin()
+  // are gone for good: then the store is emptied and starts again at `position` only if that is
+  // 0; otherwise it can never be complete again and complete() turns false.
+  void TruncateTo(int64_t position);
+  // Appends `count` positions from end(): k and v are [num_layers, count, kv_width].
+  void Append(const float* k, const float* v, int64_t count);
+  // Whether every position a block at `anchor` reads is held (begin() small enough for the
+  // window, end() == anchor) and no gap was ever seen.
+  bool CanDraftAt(int64_t anchor) const;
+  // Marks the store unusable (a gap in the target's positions); only a reset at position 0 revives it.
+  void Invalidate() { valid_ = false; }
+  bool valid() const { return valid_; }
+
+  // Row of `position` (begin() <= position < end()) of layer `layer`: kv_width floats.
+  const float* K(int64_t layer, int64_t position) const {
+    return k_[layer].data() + (position - begin_) * kv_width_;
+  }
+  const float* V(int64_t layer, int64_t position) const {
+    return v_[layer].data() + (position - begin_) * kv_width_;
+  }
+
+ private:
+  void TrimFront();
+
+  int64_t num_layers_;
+  int64_t kv_width_;
+  int64_t window_;
+  int64_t begin_ = 0;
+  int64_t end_ = 0;
+  bool valid_ = true;
+  std::vector<std::vector<float>> k_;  // per layer, [end - begin, kv_width]
+  std::vector<std::vector<float>> v_;
+};
+
+}  // namespace ember::spec::dspark
