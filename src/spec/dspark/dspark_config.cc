@@ -292,10 +292,6 @@ Status CheckFitsTarget(const DSparkConfig& c, const DSparkTargetInfo& t) {
     return bad(fmt::format("the drafter's vocab_size is {} but the target's is {}; use a drafter trained for this "
                            "target's tokenizer", c.vocab_size, t.vocab_size));
   }
-  if (c.num_target_layers > 0 && c.num_target_layers != t.num_layers) {
-    return bad(fmt::format("the drafter was trained on a target of {} layers (num_target_layers) but this target "
-                           "has {}", c.num_target_layers, t.num_layers));
-  }
   for (int32_t id : c.target_layer_ids) {
     if (id == -1) {
       return bad("target_layer_ids has -1 (the embedding output), which ember's target forward does not "
@@ -305,6 +301,10 @@ Status CheckFitsTarget(const DSparkConfig& c, const DSparkTargetInfo& t) {
       return bad(fmt::format("target_layer_ids has layer {} but the target has {} layers (0 to {})", id, t.num_layers,
                              t.num_layers - 1));
     }
+  }
+  if (c.num_target_layers > 0 && c.num_target_layers != t.num_layers) {
+    return bad(fmt::format("the drafter was trained on a target of {} layers (num_target_layers) but this target "
+                           "has {}", c.num_target_layers, t.num_layers));
   }
   return Status::Ok();
 }

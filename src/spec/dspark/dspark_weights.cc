@@ -1,6 +1,7 @@
 #include "spec/dspark/dspark_weights.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/dtypes.h"
 #include "core/logging.h"
@@ -84,9 +85,10 @@ Expected<DSparkWeights> BindDSparkWeights(const DSparkConfig& c, WeightSource& s
   if (!unused.empty()) {
     // A tensor nobody reads means the checkpoint has a part this drafter would silently skip
     // (another head type, biases): refuse rather than draft without it.
+    const std::string names = unused.size() <= 8 ? fmt::format("{}", fmt::join(unused, ", ")) : SummarizeTensorNames(unused);
     return InvalidArgument(fmt::format("DSpark drafter {}: tensors the config does not use: {} (check "
                                        "markov_head_type, enable_confidence_head and attention_bias)",
-                                       source.Describe(), SummarizeTensorNames(unused)));
+                                       source.Describe(), names));
   }
   return w;
 }

@@ -66,7 +66,8 @@ struct Fixture {
   Linear embed, lm_head;
   std::unique_ptr<DSparkDrafter> drafter;
   std::unique_ptr<SafetensorsFile> inputs, expected;
-  std::vector<float> features;  // [T, feature_width]
+  std::vector<float> features;  // [T, width]
+  int64_t width = 0;             // the drafter's feature_width (kept: tests may move the drafter out)
   nlohmann::json cases;
 
   explicit Fixture(const char* name) : dir(FixtureDir(name)) {
@@ -83,11 +84,12 @@ struct Fixture {
     inputs = OpenOrDie(dir + "/inputs.safetensors");
     expected = OpenOrDie(dir + "/expected.safetensors");
     features = ReadFloats(*inputs, "context_features");
+    width = drafter->feature_width();
     cases = ReadJson(dir + "/cases.json");
   }
 
-  int64_t num_positions() const { return static_cast<int64_t>(features.size()) / drafter->feature_width(); }
-  const float* feature_row(int64_t position) const { return features.data() + position * drafter->feature_width(); }
+  int64_t num_positions() const { return static_cast<int64_t>(features.size()) / width; }
+  const float* feature_row(int64_t position) const { return features.data() + position * width; }
 };
 
 }  // namespace ember::spec::dspark::test
