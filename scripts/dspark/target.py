@@ -37,9 +37,10 @@ def embed_and_head(model):
 @torch.no_grad()
 def taps(model, ids: torch.Tensor, layer_ids: list[int], attention_mask=None) -> torch.Tensor:
     """[B, T, m*d]: the taps of every position, concatenated in layer_ids order."""
-    out = model(ids, attention_mask=attention_mask, output_hidden_states=True)
+    # The decoder only (no lm_head); its last hidden_states entry is the final-normed one.
+    out = model.model(ids, attention_mask=attention_mask, output_hidden_states=True)
     hs = out.hidden_states
-    return torch.cat([hs[0 if l == -1 else l + 1] for l in layer_ids], -1)
+    return torch.cat([hs[0 if l == -1 else l + 1] for l in layer_ids], -1).float()
 
 
 # --- prompts: text that ships on this machine ---------------------------------------------------
@@ -114,6 +115,7 @@ def generate(tok, model, texts: list[str], max_new: int, temperature: float, bat
     torch.manual_seed(seed)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     out = []
+    texts = sorted(texts, key=len)  # batches of similar length pad less
     for i in range(0, len(texts), batch):
         msgs = [[{"role": "user", "content": t}] for t in texts[i : i + batch]]
         enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
