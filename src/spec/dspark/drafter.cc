@@ -14,7 +14,12 @@ namespace ember::spec::dspark {
 
 Expected<std::unique_ptr<DSparkDrafter>> DSparkDrafter::Create(DSparkConfig config, DSparkWeights weights,
                                                                SharedTargetWeights target) {
-  if (target.embed_tokens == nullptr || target.lm_head == nullptr) {
+  // The drafter's own copies, when it ships them, take the place of the target's.
+  if (!weights.embed_tokens.empty()) target.embed_tokens = nullptr;
+  if (!weights.lm_head.empty()) target.lm_head = nullptr;
+  const Linear* embed = target.embed_tokens != nullptr ? target.embed_tokens : &weights.embed_tokens;
+  const Linear* lm_head = target.lm_head != nullptr ? target.lm_head : &weights.lm_head;
+  if (embed->empty() || lm_head->empty()) {
     return InvalidArgument(
         "DSpark: the target model does not expose its embedding table and lm_head, which the drafter shares");
   }
@@ -27,13 +32,15 @@ Expected<std::unique_ptr<DSparkDrafter>> DSparkDrafter::Create(DSparkConfig conf
     }
     return Status::Ok();
   };
-  EMBER_RETURN_IF_ERROR(check("embedding table", *target.embed_tokens));
-  EMBER_RETURN_IF_ERROR(check("lm_head", *target.lm_head));
+  EMBER_RETURN_IF_ERROR(check("embedding table", *embed));
+  EMBER_RETURN_IF_ERROR(check("lm_head", *lm_head));
   return std::unique_ptr<DSparkDrafter>(new DSparkDrafter(std::move(config), std::move(weights), target));
 }
 
 DSparkDrafter::DSparkDrafter(DSparkConfig config, DSparkWeights weights, SharedTargetWeights target)
     : config_(std::move(config)), weights_(std::move(weights)), target_(target) {
+  if (target_.embed_tokens == nullptr) target_.embed_tokens = &weights_.embed_tokens;
+  if (target_.lm_head == nullptr) target_.lm_head = &weights_.lm_head;
   attention_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     BlockAttentionShape& a = attention_[l];

@@ -34,7 +34,7 @@
 namespace ember::spec::dspark {
 
 // The target's embedding table and lm_head, shared with the drafter (never copied). They must
-// outlive the drafter.
+// outlive the drafter. Ignored for the matrix the drafter's checkpoint ships itself.
 struct SharedTargetWeights {
   const Linear* embed_tokens = nullptr;  // [V, target hidden]
   const Linear* lm_head = nullptr;       // [V, target hidden]

@@ -44,13 +44,10 @@ Status BindLayer(const DSparkConfig& c, WeightSource& source, int64_t index, DSp
   return Status::Ok();
 }
 
-// Tensors a DSpark checkpoint may carry that inference does not read: the embedding and lm_head
-// are the target's; mask_embedding is vLLM's unused placeholder; t2d / d2t map a pruned
-// vocabulary, which a full-vocabulary drafter does not have.
-bool IgnorableTensor(const std::string& name) {
-  return name == "embed_tokens.weight" || name == "lm_head.weight" || name == "mask_embedding" || name == "t2d" ||
-         name == "d2t";
-}
+// Tensors a DSpark checkpoint may carry that inference does not read: mask_embedding is vLLM's
+// unused placeholder ("DSpark masks via the vocab row"). (t2d / d2t map a pruned vocabulary, which
+// the config already refuses through draft_vocab_size.)
+bool IgnorableTensor(const std::string& name) { return name == "mask_embedding"; }
 
 }  // namespace
 
@@ -78,9 +75,19 @@ Expected<DSparkWeights> BindDSparkWeights(const DSparkConfig& c, WeightSource& s
     EMBER_ASSIGN_OR_RETURN(std::vector<float> bias, RequireF32(source, "confidence_head.proj.bias", Shape{1}));
     w.confidence_bias = bias[0];
   }
+  if (source.Has("embed_tokens.weight")) {
+    EMBER_ASSIGN_OR_RETURN(w.embed_tokens, RequireMatrix(source, "embed_tokens.weight", c.vocab_size, h));
+  }
+  if (source.Has("lm_head.weight")) {
+    EMBER_ASSIGN_OR_RETURN(w.lm_head, RequireMatrix(source, "lm_head.weight", c.vocab_size, h));
+  }
   std::vector<std::string> unused;
   for (const std::string& name : source.UnusedTensorNames()) {
-    if (!IgnorableTensor(name)) unused.push_back(name);
+    if (!IgnorableTensor(name)) {
+      unused.push_back(name);
+    } else {
+      EMBER_LOG_INFO("DSpark drafter {}: ignoring {} (not used by inference)", source.Describe(), name);
+    }
   }
   if (!unused.empty()) {
     // A tensor nobody reads means the checkpoint has a part this drafter would silently skip

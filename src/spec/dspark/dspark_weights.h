@@ -1,8 +1,8 @@
 // DSparkWeights: every tensor of a DSpark drafter checkpoint, bound to Linear matrices and f32
 // gains, checked strictly against its DSparkConfig (checkpoint_layout.md lists the names and
 // shapes). The drafter's embedding and lm_head are the target's (shared and frozen), so a
-// checkpoint need not carry them; when it does they are ignored, as vLLM ignores them for a
-// full-vocabulary drafter.
+// checkpoint need not carry them; when it does (DeepSpec's released drafters ship frozen copies)
+// they are used instead, as vLLM and SGLang do, after a shape check.
 #pragma once
 
 #include <memory>
@@ -41,6 +41,10 @@ struct DSparkWeights {
   // Confidence head: c = sigmoid(w · [h; W1[x]] + b) ([h] alone without the Markov input).
   std::vector<float> confidence_weight;  // [H (+ r)]
   float confidence_bias = 0.0f;
+  // Shipped copies of the target's embedding and lm_head [V, H]; empty when absent (then the
+  // target's are shared).
+  Linear embed_tokens;
+  Linear lm_head;
 
   std::shared_ptr<const void> keep_alive;  // the mapped checkpoint the Linear views point into
 };

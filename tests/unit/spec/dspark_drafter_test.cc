@@ -13,9 +13,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
-#include "spec/dspark/markov_head.h"
 #include "dspark_fixture.h"
+#include "dspark_random_drafter.h"
+#include "formats/safetensors_writer.h"
+#include "spec/dspark/markov_head.h"
 
 namespace ember::spec::dspark {
 namespace {
@@ -138,6 +141,41 @@ TEST_P(DSparkDrafterTest, ConfidenceThresholdTruncatesAtFirstLowPosition) {
     markov.Draft(0, 5, g, {}, threshold, false, &truncated);
     ASSERT_EQ(truncated.tokens.size(), expect) << "threshold " << threshold;
     EXPECT_TRUE(std::equal(truncated.tokens.begin(), truncated.tokens.end(), full.tokens.begin()));
+  }
+}
+
+// A checkpoint that ships its own embed_tokens / lm_head (DeepSpec's released drafters carry frozen
+// copies of the target's) drafts with them, needing nothing from the target.
+TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {
+  Fixture f("tiny");
+  const test::TempDir tmp("shipped");
+  std::filesystem::copy_file(f.dir + "/config.json", tmp.path + "/config.json");
+  auto model = test::OpenOrDie(f.dir + "/model.safetensors");
+  std::vector<SafetensorsEntry> entries;
+  for (const SafetensorTensor& t : model->tensors()) entries.push_back({t.name, t.dtype, t.shape, t.view.data});
+  for (const char* name : {"embed_tokens.weight", "lm_head.weight"}) {
+    const SafetensorTensor* t = f.target->Find(name);
+    entries.push_back({name, t->dtype, t->shape, t->view.data});
+  }
+  ASSERT_TRUE(WriteSafetensors(tmp.path + "/model.safetensors", entries).ok());
+  auto config = LoadDSparkConfig(tmp.path);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto weights = LoadDSparkWeights(tmp.path, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  auto own = DSparkDrafter::Create(*config, std::move(*weights), {nullptr, nullptr});
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+
+  const int64_t s = f.num_positions();
+  const int32_t g = (*own)->config().block_size;
+  DSparkContext a = f.drafter->NewContext(), b = (*own)->NewContext();
+  f.drafter->AppendContext(f.feature_row(0), s, a);
+  (*own)->AppendContext(f.feature_row(0), s, b);
+  std::vector<DSparkDrafter::Block> block_a = {{&a, 9, s, g}}, block_b = {{&b, 9, s, g}};
+  f.drafter->ForwardBlocks(block_a);
+  (*own)->ForwardBlocks(block_b);
+  for (int64_t k = 0; k < g; ++k) {
+    const auto x = f.drafter->BaseLogits(0, k), y = (*own)->BaseLogits(0, k);
+    ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin())) << "row " << k;
   }
 }
 
