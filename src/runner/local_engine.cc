@@ -64,7 +64,6 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
       spec::dspark::DSparkProposerOptions d;
       d.num_speculative_tokens = config.num_speculative_tokens;
       d.max_num_seqs = s.max_num_seqs;
-      d.max_num_batched_tokens = s.max_num_batched_tokens;
       d.confidence_threshold = config.draft_confidence_threshold;
       EMBER_ASSIGN_OR_RETURN(auto proposer, spec::dspark::LoadDSparkProposer(config.model, target, d));
       return std::unique_ptr<spec::Proposer>(std::move(proposer));

@@ -47,12 +47,13 @@ void DSparkContext::Append(const float* k, const float* v, int64_t count) {
     v_[l].insert(v_[l].end(), v + l * floats, v + (l + 1) * floats);
   }
   end_ += count;
-  if (window_ > 0 && size() >= 2 * window_) TrimFront();
+  if (window_ > 0 && size() >= max_rows()) TrimFront();
 }
 
 void DSparkContext::TrimFront() {
   // Keep the last `window` rows: the most any block query at end() or later can read.
   const int64_t drop = size() - window_;
+  if (drop <= 0) return;
   const auto floats = static_cast<std::ptrdiff_t>(drop * kv_width_);
   for (int64_t l = 0; l < num_layers_; ++l) {
     k_[l].erase(k_[l].begin(), k_[l].begin() + floats);

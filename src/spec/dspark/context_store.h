@@ -5,10 +5,16 @@
 // computed for one forward and never stored, so the store only grows by verified positions, in
 // order, as the target reports them. With a sliding window only the last `window` positions can
 // ever be read again (a block query at position q >= end() reads context positions > q - window),
-// so older rows are dropped; the store holds at most 2 * window rows, trimming in one move when
-// it reaches that, so appends stay amortised O(rows).
+// so older rows are dropped: the store holds at most max_rows() = window + slack rows and, on
+// reaching that, drops the oldest `slack` in one move (slack = max(64, window / 8)), so an append
+// costs O(window / slack) row moves at most, amortised, and memory stays within 1/8 of the window.
+//
+// K/V are f32 (the drafter computes in f32): 2 * layers * kv_heads * head_dim * 4 bytes per
+// position, 1.5 KB for the SmolLM2 drafter, 80 KB for the Muse drafter (about 180 MB per request
+// at its 2048 window).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +29,8 @@ class DSparkContext {
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   int64_t size() const { return end_ - begin_; }
+  // The most rows held (-1: unbounded, no window).
+  int64_t max_rows() const { return window_ > 0 ? window_ + std::max<int64_t>(64, window_ / 8) : -1; }
   // Rows held for every layer (for memory accounting).
   int64_t bytes() const;
 

@@ -23,8 +23,8 @@ Expected<std::unique_ptr<DSparkProposer>> DSparkProposer::Create(std::unique_ptr
                                        "block_size tokens)",
                                        options.num_speculative_tokens, c.block_size));
   }
-  if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
-    return InvalidArgument("dspark: max_num_seqs and max_num_batched_tokens must be at least 1");
+  if (options.max_num_seqs < 1 || options.max_context_rows < 1) {
+    return InvalidArgument("dspark: max_num_seqs and max_context_rows must be at least 1");
   }
   if (!(options.confidence_threshold >= 0.0f && options.confidence_threshold <= 1.0f)) {
     return InvalidArgument(
@@ -47,7 +47,7 @@ Expected<std::unique_ptr<DSparkProposer>> DSparkProposer::Create(std::unique_ptr
   const int64_t window = c.context_window();
   const int64_t context_size = window > 0 ? window : 4096;  // a long context grows the workspace once, with a warning
   EMBER_RETURN_IF_ERROR(drafter->workspace().Reserve(
-      drafter->WorkspaceBytes(options.max_num_batched_tokens, options.max_num_seqs, context_size)));
+      drafter->WorkspaceBytes(options.max_context_rows, options.max_num_seqs, context_size)));
   EMBER_LOG_INFO("dspark: {} layers, block {}, taps [{}] of the target's {} layers, context window {}, Markov {} "
                  "(rank {}), confidence head {}; drafting up to {} tokens{}",
                  c.num_layers, c.block_size, fmt::join(c.target_layer_ids, ", "), target.num_layers,
@@ -88,8 +88,8 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
 
   const int64_t hidden = c.target_hidden_size;
   const int64_t width = drafter_->feature_width();
-  for (int64_t first = 0; first < states.num_rows; first += options_.max_num_batched_tokens) {
-    const int64_t rows = std::min(options_.max_num_batched_tokens, states.num_rows - first);
+  for (int64_t first = 0; first < states.num_rows; first += options_.max_context_rows) {
+    const int64_t rows = std::min(options_.max_context_rows, states.num_rows - first);
     features_.resize(rows * width);
     for (size_t t = 0; t < taps; ++t) {
       const bool last = c.target_layer_ids[t] == target_.num_layers - 1;

@@ -43,9 +43,10 @@ struct DSparkProposerOptions {
   int32_t num_speculative_tokens = 7;
   // Blocks per drafter forward; more requests are drafted in several forwards.
   int64_t max_num_seqs = 16;
-  // Context positions projected per AppendContext (a longer prefill report is split): sizes the
-  // workspace, with max_num_seqs.
-  int64_t max_num_batched_tokens = 2048;
+  // Context positions projected per AppendContext (a longer prefill report is split; the result
+  // is the same, the projection being row-independent): sizes the workspace and the feature
+  // buffer (rows x taps x hidden floats), with max_num_seqs.
+  int64_t max_context_rows = 512;
   // 0: off. Otherwise a draft ends before the first position whose confidence is below it.
   float confidence_threshold = 0.0f;
 };

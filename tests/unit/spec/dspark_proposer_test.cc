@@ -139,12 +139,13 @@ TEST_P(DSparkProposerTest, DraftsAfterRollbackAreAFreshProposersDrafts) {
   EXPECT_EQ(again.confidences, from_b.confidences);
 }
 
-// Several requests drafted in one call, in more than one drafter forward (max_num_seqs 2), draft
-// what each drafts alone.
+// Several requests drafted in one call, in more than one drafter forward (max_num_seqs 2), with
+// their reports projected in chunks of 5 positions, draft what each drafts alone.
 TEST_P(DSparkProposerTest, BatchingDoesNotChangeDrafts) {
   Fixture f(GetParam()), g(GetParam());
   DSparkProposerOptions o;
   o.max_num_seqs = 2;
+  o.max_context_rows = 5;
   auto batched = MakeProposer(f, o);
   auto alone = MakeProposer(g);
   const int64_t lengths[] = {24, 3, 17};
@@ -208,11 +209,14 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkProposerTest, ::testing::Values("tiny",
                          [](const auto& info) { return std::string(info.param); });
 
 // The store keeps what a windowed drafter can still read (the last `window` positions, trimmed
-// in amortised moves) and says when a block can be drafted.
+// in amortised moves, never more than max_rows()) and says when a block can be drafted.
 TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
-  DSparkContext c(2, 3, 4);
+  constexpr int64_t kWindow = 4;
+  DSparkContext c(2, 3, kWindow);
+  ASSERT_EQ(c.max_rows(), kWindow + 64);
   std::vector<float> k(2 * 3), v(2 * 3);
-  for (int64_t p = 0; p < 20; ++p) {
+  bool trimmed = false;
+  for (int64_t p = 0; p < 200; ++p) {
     for (int l = 0; l < 2; ++l) {
       for (int i = 0; i < 3; ++i) {
         k[l * 3 + i] = static_cast<float>(p * 100 + l * 10 + i);
@@ -220,24 +224,33 @@ TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
       }
     }
     c.Append(k.data(), v.data(), 1);
-    EXPECT_LE(c.size(), 8);
+    ASSERT_LT(c.size(), c.max_rows());
+    ASSERT_GE(c.size(), std::min<int64_t>(p + 1, kWindow));
+    trimmed |= c.begin() > 0;
     EXPECT_TRUE(c.CanDraftAt(p + 1)) << p;
     for (int64_t q = c.begin(); q < c.end(); ++q) {
       ASSERT_EQ(c.K(1, q)[2], static_cast<float>(q * 100 + 12));
       ASSERT_EQ(c.V(0, q)[1], -static_cast<float>(q * 100 + 1));
     }
   }
-  EXPECT_GE(c.begin(), 12);  // at most 2 * window held
-  EXPECT_FALSE(c.CanDraftAt(19));
-  c.TruncateTo(18);
-  // A block at 18 reads from 14; whether that is still held depends on the last trim.
-  EXPECT_EQ(c.CanDraftAt(18), c.begin() <= 14);
+  EXPECT_TRUE(trimmed);
+  EXPECT_FALSE(c.CanDraftAt(199));  // the context ends at 200
+  c.TruncateTo(198);
+  // A block at 198 reads from 194; whether that is still held depends on the last trim.
+  EXPECT_EQ(c.CanDraftAt(198), c.begin() <= 194);
   c.TruncateTo(c.begin() - 1);  // before what is held: gone for good
   EXPECT_FALSE(c.valid());
   EXPECT_FALSE(c.CanDraftAt(c.end()));
   c.TruncateTo(0);
   EXPECT_TRUE(c.valid());
   EXPECT_EQ(c.size(), 0);
+
+  DSparkContext full(1, 2, -1);  // no window: everything is kept
+  EXPECT_EQ(full.max_rows(), -1);
+  std::vector<float> row(2, 1.0f);
+  for (int p = 0; p < 100; ++p) full.Append(row.data(), row.data(), 1);
+  EXPECT_EQ(full.begin(), 0);
+  EXPECT_TRUE(full.CanDraftAt(100));
 }
 
 }  // namespace
