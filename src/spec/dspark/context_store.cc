@@ -20,23 +20,22 @@ int64_t DSparkContext::bytes() const {
 void DSparkContext::TruncateTo(int64_t position) {
   EMBER_CHECK(position >= 0);
   if (position >= end_) return;
-  if (position < begin_) {
-    // The rows a later block would read before `position` were trimmed away.
-    for (int64_t l = 0; l < num_layers_; ++l) {
-      k_[l].clear();
-      v_[l].clear();
-    }
-    begin_ = end_ = position;
-    valid_ = position == 0;
-    return;
-  }
+  if (position < begin_) return RestartAt(position);
   const size_t keep = static_cast<size_t>((position - begin_) * kv_width_);
   for (int64_t l = 0; l < num_layers_; ++l) {
     k_[l].resize(keep);
     v_[l].resize(keep);
   }
   end_ = position;
-  if (position == 0) valid_ = true;
+}
+
+void DSparkContext::RestartAt(int64_t position) {
+  EMBER_CHECK(position >= 0);
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    k_[l].clear();
+    v_[l].clear();
+  }
+  begin_ = end_ = position;
 }
 
 void DSparkContext::Append(const float* k, const float* v, int64_t count) {
@@ -63,7 +62,7 @@ void DSparkContext::TrimFront() {
 }
 
 bool DSparkContext::CanDraftAt(int64_t anchor) const {
-  if (!valid_ || end_ != anchor || anchor < 1) return false;
+  if (end_ != anchor || anchor < 1) return false;
   const int64_t first_needed = window_ > 0 ? std::max<int64_t>(0, anchor - window_) : 0;
   return begin_ <= first_needed;
 }

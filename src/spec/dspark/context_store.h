@@ -34,18 +34,19 @@ class DSparkContext {
   // Rows held for every layer (for memory accounting).
   int64_t bytes() const;
 
-  // Drops positions >= `position` (a request recomputed from there). Positions before begin()
-  // are gone for good: then the store is emptied and starts again at `position` only if that is
-  // 0; otherwise it can never be complete again and complete() turns false.
+  // Drops positions >= `position` (a request recomputed from there). Rows before begin() are gone
+  // for good, so cutting below it restarts the store at `position` (RestartAt).
   void TruncateTo(int64_t position);
+  // Drops every row; the store continues at `position`. For a report that skips positions (a
+  // request whose prompt prefix the target took from its prefix cache, and so never computed): a
+  // windowed drafter drafts again once the missing positions fall out of its window, one with
+  // full-attention layers never (CanDraftAt needs begin() == 0 for it).
+  void RestartAt(int64_t position);
   // Appends `count` positions from end(): k and v are [num_layers, count, kv_width].
   void Append(const float* k, const float* v, int64_t count);
-  // Whether every position a block at `anchor` reads is held (begin() small enough for the
-  // window, end() == anchor) and no gap was ever seen.
+  // Whether every position a block at `anchor` reads is held: end() == anchor and begin() no
+  // later than the window's first position (0 without a window).
   bool CanDraftAt(int64_t anchor) const;
-  // Marks the store unusable (a gap in the target's positions); only a reset at position 0 revives it.
-  void Invalidate() { valid_ = false; }
-  bool valid() const { return valid_; }
 
   // Row of `position` (begin() <= position < end()) of layer `layer`: kv_width floats.
   const float* K(int64_t layer, int64_t position) const {
@@ -63,7 +64,6 @@ class DSparkContext {
   int64_t window_;
   int64_t begin_ = 0;
   int64_t end_ = 0;
-  bool valid_ = true;
   std::vector<std::vector<float>> k_;  // per layer, [end - begin, kv_width]
   std::vector<std::vector<float>> v_;
 };

@@ -81,10 +81,17 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
   if (states.num_rows <= 0) return;
   auto [it, inserted] = contexts_.try_emplace(req, drafter_->NewContext());
   DSparkContext& context = it->second;
-  if (states.first_position == 0 && context.end() > 0) context = drafter_->NewContext();
   if (states.first_position < context.end()) context.TruncateTo(states.first_position);
-  if (states.first_position > context.end()) context.Invalidate();  // a gap: never complete again
-  if (!context.valid()) return;
+  if (states.first_position > context.end()) {
+    // Positions the target never computed (a prefix-cache hit): the context restarts after them.
+    if (context.end() == 0 && drafter_->config().context_window() < 0 && !warned_prefix_gap_) {
+      warned_prefix_gap_ = true;
+      EMBER_LOG_WARN("dspark: a request's hidden states start at position {} (a prefix-cache hit): this drafter has "
+                     "full-attention layers, so it cannot draft for such requests; disable prefix caching to draft "
+                     "for every request", states.first_position);
+    }
+    context.RestartAt(states.first_position);
+  }
 
   const int64_t hidden = c.target_hidden_size;
   const int64_t width = drafter_->feature_width();

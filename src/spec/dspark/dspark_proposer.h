@@ -18,8 +18,11 @@
 //
 // Rollback needs no bookkeeping: the runner reports only verified positions, in order, so the
 // context never holds a rejected draft. A report that starts before the context's end (a request
-// recomputed from there) cuts the context back to it; one that starts after it (a gap) makes the
-// request undraftable until it is released.
+// recomputed from there) cuts the context back to it. One that starts after it (a prompt prefix
+// the target took from its prefix cache) restarts the context there: a windowed drafter drafts
+// once the missing positions leave its window, one with full-attention layers does not draft for
+// that request (logged once; vLLM keeps the drafter's context K/V in its prefix cache, ember's
+// drafter has no prefix cache yet).
 #pragma once
 
 #include <cstdint>
@@ -89,6 +92,7 @@ class DSparkProposer final : public Proposer {
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
   BlockDraft block_draft_;
+  bool warned_prefix_gap_ = false;
 };
 
 }  // namespace ember::spec::dspark

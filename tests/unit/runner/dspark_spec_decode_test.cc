@@ -159,6 +159,56 @@ TEST(DSparkSpecDecode, MuseSparkLossless) {
                   {"dspark k=4 fixed, tiny pool", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)"), true}});
 }
 
+// Requests whose prompt prefix the target takes from its prefix cache: the runner reports their
+// hidden states from the first uncached position, so the drafter's context starts there. A drafter
+// windowed on every layer drafts for them once the window is filled; outputs stay bitwise.
+TEST(DSparkSpecDecode, PrefixCacheHitsDraftWithAWindowedDrafter) {
+  TempDir tmp("muse_prefix");
+  RandomDrafterSpec s;
+  s.hidden = 128;
+  s.vocab = 512;
+  s.target_layers = 6;
+  s.taps = {1, 3, 5};
+  s.sliding_window = 6;
+  s.window_all_layers = true;
+  s.block_size = 5;
+  WriteRandomDrafter(tmp.path, s);
+  std::mt19937 rng(9);
+  std::vector<int32_t> prefix(24);
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % 500) + 1;
+  auto request = [&](int tail, int seed) {
+    RequestInput in;
+    in.prompt_token_ids = prefix;
+    for (int t = 0; t < tail; ++t) in.prompt_token_ids.push_back(static_cast<int32_t>((seed * 31 + t * 7) % 500) + 1);
+    in.sampling.max_tokens = 12;
+    in.sampling.logprobs = 1;
+    in.sampling.ignore_eos = true;
+    return in;
+  };
+  const std::vector<RequestInput> first = {request(5, 1)};
+  const std::vector<RequestInput> hits = {request(9, 2), request(7, 3), request(12, 4)};
+
+  auto run = [&](const std::string& config, SchedulerStats* after_first, SchedulerStats* after_hits) {
+    EngineOptions o = SmallEngine();
+    o.speculative_config = config;
+    auto engine = MakeEngine(kTinyA, o);
+    EXPECT_NE(engine, nullptr);
+    auto a = test::RunToCompletion(engine->core(), first);
+    *after_first = engine->core().Stats();
+    // Keyed from 0 within each call: the second call's requests are 1.. here.
+    for (const auto& [i, r] : test::RunToCompletion(engine->core(), hits, 1)) a[i + 1] = r;
+    *after_hits = engine->core().Stats();
+    return a;
+  };
+  SchedulerStats plain_a, plain_b, spec_a, spec_b;
+  const auto want = run("", &plain_a, &plain_b);
+  const auto got = run(DSparkConfig(tmp.path, 5, R"(,"adaptive":false)"), &spec_a, &spec_b);
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& [req, r] : want) ExpectBitwiseEqual(r, got.at(req), "request " + std::to_string(req));
+  EXPECT_GE(spec_b.prefix_cache.hits - spec_a.prefix_cache.hits, 3 * 24) << "the prompts should hit the cache";
+  EXPECT_GT(spec_b.spec_decode.num_drafts, spec_a.spec_decode.num_drafts) << "no drafts for cache-hit requests";
+}
+
 // Bad DSpark configs are startup errors naming the problem.
 TEST(DSparkSpecDecode, BadDrafterFailsAtStartup) {
   TempDir tmp("muse_bad");

@@ -238,12 +238,18 @@ TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
   c.TruncateTo(198);
   // A block at 198 reads from 194; whether that is still held depends on the last trim.
   EXPECT_EQ(c.CanDraftAt(198), c.begin() <= 194);
-  c.TruncateTo(c.begin() - 1);  // before what is held: gone for good
-  EXPECT_FALSE(c.valid());
-  EXPECT_FALSE(c.CanDraftAt(c.end()));
-  c.TruncateTo(0);
-  EXPECT_TRUE(c.valid());
+  const int64_t cut = c.begin() - 1;
+  c.TruncateTo(cut);  // before what is held: the store restarts there, and the window must refill
+  EXPECT_EQ(c.begin(), cut);
   EXPECT_EQ(c.size(), 0);
+  for (int64_t p = cut; p < cut + kWindow; ++p) {
+    EXPECT_FALSE(c.CanDraftAt(p)) << p;
+    c.Append(k.data(), v.data(), 1);
+  }
+  EXPECT_TRUE(c.CanDraftAt(cut + kWindow));
+  c.TruncateTo(0);
+  EXPECT_EQ(c.size(), 0);
+  EXPECT_TRUE(c.CanDraftAt(0) == false && c.begin() == 0);
 
   DSparkContext full(1, 2, -1);  // no window: everything is kept
   EXPECT_EQ(full.max_rows(), -1);
@@ -251,6 +257,9 @@ TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
   for (int p = 0; p < 100; ++p) full.Append(row.data(), row.data(), 1);
   EXPECT_EQ(full.begin(), 0);
   EXPECT_TRUE(full.CanDraftAt(100));
+  full.RestartAt(120);  // a skipped prefix: a full-attention drafter never has it
+  for (int p = 0; p < 50; ++p) full.Append(row.data(), row.data(), 1);
+  EXPECT_FALSE(full.CanDraftAt(170));
 }
 
 }  // namespace

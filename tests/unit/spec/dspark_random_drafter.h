@@ -35,6 +35,7 @@ struct RandomDrafterSpec {
   std::string markov_type = "vanilla";
   bool confidence_head = true;
   int64_t sliding_window = 0;  // > 0: layer 0 windowed
+  bool window_all_layers = false;  // with sliding_window: every layer windowed
   uint32_t seed = 1;
 };
 
@@ -64,7 +65,7 @@ inline nlohmann::json RandomDrafterConfig(const RandomDrafterSpec& s) {
   };
   std::vector<std::string> types(s.layers, "full_attention");
   if (s.sliding_window > 0) {
-    types[0] = "sliding_attention";
+    for (int64_t l = 0; l < (s.window_all_layers ? s.layers : 1); ++l) types[l] = "sliding_attention";
     c["sliding_window"] = s.sliding_window;
   }
   c["layer_types"] = types;
