@@ -71,10 +71,15 @@ class CausalLM {
   // The KV dtype tools use for "auto": f16 for GGUF models (llama.cpp's default), bf16 for
   // checkpoints whose weights are bf16.
   virtual kv::KvDtype DefaultKvDtype() const = 0;
-  // The token embedding table [vocab, hidden] and the output head [vocab, hidden] as loaded
-  // (tied models return the same matrix twice), for drafters that share the target's (DSpark);
-  // nullptr where an architecture does not expose them. Valid while the model lives.
-  virtual const Linear* embed_tokens() const { return nullptr; }
+  // For drafters that share the target's embedding and head (DSpark). EmbedToken writes
+  // `token`'s row of what layer 0 reads (the embedding module's output: Gemma's sqrt(hidden)
+  // scale, Muse Spark's norm applied), hidden_size floats. lm_head is the output head [vocab,
+  // hidden] as loaded (the embedding table for tied models), nullptr where not exposed, valid
+  // while the model lives. Unimplemented / nullptr where an architecture does not expose them.
+  virtual Status EmbedToken(int32_t token, float* out) const {
+    (void)token, (void)out;
+    return Unimplemented(info().architecture + " does not expose its token embedding");
+  }
   virtual const Linear* lm_head() const { return nullptr; }
   // out [rows, hidden] = the model's final norm (what its lm_head reads) of the residual-stream
   // rows x, for drafters whose last tap is transformers' normed last hidden state (DSpark).
