@@ -15,31 +15,30 @@ namespace ember::spec::dspark {
 Expected<std::unique_ptr<DSparkDrafter>> DSparkDrafter::Create(DSparkConfig config, DSparkWeights weights,
                                                                SharedTargetWeights target) {
   // The drafter's own copies, when it ships them, take the place of the target's.
-  if (!weights.embed_tokens.empty()) target.embed_tokens = nullptr;
+  if (!weights.embed_tokens.empty()) target.embed = nullptr;
   if (!weights.lm_head.empty()) target.lm_head = nullptr;
-  const Linear* embed = target.embed_tokens != nullptr ? target.embed_tokens : &weights.embed_tokens;
   const Linear* lm_head = target.lm_head != nullptr ? target.lm_head : &weights.lm_head;
-  if (embed->empty() || lm_head->empty()) {
+  if ((!target.embed && weights.embed_tokens.empty()) || lm_head->empty()) {
     return InvalidArgument(
-        "DSpark: the target model does not expose its embedding table and lm_head, which the drafter shares");
+        "DSpark: the target model does not expose its token embedding and lm_head, which the drafter shares");
   }
   auto check = [&](const char* what, const Linear& m) -> Status {
     if (m.out_features() != config.vocab_size || m.in_features() != config.hidden_size) {
-      return InvalidArgument(fmt::format("DSpark: the target's {} is [{}, {}] but the drafter needs [vocab_size {}, "
+      return InvalidArgument(fmt::format("DSpark: the {} is [{}, {}] but the drafter needs [vocab_size {}, "
                                          "hidden_size {}]: the drafter was trained for another target",
                                          what, m.out_features(), m.in_features(), config.vocab_size,
                                          config.hidden_size));
     }
     return Status::Ok();
   };
-  EMBER_RETURN_IF_ERROR(check("embedding table", *embed));
-  EMBER_RETURN_IF_ERROR(check("lm_head", *lm_head));
+  if (!weights.embed_tokens.empty()) EMBER_RETURN_IF_ERROR(check("drafter's embed_tokens", weights.embed_tokens));
+  EMBER_RETURN_IF_ERROR(check(target.lm_head != nullptr ? "target's lm_head" : "drafter's lm_head", *lm_head));
   return std::unique_ptr<DSparkDrafter>(new DSparkDrafter(std::move(config), std::move(weights), target));
 }
 
 DSparkDrafter::DSparkDrafter(DSparkConfig config, DSparkWeights weights, SharedTargetWeights target)
     : config_(std::move(config)), weights_(std::move(weights)), target_(target) {
-  if (target_.embed_tokens == nullptr) target_.embed_tokens = &weights_.embed_tokens;
+  if (!target_.embed) target_ = SharedTargetWeights::FromTable(&weights_.embed_tokens, target_.lm_head);
   if (target_.lm_head == nullptr) target_.lm_head = &weights_.lm_head;
   attention_.resize(config_.num_layers);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
@@ -114,7 +113,7 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
       const int64_t row = static_cast<int64_t>(b) * g + t;
       positions[row] = blocks[b].anchor_position + t;
       const int32_t token = t == 0 ? blocks[b].anchor_token : c.mask_token_id;
-      const Status read = target_.embed_tokens->ReadRow(token, residual + row * h);
+      const Status read = target_.embed(token, residual + row * h);
       EMBER_CHECK(read.ok(), "DSpark: embedding row {}: {}", token, read.message());
     }
   }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,11 +34,21 @@
 
 namespace ember::spec::dspark {
 
-// The target's embedding table and lm_head, shared with the drafter (never copied). They must
-// outlive the drafter. Ignored for the matrix the drafter's checkpoint ships itself.
+// What the drafter borrows from its target (never copied; must outlive the drafter): the token
+// embedding as the target's embedding module gives it (CausalLM::EmbedToken: Muse Spark's norm,
+// Gemma's scale applied) and its lm_head. Ignored for what the drafter's checkpoint ships itself.
 struct SharedTargetWeights {
-  const Linear* embed_tokens = nullptr;  // [V, target hidden]
-  const Linear* lm_head = nullptr;       // [V, target hidden]
+  // Writes token's hidden_size floats.
+  std::function<Status(int32_t token, float* out)> embed;
+  const Linear* lm_head = nullptr;  // [V, target hidden]
+
+  // A plain embedding table as the embedding (a target whose module only looks rows up).
+  static SharedTargetWeights FromTable(const Linear* table, const Linear* lm_head) {
+    SharedTargetWeights w;
+    if (table != nullptr) w.embed = [table](int32_t token, float* out) { return table->ReadRow(token, out); };
+    w.lm_head = lm_head;
+    return w;
+  }
 };
 
 class DSparkDrafter {

@@ -5,6 +5,7 @@
 // borrowing its embedding, lm_head and final norm.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "dspark_fixture.h"
@@ -54,6 +55,14 @@ TEST(DSparkCheckpoint, LoadsAgainstARealTarget) {
                                  (*proposer)->TargetHiddenStateLayers().end()),
             (std::vector<int32_t>{1, 3, 5}));
   EXPECT_EQ((*proposer)->drafter().config().layer_window, (std::vector<int64_t>{6, -1}));
+  // What the block's rows are embedded with: Muse Spark's embedding module norms each row
+  // (weightless RMSNorm), so its rows have RMS 1.
+  std::vector<float> row(128);
+  ASSERT_TRUE(target->EmbedToken(17, row.data()).ok());
+  double sum = 0;
+  for (float x : row) sum += static_cast<double>(x) * x;
+  EXPECT_NEAR(std::sqrt(sum / 128), 1.0, 5e-3);  // eps keeps it just under 1 for small rows
+  EXPECT_FALSE(target->EmbedToken(512, row.data()).ok());
 }
 
 // The drafter must be the target's: everything it reads or shares is the target's shape.
@@ -188,9 +197,9 @@ TEST(DSparkCheckpoint, SharedTargetWeightsAreChecked) {
   const Linear small = Linear::Dense(TensorView{DType::kF32, Shape{512, 32}, narrow.data()});
   auto weights = LoadDSparkWeights(f.dir, *config);
   ASSERT_TRUE(weights.ok());
-  ExpectError(DSparkDrafter::Create(*config, std::move(*weights), {&f.embed, &small}).status(), "lm_head",
+  ExpectError(DSparkDrafter::Create(*config, std::move(*weights), SharedTargetWeights::FromTable(&f.embed, &small)).status(), "lm_head",
               "narrow lm_head");
-  ExpectError(DSparkDrafter::Create(*config, {}, {nullptr, &f.lm_head}).status(), "embedding", "no embedding");
+  ExpectError(DSparkDrafter::Create(*config, {}, SharedTargetWeights::FromTable(nullptr, &f.lm_head)).status(), "token embedding", "no embedding");
 
   // Taps [0, 2, 5] of a 6-layer target: 5 is the last layer, whose tap is final-normed.
   const DSparkTargetInfo target{"fake", 64, 512, 6};

@@ -162,7 +162,7 @@ TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto weights = LoadDSparkWeights(tmp.path, *config);
   ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  auto own = DSparkDrafter::Create(*config, std::move(*weights), {nullptr, nullptr});
+  auto own = DSparkDrafter::Create(*config, std::move(*weights), SharedTargetWeights{});
   ASSERT_TRUE(own.ok()) << own.status().ToString();
 
   const int64_t s = f.num_positions();

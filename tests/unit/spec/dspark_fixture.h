@@ -78,7 +78,7 @@ struct Fixture {
     EMBER_CHECK(config.ok(), "{}", config.status().ToString());
     auto weights = LoadDSparkWeights(dir, *config);
     EMBER_CHECK(weights.ok(), "{}", weights.status().ToString());
-    auto created = DSparkDrafter::Create(*config, std::move(*weights), {&embed, &lm_head});
+    auto created = DSparkDrafter::Create(*config, std::move(*weights), SharedTargetWeights::FromTable(&embed, &lm_head));
     EMBER_CHECK(created.ok(), "{}", created.status().ToString());
     drafter = std::move(*created);
     inputs = OpenOrDie(dir + "/inputs.safetensors");
