@@ -29,7 +29,11 @@ using spec::dspark::test::TempDir;
 using spec::dspark::test::WriteRandomDrafter;
 
 const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
-const std::string kTrainedSmolLM2 = std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/smollm2";
+// $EMBER_DSPARK_SMOLLM2 overrides it (a drafter being trained elsewhere).
+std::string TrainedSmolLM2() {
+  const char* dir = std::getenv("EMBER_DSPARK_SMOLLM2");
+  return dir && *dir ? std::string(dir) : std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/smollm2";
+}
 
 std::string CachedModel(const char* file) {
   const char* cache = std::getenv("EMBER_MODEL_CACHE");
@@ -265,7 +269,8 @@ TEST(DSparkSpecDecode, SmolLM2RandomDrafterLossless) {
 TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
   const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
-  if (!std::ifstream(kTrainedSmolLM2 + "/model.safetensors")) GTEST_SKIP() << "no trained drafter in " << kTrainedSmolLM2;
+  const std::string drafter = TrainedSmolLM2();
+  if (!std::ifstream(drafter + "/model.safetensors")) GTEST_SKIP() << "no trained drafter in " << drafter;
   auto tokenizer = LoadModelTokenizer(path);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   const char* texts[] = {
@@ -292,7 +297,7 @@ TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
   o.kv_cache_dtype = "auto";
   o.max_num_batched_tokens = 64;
   const SpecDecodeCounters c = ExpectLossless(
-      path, o, inputs, {{"dspark k=7 fixed", DSparkConfig(kTrainedSmolLM2, 7, R"(,"adaptive":false)")}});
+      path, o, inputs, {{"dspark k=7 fixed", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});
   ASSERT_GT(c.num_drafts, 0);
   EXPECT_GT(c.num_accepted_tokens, 0) << "the trained drafter's drafts were never accepted";
   std::printf("SmolLM2 + trained DSpark, k=7 fixed: %lld verification steps, %lld draft tokens, %lld accepted: "
