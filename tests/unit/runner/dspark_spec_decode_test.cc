@@ -9,6 +9,7 @@
 // scripts/train_dspark.py) proves drafts get accepted, and the test prints its tokens per step.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -113,7 +114,11 @@ SpecDecodeCounters ExpectLossless(const std::string& path, const EngineOptions& 
     auto plain = MakeEngine(path, base);
     EXPECT_NE(plain, nullptr);
     if (plain == nullptr) return {};
+    const auto start = std::chrono::steady_clock::now();
     want = test::RunToCompletion(plain->core(), inputs);
+    if (std::getenv("EMBER_SPEC_TEST_VERBOSE")) {
+      std::printf("no speculation: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     tiny_pool = kv::KvBytesPerSequence(plain->plan().kv, 96) + 4 * plain->plan().kv.BytesPerBlock();
   }
   SpecDecodeCounters last;
@@ -128,7 +133,9 @@ SpecDecodeCounters ExpectLossless(const std::string& path, const EngineOptions& 
     auto engine = MakeEngine(path, o);
     EXPECT_NE(engine, nullptr) << v.name;
     if (engine == nullptr) continue;
+    const auto start = std::chrono::steady_clock::now();
     std::map<RequestIndex, test::RunResult> got = test::RunToCompletion(engine->core(), inputs);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(got.size(), want.size()) << v.name;
     for (const auto& [req, r] : want) ExpectBitwiseEqual(r, got[req], v.name + ", request " + std::to_string(req));
     const SchedulerStats stats = engine->core().Stats();
@@ -137,7 +144,7 @@ SpecDecodeCounters ExpectLossless(const std::string& path, const EngineOptions& 
     }
     if (v.tiny_pool) EXPECT_GT(stats.num_preemptions, 0) << v.name;
     EXPECT_EQ(stats.kv_usage, 0.0) << v.name;
-    if (std::getenv("EMBER_SPEC_TEST_VERBOSE")) std::printf("%s: drafts %lld draft tokens %lld accepted %lld\n", v.name.c_str(), (long long)stats.spec_decode.num_drafts, (long long)stats.spec_decode.num_draft_tokens, (long long)stats.spec_decode.num_accepted_tokens);
+    if (std::getenv("EMBER_SPEC_TEST_VERBOSE")) std::printf("%s: %.2f s, drafts %lld draft tokens %lld accepted %lld\n", v.name.c_str(), seconds, (long long)stats.spec_decode.num_drafts, (long long)stats.spec_decode.num_draft_tokens, (long long)stats.spec_decode.num_accepted_tokens);
     last = stats.spec_decode;
   }
   return last;
