@@ -304,7 +304,9 @@ TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
   o.kv_cache_dtype = "auto";
   o.max_num_batched_tokens = 64;
   const SpecDecodeCounters c = ExpectLossless(
-      path, o, inputs, {{"dspark k=7 fixed", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});
+      path, o, inputs,
+      {{"dspark k=7 adaptive", DSparkConfig(drafter, 7, R"(,"enable_adaptive_verification":true)")},
+       {"dspark k=7 fixed", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});  // last: the counters
   ASSERT_GT(c.num_drafts, 0);
   EXPECT_GT(c.num_accepted_tokens, 0) << "the trained drafter's drafts were never accepted";
   std::printf("SmolLM2 + trained DSpark, k=7 fixed: %lld verification steps, %lld draft tokens, %lld accepted: "
