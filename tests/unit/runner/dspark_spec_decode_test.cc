@@ -271,6 +271,35 @@ TEST(DSparkSpecDecode, SmolLM2RandomDrafterLossless) {
                  {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
 }
 
+// Gemma 3 (embedding scaled by sqrt(hidden) in its embedding module, which the drafter's block
+// rows go through too; softcapped logits; a 262k vocabulary).
+TEST(DSparkSpecDecode, Gemma3RandomDrafterLossless) {
+  const std::string path = CachedModel("gemma-3-270m-q4_k_m.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << "Gemma 3 not fetched (scripts/fetch_models.py)";
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelInfo info = (*model)->info();
+  model->reset();
+  TempDir tmp("gemma3_random");
+  RandomDrafterSpec s;
+  s.hidden = info.hidden_size;
+  s.vocab = info.vocab_size;
+  s.target_layers = info.num_layers;
+  s.taps = {3, static_cast<int32_t>(info.num_layers / 2), static_cast<int32_t>(info.num_layers - 1)};
+  s.layers = 1;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.intermediate = 256;
+  s.block_size = 4;
+  s.markov_rank = 4;
+  WriteRandomDrafter(tmp.path, s);
+  EngineOptions o = SmallEngine();
+  o.kv_cache_dtype = "auto";
+  ExpectLossless(path, o, RandomWorkload(static_cast<int32_t>(info.vocab_size), 3, 10),
+                 {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
+}
+
 // The drafter trained for SmolLM2: lossless at T=0 and T=1, and its drafts are accepted. Prints
 // tokens per verification step and acceptance per position.
 TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
