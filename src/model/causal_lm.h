@@ -21,6 +21,8 @@
 
 namespace ember {
 
+class Linear;
+
 struct ModelInfo {
   std::string architecture;  // "muse_spark", ...
   int64_t vocab_size = 0;
@@ -69,6 +71,23 @@ class CausalLM {
   // The KV dtype tools use for "auto": f16 for GGUF models (llama.cpp's default), bf16 for
   // checkpoints whose weights are bf16.
   virtual kv::KvDtype DefaultKvDtype() const = 0;
+  // For drafters that share the target's embedding and head (DSpark). EmbedToken writes
+  // `token`'s row of what layer 0 reads (the embedding module's output: Gemma's sqrt(hidden)
+  // scale, Muse Spark's norm applied), hidden_size floats. lm_head is the output head [vocab,
+  // hidden] as loaded (the embedding table for tied models), nullptr where not exposed, valid
+  // while the model lives. Unimplemented / nullptr where an architecture does not expose them.
+  virtual Status EmbedToken(int32_t token, float* out) const {
+    (void)token, (void)out;
+    return Unimplemented(info().architecture + " does not expose its token embedding");
+  }
+  virtual const Linear* lm_head() const { return nullptr; }
+  // out [rows, hidden] = the model's final norm (what its lm_head reads) of the residual-stream
+  // rows x, for drafters whose last tap is transformers' normed last hidden state (DSpark).
+  // Unimplemented where an architecture does not expose it. In-place allowed.
+  virtual Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const {
+    (void)x, (void)rows, (void)out;
+    return Unimplemented(info().architecture + " does not expose its final norm");
+  }
 
   // Runs one step over a ragged batch of requests: writes every token's K/V into `kv` at its
   // slot (batch.groups[g].slot_mapping for the layer's group g), attends over each request's

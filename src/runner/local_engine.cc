@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "runner/step_cost.h"
 #include "spec/draft_model_loader.h"
+#include "spec/dspark/dspark_loader.h"
 #include "spec/ngram_proposer.h"
 #include "spec/speculative_config.h"
 #include "spec/suffix_proposer.h"
@@ -57,6 +58,14 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
       d.max_model_len = s.max_model_len;
       d.block_size = o.block_size;
       EMBER_ASSIGN_OR_RETURN(auto proposer, spec::LoadDraftModelProposer(config.model, o.model_path, target.info(), d));
+      return std::unique_ptr<spec::Proposer>(std::move(proposer));
+    }
+    case spec::Method::kDSpark: {
+      spec::dspark::DSparkProposerOptions d;
+      d.num_speculative_tokens = config.num_speculative_tokens;
+      d.max_num_seqs = s.max_num_seqs;
+      d.confidence_threshold = config.draft_confidence_threshold;
+      EMBER_ASSIGN_OR_RETURN(auto proposer, spec::dspark::LoadDSparkProposer(config.model, target, d));
       return std::unique_ptr<spec::Proposer>(std::move(proposer));
     }
   }

@@ -33,6 +33,47 @@ Status FloatField(JsonFields& fields, const char* key, double lo, double hi, flo
   return Status::Ok();
 }
 
+// vLLM's dspark fields. The block-size bound on num_speculative_tokens needs the drafter's
+// config, so LoadDSparkProposer checks it.
+Status ParseDSparkFields(JsonFields& fields, SpeculativeConfig& config) {
+  if (Status s = fields.String("model", &config.model); !s.ok()) {
+    return InvalidArgument(fmt::format("{}: method dspark needs \"model\": the directory of a DSpark drafter trained "
+                                       "for the target ({})", kWhere, s.message()));
+  }
+  if (config.model.empty()) return InvalidArgument(fmt::format("{}: \"model\" is empty", kWhere));
+  if (fields.Has("draft_sample_method")) {
+    std::string method;
+    if (Status s = fields.String("draft_sample_method", &method); !s.ok()) return s;
+    if (method == "greedy") {
+      config.draft_sample_method = DraftSampleMethod::kGreedy;
+    } else if (method == "probabilistic") {
+      config.draft_sample_method = DraftSampleMethod::kProbabilistic;
+    } else {
+      return InvalidArgument(fmt::format("{}: \"draft_sample_method\" is \"{}\": it must be greedy or probabilistic",
+                                         kWhere, method));
+    }
+  }
+  if (fields.Has("enable_adaptive_verification")) {
+    bool adaptive = false;
+    if (Status s = fields.Bool("enable_adaptive_verification", &adaptive); !s.ok()) return s;
+    if (fields.Has("adaptive") && adaptive != config.adaptive) {
+      return InvalidArgument(fmt::format("{}: \"adaptive\" and \"enable_adaptive_verification\" disagree; give one",
+                                         kWhere));
+    }
+    config.adaptive = adaptive;
+  }
+  if (fields.Has("rejection_sample_method")) {
+    std::string rule;
+    if (Status s = fields.String("rejection_sample_method", &rule); !s.ok()) return s;
+    if (rule != "standard") {
+      return InvalidArgument(fmt::format(
+          "{}: \"rejection_sample_method\" is \"{}\": ember verifies with the standard lossless rule only (vLLM's "
+          "\"block\" verification is not described publicly); use \"standard\" or leave it out", kWhere, rule));
+    }
+  }
+  return FloatField(fields, "draft_confidence_threshold", 0.0, 1.0, &config.draft_confidence_threshold);
+}
+
 }  // namespace
 
 std::string_view MethodName(Method method) {
@@ -40,6 +81,7 @@ std::string_view MethodName(Method method) {
     case Method::kNgram: return "ngram";
     case Method::kSuffix: return "suffix";
     case Method::kDraftModel: return "draft_model";
+    case Method::kDSpark: return "dspark";
   }
   return "?";
 }
@@ -60,9 +102,11 @@ Expected<SpeculativeConfig> ParseSpeculativeConfig(std::string_view json) {
     config.method = Method::kSuffix;
   } else if (method == "draft_model") {
     config.method = Method::kDraftModel;
+  } else if (method == "dspark") {
+    config.method = Method::kDSpark;
   } else {
-    return InvalidArgument(fmt::format("{}: \"method\" is \"{}\": it must be one of ngram, suffix, draft_model", kWhere,
-                                       method));
+    return InvalidArgument(fmt::format("{}: \"method\" is \"{}\": it must be one of ngram, suffix, draft_model, "
+                                       "dspark", kWhere, method));
   }
   if (!fields.Has("num_speculative_tokens")) {
     return InvalidArgument(fmt::format("{}: \"num_speculative_tokens\" is missing: say how many tokens to draft per "
@@ -104,12 +148,14 @@ Expected<SpeculativeConfig> ParseSpeculativeConfig(std::string_view json) {
         !s.ok()) {
       return s;
     }
-  } else {
+  } else if (config.method == Method::kDraftModel) {
     if (Status s = fields.String("model", &config.model); !s.ok()) {
       return InvalidArgument(fmt::format("{}: method draft_model needs \"model\": the path of a model file with the "
                                          "target's vocabulary ({})", kWhere, s.message()));
     }
     if (config.model.empty()) return InvalidArgument(fmt::format("{}: \"model\" is empty", kWhere));
+  } else {
+    if (Status s = ParseDSparkFields(fields, config); !s.ok()) return s;
   }
   if (Status s = fields.RejectUnknown(); !s.ok()) return s;
   return config;

@@ -2,6 +2,8 @@
 //   {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4,"prompt_lookup_min":2}
 //   {"method":"suffix","num_speculative_tokens":8}
 //   {"method":"draft_model","model":"/path/draft.gguf","num_speculative_tokens":4}
+//   {"method":"dspark","model":"/path/drafter","num_speculative_tokens":7,
+//    "draft_sample_method":"greedy","enable_adaptive_verification":true}
 // Parse() rejects unknown methods, unknown fields and out-of-range values with a message naming
 // the field, so a typo is a startup error rather than speculation silently off.
 #pragma once
@@ -16,7 +18,11 @@ namespace ember::spec {
 
 inline constexpr int32_t kMaxSpeculativeTokens = 16;
 
-enum class Method : uint8_t { kNgram, kSuffix, kDraftModel };
+enum class Method : uint8_t { kNgram, kSuffix, kDraftModel, kDSpark };
+
+// dspark's draft_sample_method. Both draft greedily today (spec/dspark/dspark_proposer.h says
+// why); the value is kept so a config written for vLLM loads.
+enum class DraftSampleMethod : uint8_t { kGreedy, kProbabilistic };
 std::string_view MethodName(Method method);
 
 struct SpeculativeConfig {
@@ -38,8 +44,14 @@ struct SpeculativeConfig {
   float suffix_max_spec_factor = 1.0f;         // draft at most factor * match length tokens
   float suffix_min_token_prob = 0.1f;          // stop a draft at a continuation rarer than this
 
-  // draft_model: a model file with the target's vocabulary.
+  // draft_model: a model file with the target's vocabulary; dspark: the drafter's directory.
   std::string model;
+
+  // dspark (DSpark's block drafter, spec/dspark): `num_speculative_tokens` at most its block size.
+  DraftSampleMethod draft_sample_method = DraftSampleMethod::kGreedy;
+  // > 0: a draft ends before its first position whose confidence is below this (llama.cpp's
+  // --spec-draft-conf-min). vLLM's `enable_adaptive_verification` sets `adaptive` above.
+  float draft_confidence_threshold = 0.0f;
 };
 
 // Parses the JSON text of --speculative-config. Errors name the field and the allowed range.

@@ -19,11 +19,16 @@ Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const F
       ++given;
       continue;
     }
-    EMBER_RETURN_IF_ERROR(table.ReadRow(batch.token_ids[i], row));
-    if (embedding.scale != 1.0f) kernels::ScaleInPlace(row, hidden, embedding.scale);
-    // Row-wise, so one row at a time gives the bits of the whole batch at once.
-    if (embedding.norm_eps >= 0) kernels::RmsNorm(row, 1, hidden, embedding.norm_eps, row);
+    EMBER_RETURN_IF_ERROR(EmbedToken(table, embedding, batch.token_ids[i], hidden, row));
   }
+  return Status::Ok();
+}
+
+Status EmbedToken(const Linear& table, const TokenEmbedding& embedding, int32_t token, int64_t hidden, float* out) {
+  EMBER_RETURN_IF_ERROR(table.ReadRow(token, out));
+  if (embedding.scale != 1.0f) kernels::ScaleInPlace(out, hidden, embedding.scale);
+  // Row-wise, so one row at a time gives the bits of the whole batch at once.
+  if (embedding.norm_eps >= 0) kernels::RmsNorm(out, 1, hidden, embedding.norm_eps, out);
   return Status::Ok();
 }
 

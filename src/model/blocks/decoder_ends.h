@@ -25,6 +25,9 @@ struct TokenEmbedding {
   float norm_eps = -1.0f;     // >= 0: then a weightless RMSNorm (Muse Spark)
 };
 
+// out [hidden] = `token`'s embedding as the embedding module gives it (EmbedInputs' token rows).
+Status EmbedToken(const Linear& table, const TokenEmbedding& embedding, int32_t token, int64_t hidden, float* out);
+
 // residual [num_tokens, hidden] = the token embedding of each row of batch.token_ids, except
 // rows in batch.embedding_rows, copied from batch.input_embeddings.
 Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const ForwardBatch& batch, int64_t hidden,

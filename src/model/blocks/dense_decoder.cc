@@ -86,6 +86,16 @@ int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
   return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, spec_.hidden_size, block);
 }
 
+Status DenseDecoder::EmbedToken(int32_t token, float* out) const {
+  if (token < 0 || token >= spec_.info.vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", token));
+  return ember::EmbedToken(spec_.embed_tokens, {.scale = spec_.embed_scale}, token, spec_.hidden_size, out);
+}
+
+Status DenseDecoder::ApplyFinalNorm(const float* x, int64_t rows, float* out) const {
+  kernels::RmsNormGain(x, rows, spec_.hidden_size, spec_.norm_eps, spec_.final_norm.data(), out);
+  return Status::Ok();
+}
+
 Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   Workspace::Scope scope(workspace_);

@@ -29,6 +29,29 @@ TEST(SpeculativeConfig, ParsesVllmShape) {
   EXPECT_FALSE(d->adaptive);
 }
 
+// vLLM's dspark flags (its serving command for Inferact's DSpark drafters, less the block
+// verification ember does not have).
+TEST(SpeculativeConfig, ParsesDSpark) {
+  auto c = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":7,
+      "draft_sample_method":"probabilistic","enable_adaptive_verification":false,"draft_confidence_threshold":0.25,
+      "rejection_sample_method":"standard"})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->method, Method::kDSpark);
+  EXPECT_EQ(MethodName(c->method), "dspark");
+  EXPECT_EQ(c->model, "/m/dspark");
+  EXPECT_EQ(c->num_speculative_tokens, 7);
+  EXPECT_EQ(c->draft_sample_method, DraftSampleMethod::kProbabilistic);
+  EXPECT_FALSE(c->adaptive);
+  EXPECT_FLOAT_EQ(c->draft_confidence_threshold, 0.25f);
+
+  // Defaults: greedy, adaptive (ember's default for every method), no threshold.
+  auto d = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":5})");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->draft_sample_method, DraftSampleMethod::kGreedy);
+  EXPECT_TRUE(d->adaptive);
+  EXPECT_EQ(d->draft_confidence_threshold, 0.0f);
+}
+
 // Each bad config is an error naming the field at fault.
 TEST(SpeculativeConfig, BadConfigsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
@@ -50,6 +73,19 @@ TEST(SpeculativeConfig, BadConfigsNameTheField) {
        "suffix_decoding_min_token_prob"},
       {R"({"method":"draft_model","num_speculative_tokens":3})", "model"},
       {R"({"method":"draft_model","num_speculative_tokens":3,"model":""})", "model"},
+      {R"({"method":"dspark","num_speculative_tokens":7})", "model"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_sample_method":"topk"})",
+       "draft_sample_method"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"enable_adaptive_verification":"yes"})",
+       "enable_adaptive_verification"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"adaptive":false,
+          "enable_adaptive_verification":true})", "enable_adaptive_verification"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_confidence_threshold":1.5})",
+       "draft_confidence_threshold"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"rejection_sample_method":"block"})",
+       "rejection_sample_method"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"prompt_lookup_max":3})", "prompt_lookup_max"},
+      {R"({"method":"ngram","num_speculative_tokens":3,"draft_sample_method":"greedy"})", "draft_sample_method"},
   };
   for (const auto& [json, field] : cases) {
     auto c = ParseSpeculativeConfig(json);

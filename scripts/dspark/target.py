@@ -1,0 +1,133 @@
+"""The frozen target for DSpark training: SmolLM2-135M-Instruct from ember's local GGUF, run by
+transformers (which dequantizes it, so the hidden states are those of the weights ember serves),
+plus the prompt source and self-distilled continuations.
+
+Taps follow src/spec/dspark/checkpoint_layout.md: tap l is transformers'
+output_hidden_states[l + 1]; for the last layer that entry is the final-normed hidden state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import random
+import re
+from pathlib import Path
+
+import torch
+
+MODELS = Path(os.path.expanduser("~/.cache/ember/models"))
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def load_target(gguf: str = GGUF):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(MODELS, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(MODELS, gguf_file=gguf, dtype=torch.float32).eval()
+    model.requires_grad_(False)
+    return tok, model
+
+
+def embed_and_head(model):
+    """The target's embedding and lm_head weights (SmolLM2 ties them: one tensor)."""
+    return model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
+
+
+@torch.no_grad()
+def taps(model, ids: torch.Tensor, layer_ids: list[int], attention_mask=None) -> torch.Tensor:
+    """[B, T, m*d]: the taps of every position, concatenated in layer_ids order."""
+    # The decoder only (no lm_head); its last hidden_states entry is the final-normed one.
+    out = model.model(ids, attention_mask=attention_mask, output_hidden_states=True)
+    hs = out.hidden_states
+    return torch.cat([hs[0 if l == -1 else l + 1] for l in layer_ids], -1).float()
+
+
+# --- prompts: text that ships on this machine ---------------------------------------------------
+
+LICENSES = Path("/usr/share/common-licenses")
+STDLIB = ["json", "re", "collections", "itertools", "functools", "os", "pathlib", "string",
+          "textwrap", "datetime", "statistics", "fractions", "decimal", "heapq", "bisect", "random",
+          "math", "shutil", "subprocess", "argparse", "logging", "csv", "sqlite3", "socket",
+          "threading", "queue", "zipfile", "tarfile", "hashlib", "base64", "urllib.parse",
+          "email.message", "http.client", "typing", "dataclasses", "enum", "contextlib", "abc",
+          "io", "tempfile", "glob", "fnmatch", "difflib", "unittest", "doctest", "pickle",
+          "copy", "pprint", "inspect", "time", "calendar", "uuid", "struct", "array", "operator"]
+
+TEMPLATES_DOC = [
+    "Explain in plain words what this Python documentation says:\n\n{t}",
+    "Here is part of the Python documentation:\n\n{t}\n\nWrite a short example that uses it.",
+    "Summarize this in two sentences:\n\n{t}",
+    "What is this Python feature for?\n\n{t}",
+]
+TEMPLATES_LICENSE = [
+    "Explain this license clause in simple terms:\n\n{t}",
+    "Summarize this paragraph:\n\n{t}",
+    "What does this text allow and forbid?\n\n{t}",
+]
+
+
+def _license_paragraphs() -> list[str]:
+    paras = []
+    for f in sorted(LICENSES.iterdir()):
+        if f.is_symlink() or not f.is_file():
+            continue
+        for p in re.split(r"\n\s*\n", f.read_text(errors="ignore")):
+            p = " ".join(p.split())
+            if 200 <= len(p) <= 600:
+                paras.append(p)
+    return paras
+
+
+def _docstrings() -> list[str]:
+    import importlib
+
+    docs = []
+    for name in STDLIB:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:
+            continue
+        for attr, obj in sorted(vars(mod).items()):
+            if attr.startswith("_") or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            d = inspect.getdoc(obj) or ""
+            d = d.split("\n\n")[0].strip()
+            if 40 <= len(d) <= 600:
+                docs.append(f"{name}.{attr}: {d}")
+    return sorted(set(docs))
+
+
+def prompts(seed: int = 0) -> list[str]:
+    """Every prompt, deterministically shuffled (license clauses and stdlib docstrings)."""
+    rng = random.Random(seed)
+    out = [rng.choice(TEMPLATES_LICENSE).format(t=p) for p in _license_paragraphs()]
+    out += [rng.choice(TEMPLATES_DOC).format(t=d) for d in _docstrings()]
+    rng.shuffle(out)
+    return out
+
+
+@torch.no_grad()
+def generate(tok, model, texts: list[str], max_new: int, temperature: float, batch: int, seed: int):
+    """Self-distillation: the target continues each chat-formatted prompt. Returns a list of
+    (prompt_ids, continuation_ids) with the continuation cut after the first <|im_end|>."""
+    tok.padding_side = "left"
+    torch.manual_seed(seed)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    out = []
+    texts = sorted(texts, key=len)  # batches of similar length pad less
+    for i in range(0, len(texts), batch):
+        msgs = [[{"role": "user", "content": t}] for t in texts[i : i + batch]]
+        enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
+                                      padding=True, return_dict=True)
+        kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
+            else dict(do_sample=False)
+        g = model.generate(**enc, max_new_tokens=max_new, pad_token_id=eos, **kw)
+        plen = enc["input_ids"].shape[1]
+        for r in range(g.shape[0]):
+            prompt = enc["input_ids"][r][enc["attention_mask"][r].bool()].tolist()
+            cont = g[r, plen:].tolist()
+            if eos in cont:
+                cont = cont[: cont.index(eos) + 1]
+            out.append((prompt, cont))
+    return out

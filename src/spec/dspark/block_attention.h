@@ -1,0 +1,40 @@
+// The attention of one DSpark block: the block's queries over the request's context K/V (the
+// drafter's own, from the target's hidden states) and over the block's own K/V (DeepSpec's
+// create_dspark_attention_mask with vLLM's per-layer window; at inference only one block exists,
+// so its keys are the context and itself). checkpoint_layout.md "Mask" is the rule:
+//
+// Block slot t (0-based; position anchor + t) sees context positions j with
+// ContextBegin(anchor, t) <= j < anchor (the window: (anchor + t) - j < window), and block slots
+// j <= t on a causal layer, every slot otherwise. Softmax in f32 with the maximum subtracted.
+#pragma once
+
+#include <cstdint>
+
+#include "spec/dspark/context_store.h"
+
+namespace ember::spec::dspark {
+
+struct BlockAttentionShape {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t block_size = 0;
+  int64_t window = -1;  // keys per query including itself; -1: the whole context
+  bool causal = false;  // within the block
+  float scale = 1.0f;   // multiplies q·k (head_dim^-0.5)
+};
+
+// The first context position block position `t` at `anchor` may read (sliding window: keys in
+// (query position - window, query position]).
+int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t);
+// The most keys one query reads with `context_size` context positions.
+int64_t MaxKeys(const BlockAttentionShape& shape, int64_t context_size);
+
+// One query head `head` of one block: out rows [block_size, num_heads * head_dim] (only this
+// head's columns written); q [block_size, num_heads * head_dim] after norm and RoPE; k, v
+// [block_size, num_kv_heads * head_dim] the block's own (k after norm and RoPE). `scores` holds
+// MaxKeys floats. The context must hold every position ContextBegin names.
+void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,
+                     int64_t head, const float* q, const float* k, const float* v, float* scores, float* out);
+
+}  // namespace ember::spec::dspark

@@ -1,0 +1,109 @@
+// DSparkDrafter: the DSpark drafter's forward (reference/muse_spark.md §4.2, DeepSpec's
+// Qwen3DSparkModel, vLLM's qwen3_dspark.py), on ember's kernels, for a batch of requests.
+//
+//   context:  c_j = hidden_norm(fc([h_{l1}(j); ...; h_{lm}(j)]))  for each verified position j,
+//             per drafter layer K_j = RoPE_j(k_norm(k_proj(c_j))), V_j = v_proj(c_j), kept in
+//             the request's DSparkContext (no input_layernorm on the context: it is normed by
+//             hidden_norm already, as in DeepSpec and vLLM);
+//   block:    rows [anchor, MASK x (block_size - 1)] at positions anchor .. anchor + block_size - 1,
+//             embedded with the target's embedding table; Qwen3 decoder layers whose attention
+//             reads the context K/V plus the block's own K/V (block_attention.h); the final norm;
+//   logits:   base logits U_k = logit_scale * lm_head(h_k) with the target's lm_head, row k
+//             predicting the token at anchor + k + 1 (sample-from-anchor).
+// The Markov and confidence heads run on top, left to right (markov_head.h).
+//
+// Every scratch buffer comes from the drafter's Workspace; outputs live in the drafter until the
+// next ForwardBlocks. A block's result does not depend on the other blocks of the batch nor on
+// how the context was appended (row-independent matmuls), so a proposer may batch freely.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/workspace.h"
+#include "model/linear.h"
+#include "spec/dspark/block_attention.h"
+#include "spec/dspark/context_store.h"
+#include "spec/dspark/dspark_config.h"
+#include "spec/dspark/dspark_weights.h"
+
+namespace ember::spec::dspark {
+
+// What the drafter borrows from its target (never copied; must outlive the drafter): the token
+// embedding as the target's embedding module gives it (CausalLM::EmbedToken: Muse Spark's norm,
+// Gemma's scale applied) and its lm_head. Ignored for what the drafter's checkpoint ships itself.
+struct SharedTargetWeights {
+  // Writes token's hidden_size floats.
+  std::function<Status(int32_t token, float* out)> embed;
+  const Linear* lm_head = nullptr;  // [V, target hidden]
+
+  // A plain embedding table as the embedding (a target whose module only looks rows up).
+  static SharedTargetWeights FromTable(const Linear* table, const Linear* lm_head) {
+    SharedTargetWeights w;
+    if (table != nullptr) w.embed = [table](int32_t token, float* out) { return table->ReadRow(token, out); };
+    w.lm_head = lm_head;
+    return w;
+  }
+};
+
+class DSparkDrafter {
+ public:
+  // Checks that the shared weights match the config (vocab, hidden size).
+  static Expected<std::unique_ptr<DSparkDrafter>> Create(DSparkConfig config, DSparkWeights weights,
+                                                         SharedTargetWeights target);
+
+  const DSparkConfig& config() const { return config_; }
+  const DSparkWeights& weights() const { return weights_; }
+  const BlockAttentionShape& attention_shape(int64_t layer) const { return attention_[layer]; }
+  Workspace& workspace() { return workspace_; }
+
+  // A new, empty context store shaped for this drafter.
+  DSparkContext NewContext() const;
+  // Width of one position's concatenated tap features: taps * target_hidden_size.
+  int64_t feature_width() const;
+
+  // Projects `count` positions' concatenated tap features [count, feature_width()] (the target's
+  // hidden states of positions context.end() ..) and appends their K/V to `context`.
+  void AppendContext(const float* features, int64_t count, DSparkContext& context);
+
+  struct Block {
+    const DSparkContext* context = nullptr;  // must satisfy context->CanDraftAt(anchor_position)
+    int32_t anchor_token = 0;
+    int64_t anchor_position = 0;
+    // Rows whose base logits are wanted (the first num_logits block positions), 0..block_size.
+    int32_t num_logits = 0;
+  };
+  // Runs the backbone over every block and the lm_head over the rows asked for.
+  void ForwardBlocks(std::span<const Block> blocks);
+  // After ForwardBlocks: the final-normed hidden state of block `b`'s position k (hidden_size),
+  // and its base logits (vocab_size; k < num_logits).
+  std::span<const float> Hidden(size_t b, int64_t k) const;
+  std::span<const float> BaseLogits(size_t b, int64_t k) const;
+
+  // The workspace a context append of `rows` positions and a block forward of `blocks` blocks
+  // over contexts of up to `context_size` positions take, at most.
+  int64_t WorkspaceBytes(int64_t rows, int64_t blocks, int64_t context_size) const;
+
+ private:
+  DSparkDrafter(DSparkConfig config, DSparkWeights weights, SharedTargetWeights target);
+  void Layer(const DSparkLayerWeights& layer, int64_t index, std::span<const Block> blocks, const int64_t* positions,
+             float* residual);
+
+  DSparkConfig config_;
+  DSparkWeights weights_;
+  SharedTargetWeights target_;
+  std::vector<BlockAttentionShape> attention_;  // per layer
+  std::vector<float> inv_freq_;
+  Workspace workspace_;
+  // ForwardBlocks' outputs.
+  std::vector<float> hidden_;  // [blocks * block_size, hidden]
+  std::vector<float> logits_;  // [sum num_logits, vocab]
+  std::vector<int64_t> logits_row_;  // per block, its first row in logits_
+};
+
+}  // namespace ember::spec::dspark

@@ -1,0 +1,165 @@
+#include "spec/dspark/dspark_proposer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/logging.h"
+
+namespace ember::spec::dspark {
+
+Expected<std::unique_ptr<DSparkProposer>> DSparkProposer::Create(std::unique_ptr<DSparkDrafter> drafter,
+                                                                 const DSparkTargetInfo& target,
+                                                                 TargetFinalNorm final_norm,
+                                                                 const DSparkProposerOptions& options) {
+  if (drafter == nullptr) return InvalidArgument("dspark: no drafter was given");
+  const DSparkConfig& c = drafter->config();
+  EMBER_RETURN_IF_ERROR(CheckFitsTarget(c, target));
+  if (options.num_speculative_tokens < 1 || options.num_speculative_tokens > c.block_size) {
+    return InvalidArgument(fmt::format("dspark: num_speculative_tokens is {}: it must be in [1, {}], the drafter's "
+                                       "block_size (a block of the anchor and block_size - 1 mask tokens drafts "
+                                       "block_size tokens)",
+                                       options.num_speculative_tokens, c.block_size));
+  }
+  if (options.max_num_seqs < 1 || options.max_context_rows < 1) {
+    return InvalidArgument("dspark: max_num_seqs and max_context_rows must be at least 1");
+  }
+  if (!(options.confidence_threshold >= 0.0f && options.confidence_threshold <= 1.0f)) {
+    return InvalidArgument(
+        fmt::format("dspark: the confidence threshold is {}: it must be in [0, 1]", options.confidence_threshold));
+  }
+  const bool taps_last = std::find(c.target_layer_ids.begin(), c.target_layer_ids.end(), target.num_layers - 1) !=
+                         c.target_layer_ids.end();
+  if (taps_last) {
+    // Checked now so a target that cannot norm its last tap fails at startup, not mid-serving.
+    std::vector<float> row(target.hidden_size, 1.0f);
+    const Status normed = final_norm ? final_norm(row.data(), 1, row.data()) : Unimplemented("no final norm given");
+    if (!normed.ok()) {
+      return InvalidArgument(fmt::format("dspark: the drafter taps the target's last layer ({}), which is the "
+                                         "final-normed hidden state, but the target's final norm is unavailable: {}",
+                                         target.num_layers - 1, normed.message()));
+    }
+  } else {
+    final_norm = nullptr;
+  }
+  const int64_t window = c.context_window();
+  const int64_t context_size = window > 0 ? window : 4096;  // a long context grows the workspace once, with a warning
+  EMBER_RETURN_IF_ERROR(drafter->workspace().Reserve(
+      drafter->WorkspaceBytes(options.max_context_rows, options.max_num_seqs, context_size)));
+  EMBER_LOG_INFO("dspark: {} layers, block {}, taps [{}] of the target's {} layers, context window {}, Markov {} "
+                 "(rank {}), confidence head {}; drafting up to {} tokens{}",
+                 c.num_layers, c.block_size, fmt::join(c.target_layer_ids, ", "), target.num_layers,
+                 window > 0 ? std::to_string(window) : std::string("full"),
+                 c.markov_head_type == MarkovHeadType::kGated ? "gated" : c.markov_rank > 0 ? "vanilla" : "none",
+                 c.markov_rank, c.enable_confidence_head ? "on" : "off", options.num_speculative_tokens,
+                 options.confidence_threshold > 0 ? fmt::format(", confidence threshold {}", options.confidence_threshold)
+                                                  : std::string());
+  return std::unique_ptr<DSparkProposer>(new DSparkProposer(std::move(drafter), target, std::move(final_norm), options));
+}
+
+DSparkProposer::DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSparkTargetInfo& target,
+                               TargetFinalNorm final_norm, const DSparkProposerOptions& options)
+    : drafter_(std::move(drafter)),
+      target_(target),
+      final_norm_(std::move(final_norm)),
+      options_(options),
+      markov_(*drafter_) {}
+
+const DSparkContext* DSparkProposer::context(RequestId req) const {
+  auto it = contexts_.find(req);
+  return it == contexts_.end() ? nullptr : &it->second;
+}
+
+void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) {
+  const DSparkConfig& c = drafter_->config();
+  const size_t taps = c.target_layer_ids.size();
+  EMBER_CHECK(states.layers.size() == taps && states.hidden_size == c.target_hidden_size,
+              "dspark: hidden states of {} layers x {} for a drafter of {} taps x {}", states.layers.size(),
+              states.hidden_size, taps, c.target_hidden_size);
+  if (states.num_rows <= 0) return;
+  auto [it, inserted] = contexts_.try_emplace(req, drafter_->NewContext());
+  DSparkContext& context = it->second;
+  if (states.first_position < context.end()) context.TruncateTo(states.first_position);
+  if (states.first_position > context.end()) {
+    // Positions the target never computed (a prefix-cache hit): the context restarts after them.
+    if (context.end() == 0 && drafter_->config().context_window() < 0 && !warned_prefix_gap_) {
+      warned_prefix_gap_ = true;
+      EMBER_LOG_WARN("dspark: a request's hidden states start at position {} (a prefix-cache hit): this drafter has "
+                     "full-attention layers, so it cannot draft for such requests; disable prefix caching to draft "
+                     "for every request", states.first_position);
+    }
+    context.RestartAt(states.first_position);
+  }
+
+  const int64_t hidden = c.target_hidden_size;
+  const int64_t width = drafter_->feature_width();
+  for (int64_t first = 0; first < states.num_rows; first += options_.max_context_rows) {
+    const int64_t rows = std::min(options_.max_context_rows, states.num_rows - first);
+    features_.resize(rows * width);
+    for (size_t t = 0; t < taps; ++t) {
+      const bool last = c.target_layer_ids[t] == target_.num_layers - 1;
+      for (int64_t i = 0; i < rows; ++i) {
+        const std::span<const float> row = states.Row(t, first + i);
+        float* out = features_.data() + i * width + static_cast<int64_t>(t) * hidden;
+        if (last) {
+          const Status normed = final_norm_(row.data(), 1, out);
+          EMBER_CHECK(normed.ok(), "dspark: the target's final norm: {}", normed.message());
+        } else {
+          std::copy(row.begin(), row.end(), out);
+        }
+      }
+    }
+    drafter_->AppendContext(features_.data(), rows, context);
+  }
+}
+
+void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
+  EMBER_CHECK(inputs.size() == drafts.size());
+  const size_t per_batch = static_cast<size_t>(options_.max_num_seqs);
+  for (size_t first = 0; first < inputs.size(); first += per_batch) {
+    const size_t count = std::min(per_batch, inputs.size() - first);
+    ProposeBatch(inputs.subspan(first, count), drafts.subspan(first, count));
+  }
+}
+
+void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
+  const DSparkConfig& c = drafter_->config();
+  blocks_.clear();
+  block_input_.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ProposalInput& in = inputs[i];
+    const int32_t k = std::min(in.max_tokens, options_.num_speculative_tokens);
+    if (in.tokens.empty() || k < 1) continue;
+    auto it = contexts_.find(in.req);
+    const int64_t anchor_position = static_cast<int64_t>(in.tokens.size()) - 1;
+    const int32_t anchor = in.tokens.back();
+    // The block needs the target's hidden states of every position before the anchor.
+    if (it == contexts_.end() || !it->second.CanDraftAt(anchor_position)) continue;
+    if (anchor < 0 || anchor >= c.vocab_size) continue;
+    // The same request twice in one call shares one context; draft it once.
+    const bool repeated = std::any_of(block_input_.begin(), block_input_.end(),
+                                      [&](size_t b) { return inputs[b].req == in.req; });
+    if (repeated) continue;
+    blocks_.push_back({&it->second, anchor, anchor_position, k});
+    block_input_.push_back(i);
+  }
+  if (blocks_.empty()) return;
+  drafter_->ForwardBlocks(blocks_);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    markov_.Draft(b, blocks_[b].anchor_token, blocks_[b].num_logits, {}, options_.confidence_threshold,
+                  /*keep_logits=*/false, &block_draft_);
+    Draft& d = drafts[block_input_[b]];
+    d.tokens = block_draft_.tokens;
+    d.confidences = block_draft_.confidences;
+  }
+}
+
+void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
+                                bool completed) {
+  (void)tokens, (void)num_prompt_tokens, (void)completed;
+  contexts_.erase(req);
+}
+
+}  // namespace ember::spec::dspark

@@ -1,0 +1,98 @@
+// DSparkProposer: vLLM's `dspark` speculative method on ember's Proposer seam.
+//
+// Each step the runner hands it the target's hidden states at the drafter's tap layers for every
+// position it verified (ObserveTargetHiddenStates); the proposer projects them into the request's
+// context K/V at once (DSparkDrafter::AppendContext) and keeps nothing else of them. Propose then
+// drafts one block per request whose context reaches its anchor (the token just sampled): one
+// backbone forward for the whole batch, then the Markov stage left to right per request.
+//
+// Drafts are greedy whatever draft_sample_method says: the runner's verification treats drafts as
+// one-hot (proposer.h), which stays lossless, and for a one-hot draft the argmax is the token most
+// likely to match what the target samples; "probabilistic" drafting (sampling from softmax(l_k / T)
+// and verifying with the draft probabilities, vLLM's rule) needs the verifier to take draft
+// probabilities, which it does not yet. Acceptance at T > 0 is lower than vLLM's for that reason.
+//
+// Confidences are the per-position c_k (prefix survival is their product), for the scheduler's
+// verification length. With confidence_threshold > 0 a draft also ends before its first position
+// with c_k below it (llama.cpp's --spec-draft-conf-min, DeepSpec's static threshold).
+//
+// Rollback needs no bookkeeping: the runner reports only verified positions, in order, so the
+// context never holds a rejected draft. A report that starts before the context's end (a request
+// recomputed from there) cuts the context back to it. One that starts after it (a prompt prefix
+// the target took from its prefix cache) restarts the context there: a windowed drafter drafts
+// once the missing positions leave its window, one with full-attention layers does not draft for
+// that request (logged once; vLLM keeps the drafter's context K/V in its prefix cache, ember's
+// drafter has no prefix cache yet).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/dspark/drafter.h"
+#include "spec/dspark/markov_head.h"
+#include "spec/proposer.h"
+
+namespace ember::spec::dspark {
+
+struct DSparkProposerOptions {
+  // Tokens drafted per request per call, at most the drafter's block_size (ProposalInput::max_tokens
+  // caps it further).
+  int32_t num_speculative_tokens = 7;
+  // Blocks per drafter forward; more requests are drafted in several forwards.
+  int64_t max_num_seqs = 16;
+  // Context positions projected per AppendContext (a longer prefill report is split; the result
+  // is the same, the projection being row-independent): sizes the workspace and the feature
+  // buffer (rows x taps x hidden floats), with max_num_seqs.
+  int64_t max_context_rows = 512;
+  // 0: off. Otherwise a draft ends before the first position whose confidence is below it.
+  float confidence_threshold = 0.0f;
+};
+
+// The target's final norm over rows of its residual stream (CausalLM::ApplyFinalNorm): a tap at
+// the target's last layer is transformers' normed last hidden state (checkpoint_layout.md "Taps").
+using TargetFinalNorm = std::function<Status(const float* x, int64_t rows, float* out)>;
+
+class DSparkProposer final : public Proposer {
+ public:
+  // `final_norm` is needed only when a tap is the target's last layer.
+  static Expected<std::unique_ptr<DSparkProposer>> Create(std::unique_ptr<DSparkDrafter> drafter,
+                                                          const DSparkTargetInfo& target, TargetFinalNorm final_norm,
+                                                          const DSparkProposerOptions& options);
+
+  std::string_view name() const override { return "dspark"; }
+  std::span<const int32_t> TargetHiddenStateLayers() const override { return drafter_->config().target_layer_ids; }
+  void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) override;
+  void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
+  void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
+
+  const DSparkDrafter& drafter() const { return *drafter_; }
+  int64_t num_tracked_requests() const { return static_cast<int64_t>(contexts_.size()); }
+  // The request's context store, or nullptr.
+  const DSparkContext* context(RequestId req) const;
+
+ private:
+  DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSparkTargetInfo& target, TargetFinalNorm final_norm,
+                 const DSparkProposerOptions& options);
+  void ProposeBatch(std::span<const ProposalInput> inputs, std::span<Draft> drafts);
+
+  std::unique_ptr<DSparkDrafter> drafter_;
+  DSparkTargetInfo target_;
+  TargetFinalNorm final_norm_;
+  DSparkProposerOptions options_;
+  MarkovStage markov_;
+  std::unordered_map<RequestId, DSparkContext> contexts_;
+  // Scratch reused across calls.
+  std::vector<float> features_;  // [rows, feature_width]
+  std::vector<DSparkDrafter::Block> blocks_;
+  std::vector<size_t> block_input_;  // the input each block answers
+  BlockDraft block_draft_;
+  bool warned_prefix_gap_ = false;
+};
+
+}  // namespace ember::spec::dspark

@@ -1,0 +1,86 @@
+#include "spec/dspark/markov_head.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/ops.h"
+#include "spec/draft_model_proposer.h"
+
+namespace ember::spec::dspark {
+
+MarkovStage::MarkovStage(const DSparkDrafter& drafter)
+    : drafter_(drafter), config_(drafter.config()), weights_(drafter.weights()) {
+  const int64_t r = config_.markov_rank;
+  embed_.resize(r);
+  gate_in_.resize(config_.hidden_size + r);
+  gated_.resize(r);
+  bias_.resize(config_.vocab_size);
+  logits_.resize(config_.vocab_size);
+}
+
+void MarkovStage::Correct(std::span<const float> base, std::span<const float> h) {
+  std::copy(base.begin(), base.end(), logits_.begin());
+  if (config_.markov_head_type == MarkovHeadType::kNone) return;
+  const float* e = embed_.data();
+  if (config_.markov_head_type == MarkovHeadType::kGated) {
+    std::copy(h.begin(), h.end(), gate_in_.begin());
+    std::copy(embed_.begin(), embed_.end(), gate_in_.begin() + config_.hidden_size);
+    weights_.markov_gate.Apply(gate_in_.data(), 1, gated_.data());
+    kernels::AddInPlace(gated_.data(), weights_.markov_gate_bias.data(), config_.markov_rank);
+    kernels::SigmoidInPlace(gated_.data(), config_.markov_rank);
+    kernels::MulInPlace(gated_.data(), embed_.data(), config_.markov_rank);
+    e = gated_.data();
+  }
+  weights_.markov_w2.Apply(e, 1, bias_.data());
+  const float scale = config_.logit_scale;
+  for (size_t v = 0; v < logits_.size(); ++v) logits_[v] += scale * bias_[v];
+}
+
+float MarkovStage::ConfidenceLogit(std::span<const float> h) const {
+  const std::vector<float>& w = weights_.confidence_weight;
+  float z = weights_.confidence_bias;
+  const int64_t hidden = config_.hidden_size;
+  for (int64_t i = 0; i < hidden; ++i) z += w[i] * h[i];
+  if (config_.confidence_head_with_markov) {
+    for (int64_t i = 0; i < config_.markov_rank; ++i) z += w[hidden + i] * embed_[i];
+  }
+  return z;
+}
+
+void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std::span<const int32_t> forced,
+                        float min_confidence, bool keep_logits, BlockDraft* out) {
+  EMBER_CHECK(num_tokens >= 0 && num_tokens <= config_.block_size);
+  EMBER_CHECK(forced.empty() || static_cast<int32_t>(forced.size()) >= num_tokens);
+  out->Clear();
+  const int64_t vocab = config_.vocab_size;
+  int32_t prev = anchor_token;
+  for (int32_t k = 0; k < num_tokens; ++k) {
+    const std::span<const float> h = drafter_.Hidden(b, k);
+    if (config_.markov_rank > 0) {
+      const Status read = weights_.markov_w1.ReadRow(prev, embed_.data());
+      EMBER_CHECK(read.ok(), "DSpark: Markov embedding of token {}: {}", prev, read.message());
+    }
+    Correct(drafter_.BaseLogits(b, k), h);
+    const int32_t token = forced.empty() ? GreedyToken(logits_) : forced[k];
+    float z = 0.0f;
+    float confidence = 0.0f;
+    if (config_.enable_confidence_head) {
+      z = ConfidenceLogit(h);
+      confidence = 1.0f / (1.0f + std::exp(-z / config_.confidence_temperatures[k]));
+    } else {
+      // Without a confidence head the drafter's own probability of its token is the best guess.
+      confidence = SoftmaxProbability(logits_, token);
+    }
+    // The static threshold mode (llama.cpp's --spec-draft-conf-min, DeepSpec's
+    // _confident_prefix_length): the draft ends before the first unconfident position.
+    if (confidence < min_confidence) break;
+    if (config_.enable_confidence_head) out->confidence_logits.push_back(z);
+    out->tokens.push_back(token);
+    out->confidences.push_back(confidence);
+    if (keep_logits) out->logits.insert(out->logits.end(), logits_.begin(), logits_.begin() + vocab);
+    prev = token;
+  }
+}
+
+}  // namespace ember::spec::dspark

@@ -1,0 +1,353 @@
+// DSpark end to end through LocalEngine: {"method":"dspark"} drafts from the target's tap hidden
+// states that the runner hands the proposer, and every request's output (tokens, logprobs, finish
+// reason) is bitwise the output without speculation, greedy and seeded-sampled, with chunked
+// prefill, prefix caching and preemption in play. ember's forward is batch- and chunk-invariant and
+// verification samples each position as plain decoding would, so equality is exact.
+//
+// Random drafters (written here for the target's shape) prove the plumbing and losslessness, their
+// drafts mostly rejected; the drafter trained for SmolLM2 (tests/golden/dspark/smollm2, from
+// scripts/train_dspark.py) proves drafts get accepted, and the test prints its tokens per step.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "model/causal_lm.h"
+#include "runner/local_engine.h"
+#include "support/engine_run.h"
+#include "tokenizer/model_tokenizer.h"
+#include "unit/spec/dspark_random_drafter.h"
+
+namespace ember {
+namespace {
+
+using spec::dspark::test::RandomDrafterSpec;
+using spec::dspark::test::TempDir;
+using spec::dspark::test::WriteRandomDrafter;
+
+const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+// $EMBER_DSPARK_SMOLLM2 overrides it (a drafter being trained elsewhere).
+std::string TrainedSmolLM2() {
+  const char* dir = std::getenv("EMBER_DSPARK_SMOLLM2");
+  return dir && *dir ? std::string(dir) : std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/smollm2";
+}
+
+std::string CachedModel(const char* file) {
+  const char* cache = std::getenv("EMBER_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  return (cache && *cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/ember/models") + "/" + file;
+}
+
+std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
+  auto model = LoadModel(path);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  if (!model.ok()) return nullptr;
+  options.model_path = path;
+  auto engine = LocalEngine::Create(std::move(*model), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString() << " " << options.speculative_config;
+  return engine.ok() ? std::move(*engine) : nullptr;
+}
+
+void ExpectBitwiseEqual(const test::RunResult& want, const test::RunResult& got, const std::string& what) {
+  ASSERT_EQ(want.tokens, got.tokens) << what;
+  EXPECT_EQ(want.reason, got.reason) << what;
+  ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
+  for (size_t i = 0; i < want.logprobs.size(); ++i) {
+    EXPECT_EQ(want.logprobs[i].logprob, got.logprobs[i].logprob) << what << " token " << i;
+    EXPECT_EQ(want.logprobs[i].top_ids, got.logprobs[i].top_ids) << what << " token " << i;
+  }
+}
+
+// Random prompts of varied lengths; odd requests sample (seeded), so verification must be exact
+// for sampling too.
+std::vector<RequestInput> RandomWorkload(int32_t vocab, int num_requests, int max_tokens) {
+  std::mt19937 rng(5);
+  std::vector<RequestInput> inputs;
+  for (int i = 0; i < num_requests; ++i) {
+    RequestInput in;
+    const int length = 5 + 7 * i;
+    for (int t = 0; t < length; ++t) in.prompt_token_ids.push_back(static_cast<int32_t>(rng() % (vocab - 2)) + 1);
+    in.sampling.max_tokens = max_tokens - (i % 3) * 2;
+    in.sampling.logprobs = 2;
+    in.sampling.ignore_eos = true;
+    if (i % 2 == 1) {
+      in.sampling.temperature = 0.8f;
+      in.sampling.seed = 100 + i;
+    }
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+EngineOptions SmallEngine() {
+  EngineOptions o;
+  o.kv_cache_dtype = "f32";
+  o.max_model_len = 256;
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 32;  // prompts span several steps: chunked prefill
+  o.kv_cache_memory_bytes = 32 << 20;
+  o.block_size = 8;
+  return o;
+}
+
+std::string DSparkConfig(const std::string& dir, int k, const std::string& extra = "") {
+  return R"({"method":"dspark","model":")" + dir + R"(","num_speculative_tokens":)" + std::to_string(k) + extra + "}";
+}
+
+struct Variant {
+  std::string name;
+  std::string config;
+  bool tiny_pool = false;
+};
+
+// Runs `inputs` without speculation, then under each variant; compares bitwise. Returns the
+// scheduler's counters of the last variant.
+SpecDecodeCounters ExpectLossless(const std::string& path, const EngineOptions& base,
+                                  const std::vector<RequestInput>& inputs, const std::vector<Variant>& variants) {
+  std::map<RequestIndex, test::RunResult> want;
+  int64_t tiny_pool = 0;
+  {
+    auto plain = MakeEngine(path, base);
+    EXPECT_NE(plain, nullptr);
+    if (plain == nullptr) return {};
+    const auto start = std::chrono::steady_clock::now();
+    want = test::RunToCompletion(plain->core(), inputs);
+    if (std::getenv("EMBER_SPEC_TEST_VERBOSE")) {
+      std::printf("no speculation: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    tiny_pool = kv::KvBytesPerSequence(plain->plan().kv, 96) + 4 * plain->plan().kv.BytesPerBlock();
+  }
+  SpecDecodeCounters last;
+  for (const Variant& v : variants) {
+    EngineOptions o = base;
+    o.speculative_config = v.config;
+    if (v.tiny_pool) {  // preemption mid-speculation: released requests restart from position 0
+      o.kv_cache_memory_bytes = tiny_pool;
+      o.max_model_len = 96;
+      o.enable_prefix_caching = false;
+    }
+    auto engine = MakeEngine(path, o);
+    EXPECT_NE(engine, nullptr) << v.name;
+    if (engine == nullptr) continue;
+    const auto start = std::chrono::steady_clock::now();
+    std::map<RequestIndex, test::RunResult> got = test::RunToCompletion(engine->core(), inputs);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(got.size(), want.size()) << v.name;
+    for (const auto& [req, r] : want) ExpectBitwiseEqual(r, got[req], v.name + ", request " + std::to_string(req));
+    const SchedulerStats stats = engine->core().Stats();
+    if (v.config.find(R"("adaptive":false)") != std::string::npos) {
+      EXPECT_GT(stats.spec_decode.num_draft_tokens, 0) << v.name << ": nothing was verified, nothing was proven";
+    }
+    if (v.tiny_pool) EXPECT_GT(stats.num_preemptions, 0) << v.name;
+    EXPECT_EQ(stats.kv_usage, 0.0) << v.name;
+    if (std::getenv("EMBER_SPEC_TEST_VERBOSE")) std::printf("%s: %.2f s, drafts %lld draft tokens %lld accepted %lld\n", v.name.c_str(), seconds, (long long)stats.spec_decode.num_drafts, (long long)stats.spec_decode.num_draft_tokens, (long long)stats.spec_decode.num_accepted_tokens);
+    last = stats.spec_decode;
+  }
+  return last;
+}
+
+// Muse Spark's hybrid MoE (sliding and full layers) with a random drafter tapping its last layer
+// (whose tap is final-normed through CausalLM::ApplyFinalNorm), windowed layer 0.
+TEST(DSparkSpecDecode, MuseSparkLossless) {
+  TempDir tmp("muse_engine");
+  RandomDrafterSpec s;
+  s.hidden = 128;
+  s.vocab = 512;
+  s.target_layers = 6;
+  s.taps = {1, 3, 5};
+  s.sliding_window = 6;
+  s.block_size = 5;
+  WriteRandomDrafter(tmp.path, s);
+  const std::vector<RequestInput> inputs = RandomWorkload(512, 6, 20);
+  ExpectLossless(kTinyA, SmallEngine(), inputs,
+                 {{"dspark k=5 fixed", DSparkConfig(tmp.path, 5, R"(,"adaptive":false)")},
+                  {"dspark k=3 fixed, threshold", DSparkConfig(tmp.path, 3, R"(,"adaptive":false,"draft_confidence_threshold":0.2)")},
+                  {"dspark k=5 adaptive", DSparkConfig(tmp.path, 5, R"(,"enable_adaptive_verification":true)")},
+                  {"dspark k=4 fixed, tiny pool", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)"), true}});
+}
+
+// Requests whose prompt prefix the target takes from its prefix cache: the runner reports their
+// hidden states from the first uncached position, so the drafter's context starts there. A drafter
+// windowed on every layer drafts for them once the window is filled; outputs stay bitwise.
+TEST(DSparkSpecDecode, PrefixCacheHitsDraftWithAWindowedDrafter) {
+  TempDir tmp("muse_prefix");
+  RandomDrafterSpec s;
+  s.hidden = 128;
+  s.vocab = 512;
+  s.target_layers = 6;
+  s.taps = {1, 3, 5};
+  s.sliding_window = 6;
+  s.window_all_layers = true;
+  s.block_size = 5;
+  WriteRandomDrafter(tmp.path, s);
+  std::mt19937 rng(9);
+  std::vector<int32_t> prefix(24);
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % 500) + 1;
+  auto request = [&](int tail, int seed) {
+    RequestInput in;
+    in.prompt_token_ids = prefix;
+    for (int t = 0; t < tail; ++t) in.prompt_token_ids.push_back(static_cast<int32_t>((seed * 31 + t * 7) % 500) + 1);
+    in.sampling.max_tokens = 12;
+    in.sampling.logprobs = 1;
+    in.sampling.ignore_eos = true;
+    return in;
+  };
+  const std::vector<RequestInput> first = {request(5, 1)};
+  const std::vector<RequestInput> hits = {request(9, 2), request(7, 3), request(12, 4)};
+
+  auto run = [&](const std::string& config, SchedulerStats* after_first, SchedulerStats* after_hits) {
+    EngineOptions o = SmallEngine();
+    o.speculative_config = config;
+    auto engine = MakeEngine(kTinyA, o);
+    EXPECT_NE(engine, nullptr);
+    auto a = test::RunToCompletion(engine->core(), first);
+    *after_first = engine->core().Stats();
+    // Keyed from 0 within each call: the second call's requests are 1.. here.
+    for (const auto& [i, r] : test::RunToCompletion(engine->core(), hits, 1)) a[i + 1] = r;
+    *after_hits = engine->core().Stats();
+    return a;
+  };
+  SchedulerStats plain_a, plain_b, spec_a, spec_b;
+  const auto want = run("", &plain_a, &plain_b);
+  const auto got = run(DSparkConfig(tmp.path, 5, R"(,"adaptive":false)"), &spec_a, &spec_b);
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& [req, r] : want) ExpectBitwiseEqual(r, got.at(req), "request " + std::to_string(req));
+  EXPECT_GE(spec_b.prefix_cache.hits - spec_a.prefix_cache.hits, 3 * 24) << "the prompts should hit the cache";
+  EXPECT_GT(spec_b.spec_decode.num_drafts, spec_a.spec_decode.num_drafts) << "no drafts for cache-hit requests";
+}
+
+// Bad DSpark configs are startup errors naming the problem.
+TEST(DSparkSpecDecode, BadDrafterFailsAtStartup) {
+  TempDir tmp("muse_bad");
+  RandomDrafterSpec s;
+  s.hidden = 128;
+  s.vocab = 512;
+  s.block_size = 5;
+  WriteRandomDrafter(tmp.path, s);
+  const std::string fixture = std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/tiny";
+  const std::pair<std::string, std::string> cases[] = {
+      {DSparkConfig("/nonexistent/dspark", 5), "/nonexistent/dspark"},
+      {DSparkConfig(fixture, 5), "hidden_size is 64 but the target's is 128"},
+      {DSparkConfig(tmp.path, 6), "num_speculative_tokens is 6"},
+      {DSparkConfig(tmp.path, 5, R"(,"rejection_sample_method":"block")"), "rejection_sample_method"},
+  };
+  for (const auto& [config, needle] : cases) {
+    auto model = LoadModel(kTinyA);
+    ASSERT_TRUE(model.ok());
+    EngineOptions o = SmallEngine();
+    o.speculative_config = config;
+    o.model_path = kTinyA;
+    auto engine = LocalEngine::Create(std::move(*model), o);
+    ASSERT_FALSE(engine.ok()) << config;
+    EXPECT_NE(engine.status().message().find(needle), std::string::npos) << config << " -> " << engine.status().message();
+  }
+}
+
+// SmolLM2 (a Llama GGUF: quantized embedding and tied lm_head shared with the drafter).
+TEST(DSparkSpecDecode, SmolLM2RandomDrafterLossless) {
+  const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
+  TempDir tmp("smollm2_random");
+  RandomDrafterSpec s;
+  s.hidden = 576;
+  s.vocab = 49152;
+  s.target_layers = 30;
+  s.taps = {2, 15, 29};
+  s.layers = 1;
+  s.heads = 9;
+  s.kv_heads = 3;
+  s.head_dim = 64;
+  s.intermediate = 256;
+  s.block_size = 4;
+  s.markov_rank = 8;
+  WriteRandomDrafter(tmp.path, s);
+  EngineOptions o = SmallEngine();
+  o.kv_cache_dtype = "auto";
+  ExpectLossless(path, o, RandomWorkload(49152, 3, 12),
+                 {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
+}
+
+// Gemma 3 (embedding scaled by sqrt(hidden) in its embedding module, which the drafter's block
+// rows go through too; softcapped logits; a 262k vocabulary).
+TEST(DSparkSpecDecode, Gemma3RandomDrafterLossless) {
+  const std::string path = CachedModel("gemma-3-270m-q4_k_m.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << "Gemma 3 not fetched (scripts/fetch_models.py)";
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelInfo info = (*model)->info();
+  model->reset();
+  TempDir tmp("gemma3_random");
+  RandomDrafterSpec s;
+  s.hidden = info.hidden_size;
+  s.vocab = info.vocab_size;
+  s.target_layers = info.num_layers;
+  s.taps = {3, static_cast<int32_t>(info.num_layers / 2), static_cast<int32_t>(info.num_layers - 1)};
+  s.layers = 1;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.intermediate = 256;
+  s.block_size = 4;
+  s.markov_rank = 4;
+  WriteRandomDrafter(tmp.path, s);
+  EngineOptions o = SmallEngine();
+  o.kv_cache_dtype = "auto";
+  ExpectLossless(path, o, RandomWorkload(static_cast<int32_t>(info.vocab_size), 3, 10),
+                 {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
+}
+
+// The drafter trained for SmolLM2: lossless at T=0 and T=1, and its drafts are accepted. Prints
+// tokens per verification step and acceptance per position.
+TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
+  const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
+  const std::string drafter = TrainedSmolLM2();
+  if (!std::ifstream(drafter + "/model.safetensors")) GTEST_SKIP() << "no trained drafter in " << drafter;
+  auto tokenizer = LoadModelTokenizer(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  const char* texts[] = {
+      "The GNU General Public License is a free, copyleft license for software and other kinds of works. The "
+      "licenses for most software and other practical works are designed to take away your freedom to",
+      "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n",
+      "Write a short story about a robot who learns to paint.",
+      "Explain how a hash table works, in three sentences.",
+  };
+  std::vector<RequestInput> inputs;
+  for (int i = 0; i < 4; ++i) {
+    RequestInput in;
+    in.prompt_token_ids = (*tokenizer)->Encode(texts[i], /*add_special=*/true, /*parse_special=*/false);
+    in.sampling.max_tokens = 48;
+    in.sampling.logprobs = 1;
+    in.sampling.ignore_eos = true;
+    if (i == 3) {  // T=1, seeded
+      in.sampling.temperature = 1.0f;
+      in.sampling.seed = 7;
+    }
+    inputs.push_back(std::move(in));
+  }
+  EngineOptions o = SmallEngine();
+  o.kv_cache_dtype = "auto";
+  o.max_num_batched_tokens = 64;
+  const SpecDecodeCounters c = ExpectLossless(
+      path, o, inputs,
+      {{"dspark k=7 adaptive", DSparkConfig(drafter, 7, R"(,"enable_adaptive_verification":true)")},
+       {"dspark k=7 fixed", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});  // last: the counters
+  ASSERT_GT(c.num_drafts, 0);
+  EXPECT_GT(c.num_accepted_tokens, 0) << "the trained drafter's drafts were never accepted";
+  std::printf("SmolLM2 + trained DSpark, k=7 fixed: %lld verification steps, %lld draft tokens, %lld accepted: "
+              "%.2f tokens per step (1 + accepted per step), acceptance %.1f%%\n",
+              static_cast<long long>(c.num_drafts), static_cast<long long>(c.num_draft_tokens),
+              static_cast<long long>(c.num_accepted_tokens),
+              1.0 + static_cast<double>(c.num_accepted_tokens) / c.num_drafts,
+              100.0 * c.num_accepted_tokens / std::max<int64_t>(1, c.num_draft_tokens));
+  std::printf("accepted per position:");
+  for (int64_t n : c.accepted_per_position) std::printf(" %.2f", static_cast<double>(n) / c.num_drafts);
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace ember

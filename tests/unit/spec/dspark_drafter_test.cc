@@ -1,0 +1,186 @@
+// The DSpark drafter against the torch reference (scripts/dspark/dspark_model.py, written from
+// checkpoint_layout.md independently of this C++): final-normed hidden states, base logits, the
+// Markov-corrected logits, confidence logits and calibrated confidences, and the greedy drafts,
+// on both tiny fixtures (vanilla Markov head with a sliding-window bidirectional layer; gated head
+// with causal full layers), for a 3-position and a 24-position context (the window cuts the latter).
+//
+// Tolerances are the fixture's (cases.json): the reference is f32 on the same bf16-rounded
+// weights, so the two differ only by f32 summation order (matmul blocking, softmax and norm
+// reductions) and by RoPE angles (the reference computes them in f64, ember in f32): hidden 1e-4,
+// logits 1e-3, confidences 1e-5 absolute. Greedy tokens must be equal.
+#include "spec/dspark/drafter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "dspark_fixture.h"
+#include "dspark_random_drafter.h"
+#include "formats/safetensors_writer.h"
+#include "spec/dspark/markov_head.h"
+
+namespace ember::spec::dspark {
+namespace {
+
+using test::Fixture;
+
+void ExpectNear(std::span<const float> got, std::span<const float> want, double tolerance, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(d <= worst)) {
+      worst = d;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tolerance) << what << ": worst |diff| at " << at << " (got " << got[at] << ", want " << want[at]
+                              << ")";
+}
+
+class DSparkDrafterTest : public ::testing::TestWithParam<const char*> {};
+
+// Both cases drafted in one ForwardBlocks (a batch of two blocks over different contexts), each
+// compared with the reference's outputs for that case alone.
+TEST_P(DSparkDrafterTest, MatchesTorchReference) {
+  Fixture f(GetParam());
+  DSparkDrafter& d = *f.drafter;
+  const DSparkConfig& c = d.config();
+  const auto& cases = f.cases["cases"];
+  const auto& tol = f.cases["tolerance"];
+  const double logits_tol = tol["logits_abs"].get<double>();
+  const double hidden_tol = tol["hidden_abs"].get<double>();
+  const double conf_tol = tol["confidence_abs"].get<double>();
+
+  std::vector<DSparkContext> contexts;
+  std::vector<DSparkDrafter::Block> blocks;
+  for (const auto& cs : cases) {
+    const int64_t s = cs["anchor_position"].get<int64_t>();
+    contexts.push_back(d.NewContext());
+    d.AppendContext(f.feature_row(0), s, contexts.back());
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    blocks.push_back({&contexts[i], cases[i]["anchor_token"].get<int32_t>(), cases[i]["anchor_position"].get<int64_t>(),
+                      c.block_size});
+  }
+  d.ForwardBlocks(blocks);
+
+  MarkovStage markov(d);
+  const int64_t g = c.block_size, h = c.hidden_size, v = c.vocab_size;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string p = "c" + std::to_string(i) + ".";
+    const std::vector<float> hidden = test::ReadFloats(*f.expected, p + "hidden");
+    const std::vector<float> base = test::ReadFloats(*f.expected, p + "base_logits");
+    for (int64_t k = 0; k < g; ++k) {
+      ExpectNear(d.Hidden(i, k), std::span<const float>(hidden).subspan(k * h, h), hidden_tol,
+                 p + "hidden row " + std::to_string(k));
+      ExpectNear(d.BaseLogits(i, k), std::span<const float>(base).subspan(k * v, v), logits_tol,
+                 p + "base logits row " + std::to_string(k));
+    }
+    for (const char* kind : {"greedy", "forced"}) {
+      const std::string q = p + kind + "_";
+      const std::vector<int32_t> want_tokens = test::ReadInts(*f.expected, q + "tokens");
+      std::vector<int32_t> forced;
+      if (std::string(kind) == "forced") forced = cases[i]["forced_tokens"].get<std::vector<int32_t>>();
+      BlockDraft draft;
+      markov.Draft(i, blocks[i].anchor_token, c.block_size, forced, 0.0f, /*keep_logits=*/true, &draft);
+      EXPECT_EQ(draft.tokens, want_tokens) << q;
+      ExpectNear(draft.logits, test::ReadFloats(*f.expected, q + "logits"), logits_tol, q + "logits");
+      ExpectNear(draft.confidence_logits, test::ReadFloats(*f.expected, q + "confidence_logits"), conf_tol * 10,
+                 q + "confidence logits");
+      ExpectNear(draft.confidences, test::ReadFloats(*f.expected, q + "confidences"), conf_tol, q + "confidences");
+    }
+  }
+}
+
+// The context may arrive one verified position at a time, or in chunks (a prefill, then 1 + accepted
+// per step): the drafter's matmuls are row-independent, so the block comes out bitwise the same.
+TEST_P(DSparkDrafterTest, ContextChunkingIsBitwiseInvariant) {
+  Fixture f(GetParam());
+  DSparkDrafter& d = *f.drafter;
+  const int64_t s = f.num_positions();
+  DSparkContext whole = d.NewContext();
+  d.AppendContext(f.feature_row(0), s, whole);
+  DSparkContext pieces = d.NewContext();
+  for (int64_t p = 0, n = 1; p < s; p += n, n = n % 4 + 1) d.AppendContext(f.feature_row(p), std::min(n, s - p), pieces);
+  ASSERT_EQ(pieces.end(), s);
+
+  const int32_t anchor = 77;
+  const int32_t g = d.config().block_size;
+  std::vector<DSparkDrafter::Block> blocks = {{&whole, anchor, s, g}, {&pieces, anchor, s, g}};
+  d.ForwardBlocks(blocks);
+  for (int64_t k = 0; k < g; ++k) {
+    const auto a = d.BaseLogits(0, k), b = d.BaseLogits(1, k);
+    ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << "row " << k;
+  }
+}
+
+// A confidence threshold ends the draft before the first position below it; the positions before
+// are the untruncated draft's.
+TEST_P(DSparkDrafterTest, ConfidenceThresholdTruncatesAtFirstLowPosition) {
+  Fixture f(GetParam());
+  DSparkDrafter& d = *f.drafter;
+  const int64_t s = f.num_positions();
+  DSparkContext context = d.NewContext();
+  d.AppendContext(f.feature_row(0), s, context);
+  const int32_t g = d.config().block_size;
+  std::vector<DSparkDrafter::Block> blocks = {{&context, 5, s, g}};
+  d.ForwardBlocks(blocks);
+  MarkovStage markov(d);
+  BlockDraft full;
+  markov.Draft(0, 5, g, {}, 0.0f, false, &full);
+  ASSERT_EQ(static_cast<int32_t>(full.tokens.size()), g);
+  for (int32_t cut = 0; cut < g; ++cut) {
+    // A threshold just above position cut's confidence, if no earlier one is lower.
+    const float threshold = std::nextafter(full.confidences[cut], 2.0f);
+    size_t expect = 0;
+    while (expect < full.confidences.size() && full.confidences[expect] >= threshold) ++expect;
+    BlockDraft truncated;
+    markov.Draft(0, 5, g, {}, threshold, false, &truncated);
+    ASSERT_EQ(truncated.tokens.size(), expect) << "threshold " << threshold;
+    EXPECT_TRUE(std::equal(truncated.tokens.begin(), truncated.tokens.end(), full.tokens.begin()));
+  }
+}
+
+// A checkpoint that ships its own embed_tokens / lm_head (DeepSpec's released drafters carry frozen
+// copies of the target's) drafts with them, needing nothing from the target.
+TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {
+  Fixture f("tiny");
+  const test::TempDir tmp("shipped");
+  std::filesystem::copy_file(f.dir + "/config.json", tmp.path + "/config.json");
+  auto model = test::OpenOrDie(f.dir + "/model.safetensors");
+  std::vector<SafetensorsEntry> entries;
+  for (const SafetensorTensor& t : model->tensors()) entries.push_back({t.name, t.dtype, t.shape, t.view.data});
+  for (const char* name : {"embed_tokens.weight", "lm_head.weight"}) {
+    const SafetensorTensor* t = f.target->Find(name);
+    entries.push_back({name, t->dtype, t->shape, t->view.data});
+  }
+  ASSERT_TRUE(WriteSafetensors(tmp.path + "/model.safetensors", entries).ok());
+  auto config = LoadDSparkConfig(tmp.path);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto weights = LoadDSparkWeights(tmp.path, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  auto own = DSparkDrafter::Create(*config, std::move(*weights), SharedTargetWeights{});
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+
+  const int64_t s = f.num_positions();
+  const int32_t g = (*own)->config().block_size;
+  DSparkContext a = f.drafter->NewContext(), b = (*own)->NewContext();
+  f.drafter->AppendContext(f.feature_row(0), s, a);
+  (*own)->AppendContext(f.feature_row(0), s, b);
+  std::vector<DSparkDrafter::Block> block_a = {{&a, 9, s, g}}, block_b = {{&b, 9, s, g}};
+  f.drafter->ForwardBlocks(block_a);
+  (*own)->ForwardBlocks(block_b);
+  for (int64_t k = 0; k < g; ++k) {
+    const auto x = f.drafter->BaseLogits(0, k), y = (*own)->BaseLogits(0, k);
+    ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin())) << "row " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkDrafterTest, ::testing::Values("tiny", "tiny_gated"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace ember::spec::dspark

@@ -1,0 +1,266 @@
+// The DSpark proposer over a fake target stream: the hidden states a runner would report (every
+// verified position once, in order, in chunks of a prefill and of 1 + accepted drafts) fed by hand
+// from the tiny fixtures' context features. It drafts the torch reference's greedy block, and what
+// it drafts does not depend on its history: after drafts that were rejected, a recompute that
+// re-reports positions, a release and restart, or batching with other requests, it drafts bitwise
+// what a fresh proposer fed the same positions once drafts.
+#include "spec/dspark/dspark_proposer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dspark_fixture.h"
+
+namespace ember::spec::dspark {
+namespace {
+
+using test::Fixture;
+
+// The fixture's made-up target: hidden 64, vocab 512, 6 layers. Its final norm is the identity
+// here because the fixture's last-layer tap features are already final-normed.
+const DSparkTargetInfo kTarget{"fake target", 64, 512, 6};
+
+Status IdentityNorm(const float* x, int64_t rows, float* out) {
+  std::copy(x, x + rows * kTarget.hidden_size, out);
+  return Status::Ok();
+}
+
+std::unique_ptr<DSparkProposer> MakeProposer(Fixture& f, DSparkProposerOptions o = {}) {
+  auto p = DSparkProposer::Create(std::move(f.drafter), kTarget, IdentityNorm, o);
+  EMBER_CHECK(p.ok(), "{}", p.status().ToString());
+  return std::move(*p);
+}
+
+// Reports positions [first, first + count) of the fixture's features as one step would: the
+// request's rows sit at batch row 1 of a batch with other rows around them.
+void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count) {
+  const int64_t hidden = kTarget.hidden_size;
+  const size_t taps = p.TargetHiddenStateLayers().size();
+  const int64_t batch_rows = count + 2;
+  std::vector<float> data(taps * batch_rows * hidden, -7.0f);
+  for (size_t t = 0; t < taps; ++t) {
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = f.feature_row(first + i) + t * hidden;
+      std::copy(row, row + hidden, data.data() + (t * batch_rows + 1 + i) * hidden);
+    }
+  }
+  TargetHiddenStates s;
+  s.layers = p.TargetHiddenStateLayers();
+  s.data = data;
+  s.num_batch_rows = batch_rows;
+  s.hidden_size = hidden;
+  s.first_row = 1;
+  s.num_rows = count;
+  s.first_position = first;
+  p.ObserveTargetHiddenStates(req, s);
+}
+
+// A request's tokens up to its anchor at `anchor_position` (the token just sampled).
+std::vector<int32_t> Tokens(int64_t anchor_position, int32_t anchor) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < anchor_position; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 11) % 500));
+  tokens.push_back(anchor);
+  return tokens;
+}
+
+Draft ProposeOne(DSparkProposer& p, RequestId req, const std::vector<int32_t>& tokens, int32_t max_tokens = 7) {
+  std::vector<ProposalInput> in = {{req, tokens, 1, max_tokens}};
+  std::vector<Draft> out(1);
+  p.Propose(in, out);
+  return out[0];
+}
+
+class DSparkProposerTest : public ::testing::TestWithParam<const char*> {};
+
+// Fed the 24 context positions in uneven chunks, the proposer drafts the reference's greedy block
+// at anchor 24 (cases.json case 1), with its calibrated confidences.
+TEST_P(DSparkProposerTest, DraftsTheReferenceBlock) {
+  Fixture f(GetParam());
+  const auto& c1 = f.cases["cases"][1];
+  const int64_t s = c1["anchor_position"].get<int64_t>();
+  const int32_t anchor = c1["anchor_token"].get<int32_t>();
+  const std::vector<int32_t> want = test::ReadInts(*f.expected, "c1.greedy_tokens");
+  const std::vector<float> want_conf = test::ReadFloats(*f.expected, "c1.greedy_confidences");
+  auto p = MakeProposer(f);
+  EXPECT_EQ(p->name(), "dspark");
+  ASSERT_EQ(p->TargetHiddenStateLayers().size(), 3u);
+  ASSERT_EQ(s, 24);
+  int64_t first = 0;
+  for (int64_t n : {5, 1, 1, 7, 10}) {  // a prefill chunk, then steps of 1 + accepted
+    Report(*p, f, 7, first, n);
+    first += n;
+  }
+  ASSERT_EQ(p->context(7)->end(), s);
+  const Draft d = ProposeOne(*p, 7, Tokens(s, anchor));
+  EXPECT_EQ(d.tokens, want);
+  ASSERT_EQ(d.confidences.size(), want_conf.size());
+  for (size_t k = 0; k < want_conf.size(); ++k) EXPECT_NEAR(d.confidences[k], want_conf[k], 1e-5) << k;
+  // Fewer tokens asked: the block's prefix.
+  const Draft three = ProposeOne(*p, 7, Tokens(s, anchor), 3);
+  EXPECT_EQ(three.tokens, std::vector<int32_t>(want.begin(), want.begin() + 3));
+}
+
+// Proposer A drafts at every step (its drafts are never reported back: the runner reports only
+// verified positions), sees a recompute that re-reports positions it had, and is released and
+// restarted on a second request id; proposer B is fed positions 0..23 once. Their drafts at
+// anchor 24 are bitwise equal.
+TEST_P(DSparkProposerTest, DraftsAfterRollbackAreAFreshProposersDrafts) {
+  Fixture a_fixture(GetParam()), b_fixture(GetParam());
+  auto a = MakeProposer(a_fixture);
+  auto b = MakeProposer(b_fixture);
+  const int32_t anchor = 321;
+  // A: a prefill of 10, a step accepting 3 drafts, a recompute from 8, steps of 2 and 4.
+  Report(*a, a_fixture, 1, 0, 10);
+  EXPECT_FALSE(ProposeOne(*a, 1, Tokens(10, 5)).tokens.empty());
+  Report(*a, a_fixture, 1, 10, 4);
+  EXPECT_FALSE(ProposeOne(*a, 1, Tokens(14, 9)).tokens.empty());
+  Report(*a, a_fixture, 1, 8, 10);  // positions 8..17 again: the context is cut back to 8
+  EXPECT_EQ(a->context(1)->end(), 18);
+  EXPECT_FALSE(ProposeOne(*a, 1, Tokens(18, 3)).tokens.empty());
+  Report(*a, a_fixture, 1, 18, 2);
+  Report(*a, a_fixture, 1, 20, 4);
+  const Draft from_a = ProposeOne(*a, 1, Tokens(24, anchor));
+
+  Report(*b, b_fixture, 2, 0, 24);
+  const Draft from_b = ProposeOne(*b, 2, Tokens(24, anchor));
+  ASSERT_EQ(from_a.tokens.size(), 7u);
+  EXPECT_EQ(from_a.tokens, from_b.tokens);
+  EXPECT_EQ(from_a.confidences, from_b.confidences);
+
+  // Preempted: released, then reported again from position 0.
+  a->OnReleased(1, {}, 0, false);
+  EXPECT_EQ(a->num_tracked_requests(), 0);
+  EXPECT_TRUE(ProposeOne(*a, 1, Tokens(24, anchor)).tokens.empty());
+  Report(*a, a_fixture, 1, 0, 7);
+  Report(*a, a_fixture, 1, 7, 17);
+  const Draft again = ProposeOne(*a, 1, Tokens(24, anchor));
+  EXPECT_EQ(again.tokens, from_b.tokens);
+  EXPECT_EQ(again.confidences, from_b.confidences);
+}
+
+// Several requests drafted in one call, in more than one drafter forward (max_num_seqs 2), with
+// their reports projected in chunks of 5 positions, draft what each drafts alone.
+TEST_P(DSparkProposerTest, BatchingDoesNotChangeDrafts) {
+  Fixture f(GetParam()), g(GetParam());
+  DSparkProposerOptions o;
+  o.max_num_seqs = 2;
+  o.max_context_rows = 5;
+  auto batched = MakeProposer(f, o);
+  auto alone = MakeProposer(g);
+  const int64_t lengths[] = {24, 3, 17};
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<ProposalInput> inputs;
+  for (int r = 0; r < 3; ++r) {
+    Report(*batched, f, 100 + r, 0, lengths[r]);
+    Report(*alone, g, 100 + r, 0, lengths[r]);
+    tokens.push_back(Tokens(lengths[r], 40 + r));
+  }
+  for (int r = 0; r < 3; ++r) inputs.push_back({static_cast<RequestId>(100 + r), tokens[r], 1, 6 - r});
+  std::vector<Draft> drafts(3);
+  batched->Propose(inputs, drafts);
+  for (int r = 0; r < 3; ++r) {
+    const Draft one = ProposeOne(*alone, 100 + r, tokens[r], 6 - r);
+    EXPECT_EQ(drafts[r].tokens.size(), static_cast<size_t>(6 - r));
+    EXPECT_EQ(drafts[r].tokens, one.tokens) << "request " << r;
+    EXPECT_EQ(drafts[r].confidences, one.confidences) << "request " << r;
+  }
+}
+
+// No draft without the target's hidden states of every position before the anchor: an unknown
+// request, a context that ends elsewhere, a gap in the reported positions (until a restart).
+TEST_P(DSparkProposerTest, NoDraftWithoutACompleteContext) {
+  Fixture f(GetParam());
+  auto p = MakeProposer(f);
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(5, 1)).tokens.empty());
+  Report(*p, f, 9, 0, 5);
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(6, 1)).tokens.empty());  // position 5 not reported
+  EXPECT_FALSE(ProposeOne(*p, 9, Tokens(5, 1)).tokens.empty());
+  Report(*p, f, 9, 7, 3);  // positions 5 and 6 never came: a gap
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(10, 1)).tokens.empty());
+  Report(*p, f, 9, 10, 2);
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(12, 1)).tokens.empty());
+  Report(*p, f, 9, 0, 12);  // the request restarts from 0
+  EXPECT_FALSE(ProposeOne(*p, 9, Tokens(12, 1)).tokens.empty());
+}
+
+// The static threshold mode: drafts end before the first confidence below the threshold, so a
+// thresholded proposer drafts a prefix of the unthresholded draft, each kept confidence >= it.
+TEST_P(DSparkProposerTest, ConfidenceThresholdDraftsAPrefix) {
+  Fixture f(GetParam()), g(GetParam());
+  auto plain = MakeProposer(f);
+  Report(*plain, f, 1, 0, 24);
+  const Draft full = ProposeOne(*plain, 1, Tokens(24, 8));
+  ASSERT_EQ(full.tokens.size(), 7u);
+  std::vector<float> sorted = full.confidences;
+  std::sort(sorted.begin(), sorted.end());
+  DSparkProposerOptions o;
+  o.confidence_threshold = sorted[3];  // the median: something is cut, something may stay
+  auto thresholded = MakeProposer(g, o);
+  Report(*thresholded, g, 1, 0, 24);
+  const Draft cut = ProposeOne(*thresholded, 1, Tokens(24, 8));
+  size_t expect = 0;
+  while (expect < full.confidences.size() && full.confidences[expect] >= o.confidence_threshold) ++expect;
+  ASSERT_EQ(cut.tokens.size(), expect);
+  EXPECT_TRUE(std::equal(cut.tokens.begin(), cut.tokens.end(), full.tokens.begin()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkProposerTest, ::testing::Values("tiny", "tiny_gated"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// The store keeps what a windowed drafter can still read (the last `window` positions, trimmed
+// in amortised moves, never more than max_rows()) and says when a block can be drafted.
+TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
+  constexpr int64_t kWindow = 4;
+  DSparkContext c(2, 3, kWindow);
+  ASSERT_EQ(c.max_rows(), kWindow + 64);
+  std::vector<float> k(2 * 3), v(2 * 3);
+  bool trimmed = false;
+  for (int64_t p = 0; p < 200; ++p) {
+    for (int l = 0; l < 2; ++l) {
+      for (int i = 0; i < 3; ++i) {
+        k[l * 3 + i] = static_cast<float>(p * 100 + l * 10 + i);
+        v[l * 3 + i] = -k[l * 3 + i];
+      }
+    }
+    c.Append(k.data(), v.data(), 1);
+    ASSERT_LT(c.size(), c.max_rows());
+    ASSERT_GE(c.size(), std::min<int64_t>(p + 1, kWindow));
+    trimmed |= c.begin() > 0;
+    EXPECT_TRUE(c.CanDraftAt(p + 1)) << p;
+    for (int64_t q = c.begin(); q < c.end(); ++q) {
+      ASSERT_EQ(c.K(1, q)[2], static_cast<float>(q * 100 + 12));
+      ASSERT_EQ(c.V(0, q)[1], -static_cast<float>(q * 100 + 1));
+    }
+  }
+  EXPECT_TRUE(trimmed);
+  EXPECT_FALSE(c.CanDraftAt(199));  // the context ends at 200
+  c.TruncateTo(198);
+  // A block at 198 reads from 194; whether that is still held depends on the last trim.
+  EXPECT_EQ(c.CanDraftAt(198), c.begin() <= 194);
+  const int64_t cut = c.begin() - 1;
+  c.TruncateTo(cut);  // before what is held: the store restarts there, and the window must refill
+  EXPECT_EQ(c.begin(), cut);
+  EXPECT_EQ(c.size(), 0);
+  for (int64_t p = cut; p < cut + kWindow; ++p) {
+    EXPECT_FALSE(c.CanDraftAt(p)) << p;
+    c.Append(k.data(), v.data(), 1);
+  }
+  EXPECT_TRUE(c.CanDraftAt(cut + kWindow));
+  c.TruncateTo(0);
+  EXPECT_EQ(c.size(), 0);
+  EXPECT_TRUE(c.CanDraftAt(0) == false && c.begin() == 0);
+
+  DSparkContext full(1, 2, -1);  // no window: everything is kept
+  EXPECT_EQ(full.max_rows(), -1);
+  std::vector<float> row(2, 1.0f);
+  for (int p = 0; p < 100; ++p) full.Append(row.data(), row.data(), 1);
+  EXPECT_EQ(full.begin(), 0);
+  EXPECT_TRUE(full.CanDraftAt(100));
+  full.RestartAt(120);  // a skipped prefix: a full-attention drafter never has it
+  for (int p = 0; p < 50; ++p) full.Append(row.data(), row.data(), 1);
+  EXPECT_FALSE(full.CanDraftAt(170));
+}
+
+}  // namespace
+}  // namespace ember::spec::dspark
