@@ -71,7 +71,8 @@ struct ModelRunnerOutput {
   // for every scheduled position that has a next prompt token.
   std::vector<std::vector<TokenLogprobs>> prompt_logprobs;
   // Per request when a proposer ran (else empty): draft tokens following the sampled ones, for
-  // the scheduler to verify in a later step, and the proposer's confidence in each (may be empty).
+  // the scheduler to verify in a later step, and the proposer's calibrated confidence in each
+  // (empty unless Proposer::confidences_calibrated()).
   std::vector<std::vector<int32_t>> draft_token_ids;
   std::vector<std::vector<float>> draft_confidences;
   double propose_seconds = 0.0;  // the proposer's wall time this step (adaptive speculation's cost)

@@ -164,7 +164,7 @@ void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const Sch
     EMBER_CHECK(static_cast<int32_t>(d.tokens.size()) <= inputs[k].max_tokens, "proposer {} drafted {} of {} tokens",
                 proposer_->name(), d.tokens.size(), inputs[k].max_tokens);
     result->draft_token_ids[input_request[k]] = d.tokens;
-    result->draft_confidences[input_request[k]] = d.confidences;
+    if (proposer_->confidences_calibrated()) result->draft_confidences[input_request[k]] = d.confidences;
     if (!d.probabilities.empty()) {
       const int64_t vocab = model_->info().vocab_size;
       EMBER_CHECK(static_cast<int64_t>(d.probabilities.size()) == static_cast<int64_t>(d.tokens.size()) * vocab,

@@ -31,6 +31,25 @@ ForwardBatch SyntheticStep(int64_t n, int64_t vocab, const kv::KvCacheConfig& co
   return b;
 }
 
+// Replaces the measured points by the least-squares line a + b n through them (a, b >= 0). One
+// point measured during a burst of other load would otherwise make a wider step look cheaper than
+// a narrower one, and that is exactly the error that invites verification that does not pay. The
+// engine then corrects the points from real steps (StepCostModel::Observe).
+void FitLine(StepCostModel* cost) {
+  const size_t m = cost->tokens.size();
+  if (m < 2) return;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const double x = static_cast<double>(cost->tokens[i]), y = cost->seconds[i];
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double denom = static_cast<double>(m) * sxx - sx * sx;
+  double b = denom > 0 ? (static_cast<double>(m) * sxy - sx * sy) / denom : 0.0;
+  b = std::max(0.0, b);
+  const double a = std::max(0.0, (sy - b * sx) / static_cast<double>(m));
+  for (size_t i = 0; i < m; ++i) cost->seconds[i] = a + b * static_cast<double>(cost->tokens[i]);
+}
+
 }  // namespace
 
 Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const StepCostOptions& options) {
@@ -50,12 +69,11 @@ Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const Step
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (rep == 1 || (rep > 1 && s < best)) best = s;
     }
-    // A step is never cheaper than a smaller one: noise must not invite wider verification.
-    if (!cost.seconds.empty()) best = std::max(best, cost.seconds.back());
     cost.tokens.push_back(n);
     cost.seconds.push_back(best);
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > options.time_budget_s) break;
   }
+  FitLine(&cost);
   return cost;
 }
 

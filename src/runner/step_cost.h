@@ -1,7 +1,8 @@
 // Measures how long one engine step takes for n tokens on this machine and model: the cost model
 // adaptive speculative decoding plans with (engine/spec_decode.h). Each point runs the real
 // forward over one synthetic request of n tokens with every row's logits (a verification step
-// asks for all of them), on blocks of the KV store nobody holds yet.
+// asks for all of them), on blocks of the KV store nobody holds yet; the points are then replaced
+// by their least-squares line, which one noisy point cannot bend.
 #pragma once
 
 #include <cstdint>

@@ -85,6 +85,13 @@ class Proposer {
   // The method name of the speculative config ("ngram", "suffix", "draft_model").
   virtual std::string_view name() const = 0;
 
+  // True when Draft::confidences are calibrated probabilities that the target keeps each token
+  // (given the ones before), like DSpark's temperature-scaled confidence head: the scheduler then
+  // plans verification from them. Otherwise they are only reported, and the scheduler plans from
+  // the acceptance it measures (a lookup's match frequency or a drafter's own softmax says little
+  // about the target).
+  virtual bool confidences_calibrated() const { return false; }
+
   // drafts[i] answers inputs[i] (the caller sizes `drafts` and clears each entry first).
   virtual void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) = 0;
 

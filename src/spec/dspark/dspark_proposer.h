@@ -66,6 +66,9 @@ class DSparkProposer final : public Proposer {
                                                           const DSparkProposerOptions& options);
 
   std::string_view name() const override { return "dspark"; }
+  // The confidence head is trained for prefix survival (and temperature-scaled when the drafter
+  // ships calibration.json), so the scheduler plans verification from it (Algorithm 1).
+  bool confidences_calibrated() const override { return drafter_->config().enable_confidence_head; }
   std::span<const int32_t> TargetHiddenStateLayers() const override { return drafter_->config().target_layer_ids; }
   void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) override;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
