@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "engine/engine_core.h"
@@ -35,6 +36,19 @@ inline std::map<RequestIndex, RunResult> RunToCompletion(EngineCore& core, const
   }
   EXPECT_LT(steps, kMaxSteps) << "the engine does not make progress";
   return results;
+}
+
+// Tokens, finish reason and logprobs (the sampled token's and the top alternatives') equal bit for
+// bit: what speculative decoding, parallelism and disaggregation promise against a plain run.
+inline void ExpectBitwiseEqual(const RunResult& want, const RunResult& got, const std::string& what) {
+  ASSERT_EQ(want.tokens, got.tokens) << what;
+  EXPECT_EQ(want.reason, got.reason) << what;
+  ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
+  for (size_t i = 0; i < want.logprobs.size(); ++i) {
+    EXPECT_EQ(want.logprobs[i].logprob, got.logprobs[i].logprob) << what << " token " << i;
+    EXPECT_EQ(want.logprobs[i].top_ids, got.logprobs[i].top_ids) << what << " token " << i;
+    EXPECT_EQ(want.logprobs[i].top_logprobs, got.logprobs[i].top_logprobs) << what << " token " << i;
+  }
 }
 
 }  // namespace ember::test

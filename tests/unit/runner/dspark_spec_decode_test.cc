@@ -52,15 +52,7 @@ std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions o
   return engine.ok() ? std::move(*engine) : nullptr;
 }
 
-void ExpectBitwiseEqual(const test::RunResult& want, const test::RunResult& got, const std::string& what) {
-  ASSERT_EQ(want.tokens, got.tokens) << what;
-  EXPECT_EQ(want.reason, got.reason) << what;
-  ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
-  for (size_t i = 0; i < want.logprobs.size(); ++i) {
-    EXPECT_EQ(want.logprobs[i].logprob, got.logprobs[i].logprob) << what << " token " << i;
-    EXPECT_EQ(want.logprobs[i].top_ids, got.logprobs[i].top_ids) << what << " token " << i;
-  }
-}
+using test::ExpectBitwiseEqual;
 
 // Random prompts of varied lengths; odd requests sample (seeded), so verification must be exact
 // for sampling too.

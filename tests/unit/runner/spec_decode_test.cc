@@ -39,16 +39,7 @@ std::map<RequestIndex, Result> RunAll(LocalEngine& engine, const std::vector<Req
   return test::RunToCompletion(engine.core(), inputs);
 }
 
-void ExpectBitwiseEqual(const Result& want, const Result& got, const std::string& what) {
-  ASSERT_EQ(want.tokens, got.tokens) << what;
-  EXPECT_EQ(want.reason, got.reason) << what;
-  ASSERT_EQ(want.logprobs.size(), got.logprobs.size()) << what;
-  for (size_t i = 0; i < want.logprobs.size(); ++i) {
-    EXPECT_EQ(want.logprobs[i].logprob, got.logprobs[i].logprob) << what << " token " << i;
-    EXPECT_EQ(want.logprobs[i].top_ids, got.logprobs[i].top_ids) << what << " token " << i;
-    EXPECT_EQ(want.logprobs[i].top_logprobs, got.logprobs[i].top_logprobs) << what << " token " << i;
-  }
-}
+using test::ExpectBitwiseEqual;
 
 // Prompts that repeat a random segment, so lookups find continuations; a shared prefix between
 // some of them, so prefix caching takes hits.
