@@ -17,6 +17,9 @@ TEST(MetricsTest, PrometheusTextFormat) {
   m.time_to_first_token.Observe(0.003);
   m.time_to_first_token.Observe(0.05);
   m.time_to_first_token.Observe(1000);
+  m.spec_decode_num_drafts.Add(4);
+  m.spec_decode_accepted_per_pos.Resize(2);
+  m.spec_decode_accepted_per_pos.Set(1, 7);
   const std::string text = m.Render();
   const std::string labels = "model_name=\"my \\\"model\\\"\"";
   EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_running gauge\n"));
@@ -29,10 +32,14 @@ TEST(MetricsTest, PrometheusTextFormat) {
   EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.06\"} 2\n"));
   EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_bucket{" + labels + ",le=\"+Inf\"} 3\n"));
   EXPECT_TRUE(Contains(text, "ember:time_to_first_token_seconds_count{" + labels + "} 3\n"));
+  // Speculative decoding's counters, the per-position one as a counter with a position label.
+  EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_total{" + labels + "} 4\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE ember:spec_decode_num_accepted_tokens_per_pos_total counter\n"));
+  EXPECT_TRUE(Contains(text, "ember:spec_decode_num_accepted_tokens_per_pos_total{" + labels + ",position=\"1\"} 7\n"));
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 15u);
+  EXPECT_EQ(types, 19u);
 }
 
 }  // namespace
