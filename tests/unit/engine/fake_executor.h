@@ -164,7 +164,9 @@ class FakeExecutor : public Executor {
     for (size_t g = 0; g < r.block_ids.size(); ++g) {
       ASSERT_EQ(held.per_group[g].size(), r.block_ids[g].size()) << "request " << r.req << " group " << g;
       for (size_t j = 0; j < r.block_ids[g].size(); ++j) {
-        if (held.per_group[g][j] != kv::kNullBlock) EXPECT_EQ(held.per_group[g][j], r.block_ids[g][j]);
+        if (held.per_group[g][j] != kv::kNullBlock) {
+          EXPECT_EQ(held.per_group[g][j], r.block_ids[g][j]);
+        }
       }
     }
   }

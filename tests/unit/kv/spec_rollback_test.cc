@@ -69,7 +69,9 @@ TEST(SpecRollback, RandomVerifyStepsKeepTheCacheConsistent) {
       const int64_t first_read = std::max<int64_t>(0, computed - kWindow + 1) / kBlock;
       for (int64_t j = first_read; j < want; ++j) ASSERT_NE(blocks.per_group[g][j], kNullBlock) << step << " " << j;
     }
-    if (step % 50 == 0) ASSERT_TRUE(kv.CheckInvariants().ok()) << kv.CheckInvariants().message();
+    if (step % 50 == 0) {
+      ASSERT_TRUE(kv.CheckInvariants().ok()) << kv.CheckInvariants().message();
+    }
   }
   kv.Free(1);
   EXPECT_EQ(kv.usage(), 0.0);

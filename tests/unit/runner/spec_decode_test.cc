@@ -118,7 +118,9 @@ void ExpectLossless(const std::string& path, EngineOptions base, int num_request
       std::printf("request %d: %s\n", static_cast<int>(req), line.c_str());
     }
   }
-  if (expect_stops) EXPECT_EQ(want[0].reason, FinishReason::kStop);
+  if (expect_stops) {
+    EXPECT_EQ(want[0].reason, FinishReason::kStop);
+  }
 
   std::vector<SpecVariant> variants = Variants(path);
 #ifdef EMBER_SANITIZED
@@ -153,7 +155,9 @@ void ExpectLossless(const std::string& path, EngineOptions base, int num_request
       if (lookups_pay || v.name.starts_with("draft_model")) {
         EXPECT_GT(stats.spec_decode.num_accepted_tokens, 0) << what << ": nothing was accepted";
       }
-      if (mode == 1) EXPECT_GT(stats.num_preemptions, 0) << what;
+      if (mode == 1) {
+        EXPECT_GT(stats.num_preemptions, 0) << what;
+      }
       EXPECT_EQ(stats.kv_usage, 0.0) << what;
     }
   }

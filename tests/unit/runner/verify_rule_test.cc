@@ -66,7 +66,9 @@ TEST_P(VerifyRule, EmitsTheTargetDistributionAndAcceptsSumOfMinima) {
       const int32_t x = draw_q(rng);
       const VerifyDecision d = VerifyAgainstDistribution(p, x, q, 12345 + GetParam(), n, &residual);
       accepted += d.accepted;
-      if (d.accepted) EXPECT_EQ(d.token_id, x);
+      if (d.accepted) {
+        EXPECT_EQ(d.token_id, x);
+      }
       ++emitted[d.token_id];
     }
     double chi = 0;
