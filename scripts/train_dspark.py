@@ -264,7 +264,8 @@ def online_eval(a, drafter, embed, test):
         gen = torch.Generator().manual_seed(1)
         emitted = cycles = same = 0
         tried, accepted = [0] * g, [0] * g
-        for seq in test:
+        prompts = test[: a.online_prompts]
+        for seq in prompts:
             prompt = seq["ids"][: seq["prompt_len"]].tolist()
             out, c, t, acc = online.speculate(drafter, tgt, embed, prompt, a.max_new, temp, eos, gen)
             emitted, cycles = emitted + len(out) - 1, cycles + c
@@ -276,7 +277,8 @@ def online_eval(a, drafter, embed, test):
             "acceptance_per_position": [x / y if y else None for x, y in zip(accepted, tried)],
         }
         if temp == 0:
-            results["T0"]["outputs_equal_to_target_greedy"] = f"{same}/{len(test)}"
+            results["T0"]["outputs_equal_to_target_greedy"] = f"{same}/{len(prompts)}"
+        results[f"T{temp:g}"]["prompts"] = len(prompts)
     return results
 
 
@@ -296,6 +298,7 @@ def main():
     ap.add_argument("--seqs-per-step", type=int, default=4)
     ap.add_argument("--anchors", type=int, default=16, help="blocks per sequence per step")
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--online-prompts", type=int, default=16, help="test prompts decoded live")
     a = ap.parse_args()
     if a.smoke:
         a.out = str(CACHE / "smoke_out")
