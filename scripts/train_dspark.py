@@ -102,6 +102,48 @@ def make_data(a):
                 "config": drafter_config(tok)}, CACHE / ("data_smoke.pt" if a.smoke else "data.pt"))
 
 
+def loss_start(ids: torch.Tensor) -> int:
+    """First position after the (shared, fixed) system turn: where the user's turn begins."""
+    starts = (ids == 1).nonzero().flatten().tolist()  # <|im_start|>
+    return starts[1] if len(starts) > 1 else 0
+
+
+def extend_data(a):
+    """Adds prompt-only sequences (the target's taps and distributions over the chat-formatted
+    prompt text, no generation) for the training prompts that got no continuation, within
+    --text-minutes; and marks every training sequence's loss start at the user turn, so prompt
+    positions train too (the L1 and confidence terms use the target's own distribution there)."""
+    torch.set_num_threads(a.threads)
+    blob = load_data(a)
+    data = blob["data"]
+    tok, model = target.load_target()
+    fast = model.to(torch.bfloat16)
+    texts = target.prompts()[HELD_OUT:]
+    train = sorted(texts, key=len)
+    batches = [train[i : i + a.gen_batch] for i in range(0, len(train), a.gen_batch)]
+    random.Random(0).shuffle(batches)
+    done = math.ceil(len(data["train"]) / a.gen_batch)  # make_data used the first `done` batches
+    rest = [t for b in batches[done:] for t in b]
+    random.Random(1).shuffle(rest)
+    t0 = time.time()
+    added = 0
+    for t in rest:
+        if time.time() - t0 > a.text_minutes * 60:
+            break
+        enc = tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+        ids = enc["input_ids"][0]
+        tap = target.taps(fast, ids[None], TAPS)[0].to(torch.bfloat16)
+        data["train"].append({"ids": ids, "prompt_len": len(ids), "taps": tap, "temperature": None})
+        added += 1
+    for seq in data["train"]:
+        seq["loss_start"] = loss_start(seq["ids"])
+    n_tok = sum(len(d["ids"]) - d["loss_start"] for d in data["train"])
+    print(f"extend: +{added} prompt-only sequences, {len(data['train'])} training sequences, "
+          f"{n_tok} training positions, {time.time() - t0:.0f}s", flush=True)
+    torch.save(blob, CACHE / ("data_smoke.pt" if a.smoke else "data.pt"))
+
+
 def load_data(a):
     return torch.load(CACHE / ("data_smoke.pt" if a.smoke else "data.pt"), weights_only=False)
 
@@ -131,7 +173,9 @@ def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, gamma_decay: fl
     g = c.block_size
     ids, p, tap = seq["ids"], seq["prompt_len"], seq["taps"].float()
     t_len = ids.shape[0]
-    lo, hi = max(p - 1, 0), t_len - 2  # block slot 0 predicts token s + 1, inside the continuation
+    # Block slot 0 predicts token s + 1: from the user turn on (prompt positions too, see
+    # extend_data), else from the continuation.
+    lo, hi = max(seq.get("loss_start", p - 1), 0), t_len - 2
     if hi < lo:
         return None
     cand = list(range(lo, hi + 1))
@@ -286,11 +330,12 @@ def online_eval(a, drafter, embed, test):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["data", "train", "calibrate", "all"])
+    ap.add_argument("stage", choices=["data", "extend", "train", "calibrate", "all"])
     ap.add_argument("--smoke", action="store_true", help="a few prompts and steps")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-minutes", type=float, default=8.0, help="generation budget")
+    ap.add_argument("--text-minutes", type=float, default=3.0, help="prompt-only taps budget")
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
@@ -307,6 +352,8 @@ def main():
         a.max_new, a.steps, a.log_every = min(a.max_new, 24), a.steps or 3, 1
     if a.stage in ("data", "all"):
         make_data(a)
+    if a.stage in ("extend", "all"):
+        extend_data(a)
     if a.stage in ("train", "all"):
         train(a)
     if a.stage in ("calibrate", "all"):
