@@ -39,7 +39,7 @@ CACHE = ROOT / ".cache" / "dspark"
 OUT = ROOT / "tests" / "golden" / "dspark" / "smollm2"
 TAPS = [2, 10, 18, 24, 29]  # spread over the 30 layers; 29 = the final-normed hidden state
 assert TAPS[-1] == 29  # training reads the target's distribution from the last tap
-HELD_OUT = 64  # prompts: first half calibrates, second half measures
+HELD_OUT = 32  # prompts: first half calibrates, second half measures
 
 
 def drafter_config(tok) -> DSparkConfig:
@@ -61,9 +61,9 @@ def drafter_config(tok) -> DSparkConfig:
 def make_data(a):
     torch.set_num_threads(a.threads)
     tok, model = target.load_target()
-    # Held-out continuations and taps come from the fp32 model (the acceptance measurement
-    # verifies against its argmax); training ones from a bf16 copy (3x the matmul speed on this
-    # CPU's avx512_bf16), which costs the drafter a little feature noise and nothing else.
+    # Continuations come from a bf16 copy (3x the fp32 matmul speed on this CPU's avx512_bf16),
+    # and so do the training taps (a little feature noise for the drafter). Held-out taps are the
+    # fp32 model's, the target the live measurement (online.py) decodes with.
     fast = copy.deepcopy(model).to(torch.bfloat16)
     texts = target.prompts()
     held, train = texts[:HELD_OUT], texts[HELD_OUT:]
@@ -74,7 +74,7 @@ def make_data(a):
     data = {"train": [], "held_out": []}
 
     def add(split, m, temp, group):
-        pairs = target.generate(tok, m, group, a.max_new, temp, a.gen_batch, seed=len(data[split]))
+        pairs = target.generate(tok, fast, group, a.max_new, temp, a.gen_batch, seed=len(data[split]))
         for prompt, cont in pairs:
             ids = torch.tensor(prompt + cont)
             tap = target.taps(m, ids[None], TAPS)[0].to(torch.bfloat16)
@@ -93,11 +93,55 @@ def make_data(a):
         if time.time() - t0 > a.data_minutes * 60:
             break
         add("train", fast, 1.0 if i % 4 == 3 else 0.0, group)
+    if not data["train"]:
+        raise SystemExit("data: no training sequences within --data-minutes")
     embed, _ = target.embed_and_head(model)
     CACHE.mkdir(parents=True, exist_ok=True)
     torch.save({"data": data, "embed": embed.clone(), "final_norm": model.model.norm.weight.detach().clone(),
                 "mask_token_id": drafter_config(tok).mask_token_id,
                 "config": drafter_config(tok)}, CACHE / ("data_smoke.pt" if a.smoke else "data.pt"))
+
+
+def loss_start(ids: torch.Tensor) -> int:
+    """First position after the (shared, fixed) system turn: where the user's turn begins."""
+    starts = (ids == 1).nonzero().flatten().tolist()  # <|im_start|>
+    return starts[1] if len(starts) > 1 else 0
+
+
+def extend_data(a):
+    """Adds prompt-only sequences (the target's taps and distributions over the chat-formatted
+    prompt text, no generation) for the training prompts that got no continuation, within
+    --text-minutes; and marks every training sequence's loss start at the user turn, so prompt
+    positions train too (the L1 and confidence terms use the target's own distribution there)."""
+    torch.set_num_threads(a.threads)
+    blob = load_data(a)
+    data = blob["data"]
+    tok, model = target.load_target()
+    fast = model.to(torch.bfloat16)
+    texts = target.prompts()[HELD_OUT:]
+    train = sorted(texts, key=len)
+    batches = [train[i : i + a.gen_batch] for i in range(0, len(train), a.gen_batch)]
+    random.Random(0).shuffle(batches)
+    done = math.ceil(len(data["train"]) / a.gen_batch)  # make_data used the first `done` batches
+    rest = [t for b in batches[done:] for t in b]
+    random.Random(1).shuffle(rest)
+    t0 = time.time()
+    added = 0
+    for t in rest:
+        if time.time() - t0 > a.text_minutes * 60:
+            break
+        enc = tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+        ids = enc["input_ids"][0]
+        tap = target.taps(fast, ids[None], TAPS)[0].to(torch.bfloat16)
+        data["train"].append({"ids": ids, "prompt_len": len(ids), "taps": tap, "temperature": None})
+        added += 1
+    for seq in data["train"]:
+        seq["loss_start"] = loss_start(seq["ids"])
+    n_tok = sum(len(d["ids"]) - d["loss_start"] for d in data["train"])
+    print(f"extend: +{added} prompt-only sequences, {len(data['train'])} training sequences, "
+          f"{n_tok} training positions, {time.time() - t0:.0f}s", flush=True)
+    torch.save(blob, CACHE / ("data_smoke.pt" if a.smoke else "data.pt"))
 
 
 def load_data(a):
@@ -129,7 +173,9 @@ def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, gamma_decay: fl
     g = c.block_size
     ids, p, tap = seq["ids"], seq["prompt_len"], seq["taps"].float()
     t_len = ids.shape[0]
-    lo, hi = max(p - 1, 0), t_len - 2  # block slot 0 predicts token s + 1, inside the continuation
+    # Block slot 0 predicts token s + 1: from the user turn on (prompt positions too, see
+    # extend_data), else from the continuation.
+    lo, hi = max(seq.get("loss_start", p - 1), 0), t_len - 2
     if hi < lo:
         return None
     cand = list(range(lo, hi + 1))
@@ -264,7 +310,8 @@ def online_eval(a, drafter, embed, test):
         gen = torch.Generator().manual_seed(1)
         emitted = cycles = same = 0
         tried, accepted = [0] * g, [0] * g
-        for seq in test:
+        prompts = test[: a.online_prompts]
+        for seq in prompts:
             prompt = seq["ids"][: seq["prompt_len"]].tolist()
             out, c, t, acc = online.speculate(drafter, tgt, embed, prompt, a.max_new, temp, eos, gen)
             emitted, cycles = emitted + len(out) - 1, cycles + c
@@ -276,17 +323,19 @@ def online_eval(a, drafter, embed, test):
             "acceptance_per_position": [x / y if y else None for x, y in zip(accepted, tried)],
         }
         if temp == 0:
-            results["T0"]["outputs_equal_to_target_greedy"] = f"{same}/{len(test)}"
+            results["T0"]["outputs_equal_to_target_greedy"] = f"{same}/{len(prompts)}"
+        results[f"T{temp:g}"]["prompts"] = len(prompts)
     return results
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["data", "train", "calibrate", "all"])
+    ap.add_argument("stage", choices=["data", "extend", "train", "calibrate", "all"])
     ap.add_argument("--smoke", action="store_true", help="a few prompts and steps")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-minutes", type=float, default=8.0, help="generation budget")
+    ap.add_argument("--text-minutes", type=float, default=3.0, help="prompt-only taps budget")
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
@@ -296,12 +345,15 @@ def main():
     ap.add_argument("--seqs-per-step", type=int, default=4)
     ap.add_argument("--anchors", type=int, default=16, help="blocks per sequence per step")
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--online-prompts", type=int, default=16, help="test prompts decoded live")
     a = ap.parse_args()
     if a.smoke:
         a.out = str(CACHE / "smoke_out")
         a.max_new, a.steps, a.log_every = min(a.max_new, 24), a.steps or 3, 1
     if a.stage in ("data", "all"):
         make_data(a)
+    if a.stage in ("extend", "all"):
+        extend_data(a)
     if a.stage in ("train", "all"):
         train(a)
     if a.stage in ("calibrate", "all"):
