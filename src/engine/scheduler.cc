@@ -148,6 +148,7 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
 
 void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_t budget) {
   for (Request* req : order) req->set_num_spec_tokens(0);
+  guard_step_ = {.step_id = next_step_id_};
   if (config_.num_speculative_tokens == 0) return;
   std::vector<Request*> decodes;
   std::vector<SpecCandidate> candidates;
@@ -167,9 +168,15 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     decodes.push_back(req);
     candidates.push_back({static_cast<int32_t>(max), &req->acceptance(), req->draft().confidences()});
   }
+  guard_step_.num_decodes = base_emitted;
+  // Every step with decodes is a decision, drafts or not: the guard's exploration schedule counts
+  // steps, and a switched-off bucket, which stops drafting, must still reach its next exploration.
+  const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
   if (candidates.empty()) return;
   std::vector<int32_t> plan;
-  if (config_.adaptive_speculation) {
+  if (!allowed) {
+    plan.assign(candidates.size(), 0);
+  } else if (config_.adaptive_speculation) {
     plan = PlanSpeculation({.candidates = candidates,
                             .base_tokens = base_tokens,
                             .base_emitted = base_emitted,
@@ -189,6 +196,7 @@ int32_t Scheduler::TokensToPropose(const Request& req) const {
   if (config_.num_speculative_tokens == 0) return 0;
   // Adaptive: a little past what was verified last, so the plan can grow; drafting is cheap for
   // lookups, and a drafter model pays only for what may be used.
+  if (config_.adaptive_speculation && !guard_.WantsDrafts(guard_step_.num_decodes)) return 0;
   const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
                                                     : config_.num_speculative_tokens;
   return std::min(want, config_.num_speculative_tokens);
@@ -296,8 +304,12 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
   out.finished_reqs = std::exchange(finished_for_runner_, {});
   out.preempted_reqs = std::move(plan.preempted);
   const bool speculating = config_.num_speculative_tokens > 0;
+  guard_step_.decode_only = !plan.entries.empty();
   for (Scheduled& s : plan.entries) {
     Request* req = s.req;
+    // A decode computes its one new token and its draft; anything else is (part of) a prefill.
+    guard_step_.decode_only &= !s.is_new && s.num_tokens == 1 + req->num_spec_tokens();
+    guard_step_.speculated |= req->num_spec_tokens() > 0;
     out.scheduled_reqs.push_back(req->index());
     out.num_scheduled_tokens.push_back(static_cast<int32_t>(s.num_tokens));
     out.total_num_scheduled_tokens += s.num_tokens;
@@ -347,6 +359,14 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
   if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
       scheduled.total_num_scheduled_tokens > 0) {
     config_.step_cost.Observe(scheduled.total_num_scheduled_tokens, output.execute_seconds - output.propose_seconds);
+    if (guard_step_.step_id == scheduled.step_id && guard_step_.decode_only) {
+      int64_t emitted = 0;
+      for (const std::vector<int32_t>& tokens : output.sampled_token_ids) emitted += static_cast<int64_t>(tokens.size());
+      // Without speculation there would have been no drafting either.
+      const double seconds = guard_step_.speculated ? output.execute_seconds
+                                                    : output.execute_seconds - output.propose_seconds;
+      guard_.Record(guard_step_.num_decodes, guard_step_.speculated, emitted, seconds);
+    }
   }
   for (size_t i = 0; i < scheduled.scheduled_reqs.size(); ++i) {
     auto it = requests_.find(scheduled.scheduled_reqs[i]);

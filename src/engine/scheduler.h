@@ -24,6 +24,7 @@
 #include "engine/request_output.h"
 #include "engine/request_queue.h"
 #include "engine/scheduler_output.h"
+#include "engine/spec_guard.h"
 #include "kv/kv_cache_manager.h"
 
 namespace ember {
@@ -149,6 +150,15 @@ class Scheduler {
   AcceptanceStats engine_acceptance_;  // every request's drafts, verified or not
   SpecDecodeCounters spec_counters_;
   double propose_seconds_ = 0.0;       // moving average of the proposer's cost per step
+  SpeculationGuard guard_;             // adaptive only: off where speculation realised less
+  // What the guard needs to judge the step in flight (set by Schedule, read by UpdateFromOutput).
+  struct GuardStep {
+    uint64_t step_id = 0;
+    int64_t num_decodes = 0;
+    bool decode_only = false;
+    bool speculated = false;
+  };
+  GuardStep guard_step_;
 };
 
 }  // namespace ember

@@ -1,0 +1,73 @@
+// The backstop of adaptive speculation: it switches speculation off wherever the tokens per
+// second it realised are below what steps without it realised.
+//
+// PlanSpeculation predicts from a cost model and the measured acceptance, and a prediction can
+// be wrong in ways no startup measurement sees: a verify step of R requests x (1 + k) tokens is
+// not a single sequence of R (1 + k) tokens (attention over R contexts, the sampler and
+// verification over R (1 + k) rows), other load on the host, contexts that grow. On a CPU the
+// error has a sign that hurts: multi-row kernels share weight loads over only a few rows, so
+// verify steps cost closer to linear in their tokens than the model believed, and a plan that
+// looked 10% faster ran 5-25% slower at 4-16 concurrent requests.
+//
+// So the guard measures the outcome. Steps are put in buckets by how many requests decode in
+// them (1, 2-3, 4-7, ...: the batch size is what decides whether verification pays), and per
+// bucket it keeps decayed sums of emitted tokens and seconds of the decode-only steps that
+// speculated and of those that did not. Once both have kMinSteps, a bucket whose speculating
+// rate is below the plain one is switched off (and back on above it by kHysteresis); one
+// decision in kExplorePeriod takes the other side, so each rate stays current and a bucket
+// whose verdict has changed (longer contexts, a quieter host) flips back. Exploring costs at most
+// 1/kExplorePeriod of the gap it measures: 1.6% of a bucket where speculation is 25% slower.
+//
+// The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
+// WantsDrafts), so the comparison is against no speculation at all, the bar.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace ember {
+
+class SpeculationGuard {
+ public:
+  static constexpr int kBuckets = 8;             // decodes 1, 2-3, 4-7, ..., 128 and more
+  static constexpr int64_t kMinSteps = 6;        // per side before a verdict
+  static constexpr int64_t kExplorePeriod = 16;  // one decision in this many takes the other side
+  static constexpr double kDecay = 0.95;         // per recorded step: about the last 20 count
+  static constexpr double kHysteresis = 1.02;    // a bucket that is off comes back above this ratio
+
+  // May a step with `num_decodes` decoding requests speculate? Counts the decision.
+  bool Allow(int64_t num_decodes);
+  // Should the requests of such a step draft for the next one? False in a bucket that is off,
+  // except before the step that will explore it.
+  bool WantsDrafts(int64_t num_decodes) const;
+  // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`
+  // (the proposer's time left out by the caller for a step that did not speculate).
+  void Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds);
+
+  // Speculating tokens/s over plain tokens/s in the bucket of `num_decodes`, 0 before both sides
+  // have kMinSteps.
+  double Ratio(int64_t num_decodes) const;
+  bool off(int64_t num_decodes) const { return buckets_[BucketOf(num_decodes)].off; }
+  // "2-3 decodes" for logs.
+  static std::string BucketName(int64_t num_decodes);
+
+ private:
+  struct Side {
+    double emitted = 0.0, seconds = 0.0;  // decayed sums
+    int64_t steps = 0;
+    double Rate() const { return seconds > 0.0 ? emitted / seconds : 0.0; }
+  };
+  struct Bucket {
+    Side plain, spec;
+    int64_t decisions = 0;
+    bool off = false;
+  };
+  static int BucketOf(int64_t num_decodes);
+  static bool Explores(int64_t decision) { return decision % kExplorePeriod == kExplorePeriod - 1; }
+  void Judge(Bucket& b, int64_t num_decodes);
+
+  std::array<Bucket, kBuckets> buckets_{};
+};
+
+}  // namespace ember

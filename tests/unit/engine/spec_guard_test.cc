@@ -1,0 +1,147 @@
+// The guard that switches speculation off where it realised fewer tokens per second than plain
+// decoding: its verdicts on synthetic step times, and the scheduler obeying it.
+#include "engine/spec_guard.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "engine_harness.h"
+#include "engine/scheduler.h"
+
+namespace ember {
+namespace {
+
+// Feeds the guard `steps` decisions for a bucket, each step taking `plain_rate` or `spec_rate`
+// tokens/s according to the guard's own decision; returns how many decisions allowed speculation.
+int64_t RunSteps(SpeculationGuard& guard, int64_t decodes, int64_t steps, double plain_rate, double spec_rate) {
+  int64_t allowed = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    const bool spec = guard.Allow(decodes);
+    allowed += spec;
+    const int64_t emitted = spec ? 3 * decodes : decodes;
+    guard.Record(decodes, spec, emitted, static_cast<double>(emitted) / (spec ? spec_rate : plain_rate));
+  }
+  return allowed;
+}
+
+TEST(SpeculationGuard, AlternatesWhileLearningThenKeepsSpeculationThatPays) {
+  SpeculationGuard guard;
+  for (int s = 0; s < 2 * SpeculationGuard::kMinSteps; ++s) {
+    EXPECT_EQ(guard.Allow(4), s % 2 == 0) << "decision " << s;
+    guard.Record(4, s % 2 == 0, s % 2 == 0 ? 12 : 4, s % 2 == 0 ? 12 / 150.0 : 4 / 100.0);
+  }
+  EXPECT_NEAR(guard.Ratio(4), 1.5, 1e-9);
+  EXPECT_FALSE(guard.off(4));
+  // On: every decision speculates except one in kExplorePeriod, which measures plain decoding.
+  const int64_t n = 10 * SpeculationGuard::kExplorePeriod;
+  EXPECT_EQ(RunSteps(guard, 4, n, 100, 150), n - 10);
+  EXPECT_TRUE(guard.WantsDrafts(4));
+}
+
+TEST(SpeculationGuard, SwitchesOffWhereSpeculationIsSlowerAndStopsDrafting) {
+  SpeculationGuard guard;
+  RunSteps(guard, 16, 2 * SpeculationGuard::kMinSteps, 100, 80);
+  EXPECT_TRUE(guard.off(16));
+  EXPECT_NEAR(guard.Ratio(16), 0.8, 1e-9);
+  // Off: one decision in kExplorePeriod still speculates, and drafts are wanted only before it.
+  int64_t allowed = 0, drafting = 0;
+  const int64_t n = 10 * SpeculationGuard::kExplorePeriod;
+  for (int64_t s = 0; s < n; ++s) {
+    drafting += guard.WantsDrafts(16);
+    const bool spec = guard.Allow(16);
+    allowed += spec;
+    guard.Record(16, spec, spec ? 30 : 16, spec ? 30 / 80.0 : 16 / 100.0);
+  }
+  EXPECT_EQ(allowed, 10);
+  EXPECT_EQ(drafting, 10);
+  EXPECT_TRUE(guard.off(16));
+}
+
+TEST(SpeculationGuard, BucketsAreSeparateAndAVerdictCanChange) {
+  SpeculationGuard guard;
+  RunSteps(guard, 1, 2 * SpeculationGuard::kMinSteps, 100, 140);   // 1 decode: pays
+  RunSteps(guard, 20, 2 * SpeculationGuard::kMinSteps, 100, 70);   // 16-31 decodes: loses
+  EXPECT_FALSE(guard.off(1));
+  EXPECT_TRUE(guard.off(20));
+  EXPECT_TRUE(guard.off(31));
+  EXPECT_FALSE(guard.off(32)) << "32-63 decodes is another bucket, still learning";
+  // The host got quieter for verify steps: exploration sees it and the bucket comes back on.
+  RunSteps(guard, 20, 60 * SpeculationGuard::kExplorePeriod, 100, 130);
+  EXPECT_FALSE(guard.off(20));
+  // Just above parity is not enough to come back (hysteresis), just below is enough to go.
+  RunSteps(guard, 20, 60 * SpeculationGuard::kExplorePeriod, 100, 99);
+  EXPECT_TRUE(guard.off(20));
+  RunSteps(guard, 20, 60 * SpeculationGuard::kExplorePeriod, 100, 101);
+  EXPECT_TRUE(guard.off(20));
+}
+
+TEST(SpeculationGuard, IgnoresEmptyStepsAndNamesBuckets) {
+  SpeculationGuard guard;
+  guard.Record(4, true, 0, 1.0);
+  guard.Record(4, false, 4, 0.0);
+  guard.Record(0, false, 4, 1.0);
+  EXPECT_EQ(guard.Ratio(4), 0.0);
+  EXPECT_EQ(SpeculationGuard::BucketName(1), "1 decode");
+  EXPECT_EQ(SpeculationGuard::BucketName(5), "4-7 decodes");
+  EXPECT_EQ(SpeculationGuard::BucketName(1000), "128+ decodes");
+}
+
+// The scheduler with adaptive speculation and perfect drafts, over steps whose seconds the test
+// sets: when verify steps cost in proportion to their tokens, drafts that are only partly
+// accepted cannot pay, and speculation must end up off in all but the exploring steps; when the
+// steps cost mostly a fixed amount, it must stay on.
+double SpeculatingShare(bool linear_cost) {
+  using test::FakeExecutor;
+  SchedulerConfig c;
+  c.vocab_size = test::kFakeVocabSize;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 2048;
+  c.num_speculative_tokens = 4;
+  c.adaptive_speculation = true;
+  c.step_cost = {{1, 8, 64}, {1e-3, 1.05e-3, 1.5e-3}};  // what startup believed: wide steps are cheap
+  const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 300);
+  kv::KvCacheManager kv(kv_config, {});
+  Scheduler scheduler(c, &kv);
+  FakeExecutor executor(c, 1, kv_config.block_size);
+  executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
+  // A draft goes wrong at one position in three (and stays wrong after it).
+  executor.set_draft_errors([](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; });
+  for (RequestIndex r = 0; r < 4; ++r) {
+    RequestInput input;
+    input.external_id = "r" + std::to_string(r);
+    input.prompt_token_ids = test::Prompt(8, static_cast<int32_t>(r));
+    input.sampling.max_tokens = 1000;
+    input.sampling.ignore_eos = true;
+    EXPECT_TRUE(scheduler.Add(r, std::move(input)).ok());
+  }
+  int64_t decode_steps = 0, speculating = 0;
+  for (int step = 0; step < 600; ++step) {
+    const SchedulerOutput out = scheduler.Schedule();
+    if (out.empty()) break;
+    ModelRunnerOutput result = executor.Execute(out);
+    const double tokens = static_cast<double>(out.total_num_scheduled_tokens);
+    result.execute_seconds = linear_cost ? 1e-3 * tokens : 1e-3 + 1e-6 * tokens;
+    bool spec = false;
+    for (const std::vector<int32_t>& d : out.scheduled_spec_tokens) spec |= !d.empty();
+    if (step >= 100) {  // past learning
+      ++decode_steps;
+      speculating += spec;
+    }
+    scheduler.UpdateFromOutput(out, result);
+  }
+  EXPECT_GT(decode_steps, 200);
+  return static_cast<double>(speculating) / static_cast<double>(decode_steps);
+}
+
+TEST(SpeculationGuard, SchedulerSwitchesOffSpeculationThatRealisesLess) {
+  EXPECT_LT(SpeculatingShare(/*linear_cost=*/true), 0.10);
+}
+
+TEST(SpeculationGuard, SchedulerKeepsSpeculationThatPays) {
+  EXPECT_GT(SpeculatingShare(/*linear_cost=*/false), 0.80);
+}
+
+}  // namespace
+}  // namespace ember
