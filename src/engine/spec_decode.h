@@ -15,7 +15,8 @@
 // and one token of step cost, read from the StepCostModel measured at engine start. The extra
 // tokens with the largest expected gains are taken while they raise tokens/s; none at all when
 // the best choice is not clearly (kMinGain) better than no speculation. The cost model starts from
-// the startup measurement and follows the measured step times (StepCostModel::Observe).
+// the startup measurement and follows the measured step times (StepCostModel::Observe). Where the
+// plan is still wrong, SpeculationGuard (spec_guard.h) switches speculation off by what it realised.
 #pragma once
 
 #include <cstdint>
