@@ -13,10 +13,11 @@
 // them (1, 2-3, 4-7, ...: the batch size is what decides whether verification pays), and per
 // bucket it keeps decayed sums of emitted tokens and seconds of the decode-only steps that
 // speculated and of those that did not. Once both have kMinSteps, a bucket whose speculating
-// rate is below the plain one is switched off (and back on above it by kHysteresis); one
-// decision in kExplorePeriod takes the other side, so each rate stays current and a bucket
-// whose verdict has changed (longer contexts, a quieter host) flips back. Exploring costs at most
-// 1/kExplorePeriod of the gap it measures: 1.6% of a bucket where speculation is 25% slower.
+// rate is below the plain one is switched off, and back on only when clearly faster
+// (kHysteresis), so noise near parity does not flap it. One decision in kExplorePeriod takes the
+// other side, so each rate stays current and a bucket whose verdict has changed (longer
+// contexts, a quieter host) flips back. Exploring costs at most 1/kExplorePeriod of the gap it
+// measures: 1.6% of a bucket where speculation is 25% slower.
 //
 // The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
 // WantsDrafts), so the comparison is against no speculation at all, the bar.
@@ -34,7 +35,7 @@ class SpeculationGuard {
   static constexpr int64_t kMinSteps = 6;        // per side before a verdict
   static constexpr int64_t kExplorePeriod = 16;  // one decision in this many takes the other side
   static constexpr double kDecay = 0.95;         // per recorded step: about the last 20 count
-  static constexpr double kHysteresis = 1.02;    // a bucket that is off comes back above this ratio
+  static constexpr double kHysteresis = 1.05;    // an off bucket comes back above this ratio (kMinGain)
 
   // May a step with `num_decodes` decoding requests speculate? Counts the decision.
   bool Allow(int64_t num_decodes);

@@ -65,6 +65,7 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
       d.num_speculative_tokens = config.num_speculative_tokens;
       d.max_num_seqs = s.max_num_seqs;
       d.confidence_threshold = config.draft_confidence_threshold;
+      d.sample_drafts = config.draft_sample_method == spec::DraftSampleMethod::kProbabilistic;
       EMBER_ASSIGN_OR_RETURN(auto proposer, spec::dspark::LoadDSparkProposer(config.model, target, d));
       return std::unique_ptr<spec::Proposer>(std::move(proposer));
     }

@@ -150,7 +150,12 @@ void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const Sch
     const int32_t want = output.num_tokens_to_propose[i];
     if (want <= 0 || result->sampled_token_ids[i].empty()) continue;
     const RunnerRequest& r = *requests[i];
-    inputs.push_back({.req = r.req, .tokens = r.tokens, .num_prompt_tokens = r.num_prompt_tokens, .max_tokens = want});
+    inputs.push_back({.req = r.req,
+                      .tokens = r.tokens,
+                      .num_prompt_tokens = r.num_prompt_tokens,
+                      .max_tokens = want,
+                      .temperature = r.sampling.temperature,
+                      .seed = r.seed});
     input_request.push_back(i);
   }
   if (inputs.empty()) return;

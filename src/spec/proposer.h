@@ -29,6 +29,11 @@ struct ProposalInput {
   std::span<const int32_t> tokens;
   int64_t num_prompt_tokens = 0;
   int32_t max_tokens = 0;  // propose at most this many (>= 1)
+  // The request's sampling temperature (0: greedy) and resolved seed. A proposer that samples its
+  // drafts draws them on its own counter-based stream from the seed (core/counter_random.h), so a
+  // seeded request stays reproducible, and returns the distributions (Draft::probabilities).
+  float temperature = 0.0f;
+  uint64_t seed = 0;
 };
 
 struct Draft {

@@ -20,8 +20,9 @@ inline constexpr int32_t kMaxSpeculativeTokens = 16;
 
 enum class Method : uint8_t { kNgram, kSuffix, kDraftModel, kDSpark };
 
-// dspark's draft_sample_method. Both draft greedily today (spec/dspark/dspark_proposer.h says
-// why); the value is kept so a config written for vLLM loads.
+// dspark's draft_sample_method: argmax drafts (verified one-hot), or drafts sampled from the
+// drafter's softmax(l / T) at the request's temperature and verified with min(1, p/q) (greedy
+// requests draft the argmax either way).
 enum class DraftSampleMethod : uint8_t { kGreedy, kProbabilistic };
 std::string_view MethodName(Method method);
 

@@ -6,7 +6,7 @@
 #include "runner/sampler/fast_exp.h"
 #include "runner/sampler/logprobs.h"
 #include "runner/sampler/penalties.h"
-#include "runner/sampler/random.h"
+#include "core/counter_random.h"
 #include "runner/sampler/top_k_top_p.h"
 #include "runner/sampler/verify.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "runner/sampler/random.h"
+#include "core/counter_random.h"
 
 namespace ember {
 namespace {

@@ -148,11 +148,17 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
   if (blocks_.empty()) return;
   drafter_->ForwardBlocks(blocks_);
   for (size_t b = 0; b < blocks_.size(); ++b) {
+    const ProposalInput& in = inputs[block_input_[b]];
+    DraftSampling sampling;
+    if (options_.sample_drafts && in.temperature > 0.0f) {
+      sampling = {.temperature = in.temperature, .seed = in.seed, .first_index = blocks_[b].anchor_position + 1};
+    }
     markov_.Draft(b, blocks_[b].anchor_token, blocks_[b].num_logits, {}, options_.confidence_threshold,
-                  /*keep_logits=*/false, &block_draft_);
+                  /*keep_logits=*/false, &block_draft_, sampling);
     Draft& d = drafts[block_input_[b]];
     d.tokens = block_draft_.tokens;
     d.confidences = block_draft_.confidences;
+    d.probabilities = block_draft_.probabilities;
   }
 }
 

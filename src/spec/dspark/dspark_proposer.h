@@ -6,11 +6,11 @@
 // drafts one block per request whose context reaches its anchor (the token just sampled): one
 // backbone forward for the whole batch, then the Markov stage left to right per request.
 //
-// Drafts are greedy whatever draft_sample_method says: the runner's verification treats drafts as
-// one-hot (proposer.h), which stays lossless, and for a one-hot draft the argmax is the token most
-// likely to match what the target samples; "probabilistic" drafting (sampling from softmax(l_k / T)
-// and verifying with the draft probabilities, vLLM's rule) needs the verifier to take draft
-// probabilities, which it does not yet. Acceptance at T > 0 is lower than vLLM's for that reason.
+// Drafts are the argmax unless draft_sample_method is "probabilistic" and the request samples
+// (temperature T > 0): then each token is drawn from softmax(l_k / T) on the drafter's own seeded
+// stream (markov_head.h), the next Markov step conditions on the drawn token, and the
+// distributions go to the runner, which verifies with min(1, p/q) (vLLM's rule; runner/sampler/
+// verify.h). A one-hot argmax draft is lossless too, but a sampling target rejects it more often.
 //
 // Confidences are the per-position c_k (prefix survival is their product), for the scheduler's
 // verification length. With confidence_threshold > 0 a draft also ends before its first position
@@ -52,6 +52,9 @@ struct DSparkProposerOptions {
   int64_t max_context_rows = 512;
   // 0: off. Otherwise a draft ends before the first position whose confidence is below it.
   float confidence_threshold = 0.0f;
+  // draft_sample_method "probabilistic": a request with temperature T > 0 gets tokens drawn from
+  // softmax(l_k / T) and those distributions (verified with min(1, p/q)); greedy ones the argmax.
+  bool sample_drafts = false;
 };
 
 // The target's final norm over rows of its residual stream (CausalLM::ApplyFinalNorm): a tap at

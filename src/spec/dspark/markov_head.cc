@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/counter_random.h"
 #include "kernels/ops.h"
 #include "spec/draft_model_proposer.h"
 
@@ -17,6 +18,39 @@ MarkovStage::MarkovStage(const DSparkDrafter& drafter)
   gated_.resize(r);
   bias_.resize(config_.vocab_size);
   logits_.resize(config_.vocab_size);
+}
+
+namespace {
+// The drafter's stream of uniforms, apart from the sampler's and the verifier's.
+constexpr uint64_t kDraftStream = 0x64737061726b2d71ull;  // "dspark-q"
+}  // namespace
+
+int32_t MarkovStage::SampleToken(float temperature, double u) {
+  q_.resize(logits_.size());
+  const float max = *std::max_element(logits_.begin(), logits_.end());
+  double total = 0.0;
+  for (size_t v = 0; v < logits_.size(); ++v) {
+    q_[v] = std::exp((logits_[v] - max) / temperature);
+    total += q_[v];
+  }
+  const float inv = static_cast<float>(1.0 / total);
+  double sum = 0.0;
+  for (float& q : q_) {
+    q *= inv;
+    sum += q;
+  }
+  // Inverse CDF over the normalised values themselves, so the token is drawn from exactly the q
+  // handed to the verifier (their sum is 1 only up to rounding).
+  const double target = u * sum;
+  double cumulative = 0.0;
+  int32_t last = 0;
+  for (size_t v = 0; v < q_.size(); ++v) {
+    if (q_[v] <= 0.0f) continue;
+    cumulative += q_[v];
+    last = static_cast<int32_t>(v);
+    if (cumulative > target) return last;
+  }
+  return last;
 }
 
 void MarkovStage::Correct(std::span<const float> base, std::span<const float> h) {
@@ -49,7 +83,7 @@ float MarkovStage::ConfidenceLogit(std::span<const float> h) const {
 }
 
 void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std::span<const int32_t> forced,
-                        float min_confidence, bool keep_logits, BlockDraft* out) {
+                        float min_confidence, bool keep_logits, BlockDraft* out, const DraftSampling& sampling) {
   EMBER_CHECK(num_tokens >= 0 && num_tokens <= config_.block_size);
   EMBER_CHECK(forced.empty() || static_cast<int32_t>(forced.size()) >= num_tokens);
   out->Clear();
@@ -62,7 +96,11 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
       EMBER_CHECK(read.ok(), "DSpark: Markov embedding of token {}: {}", prev, read.message());
     }
     Correct(drafter_.BaseLogits(b, k), h);
-    const int32_t token = forced.empty() ? GreedyToken(logits_) : forced[k];
+    const bool sampled = forced.empty() && sampling.temperature > 0.0f;
+    const int32_t token =
+        !forced.empty() ? forced[k]
+        : sampled       ? SampleToken(sampling.temperature, SamplingUniform(sampling.seed ^ kDraftStream, sampling.first_index + k))
+                        : GreedyToken(logits_);
     float z = 0.0f;
     float confidence = 0.0f;
     if (config_.enable_confidence_head) {
@@ -79,6 +117,7 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
     out->tokens.push_back(token);
     out->confidences.push_back(confidence);
     if (keep_logits) out->logits.insert(out->logits.end(), logits_.begin(), logits_.begin() + vocab);
+    if (sampled) out->probabilities.insert(out->probabilities.end(), q_.begin(), q_.end());
     prev = token;
   }
 }

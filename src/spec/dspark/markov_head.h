@@ -24,30 +24,43 @@ struct BlockDraft {
   std::vector<float> logits;             // [n, vocab] corrected logits l_k (only when asked)
   std::vector<float> confidence_logits;  // z_k (empty without a confidence head)
   std::vector<float> confidences;        // c_k calibrated; without a confidence head, softmax(l_k)[x_k]
+  std::vector<float> probabilities;      // [n, vocab] q_k = softmax(l_k / T) when the tokens were sampled
 
   void Clear() {
     tokens.clear();
     logits.clear();
     confidence_logits.clear();
     confidences.clear();
+    probabilities.clear();
   }
+};
+
+// How a block's tokens are chosen: the argmax (temperature 0), or drawn from softmax(l_k / T) with
+// the uniform SamplingUniform(seed ^ kDraftStream, first_index + k), a stream of its own so that
+// the draw is independent of the verifier's (which the min(1, p/q) rule needs).
+struct DraftSampling {
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  int64_t first_index = 0;  // the sequence position of token 0
 };
 
 class MarkovStage {
  public:
   explicit MarkovStage(const DSparkDrafter& drafter);
 
-  // The first `num_tokens` positions of block `b` of the drafter's last ForwardBlocks, greedily
-  // (or replaying `forced` tokens when not empty, to score a given path). Stops early when a
-  // confidence falls below `min_confidence` (that position is not drafted). `keep_logits` also
-  // returns each position's corrected logits (tests).
+  // The first `num_tokens` positions of block `b` of the drafter's last ForwardBlocks, chosen as
+  // `sampling` says (or replaying `forced` tokens when not empty, to score a given path). Stops
+  // early when a confidence falls below `min_confidence` (that position is not drafted).
+  // `keep_logits` also returns each position's corrected logits (tests).
   void Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std::span<const int32_t> forced,
-             float min_confidence, bool keep_logits, BlockDraft* out);
+             float min_confidence, bool keep_logits, BlockDraft* out, const DraftSampling& sampling = {});
 
  private:
   // e = W1[prev]; then the corrected logits of position k into logits_.
   void Correct(std::span<const float> base, std::span<const float> h);
   float ConfidenceLogit(std::span<const float> h) const;
+  // Draws from q_ = softmax(logits_ / temperature) by inverse CDF in token-id order.
+  int32_t SampleToken(float temperature, double u);
 
   const DSparkDrafter& drafter_;
   const DSparkConfig& config_;
@@ -58,6 +71,7 @@ class MarkovStage {
   std::vector<float> gated_;    // [r]
   std::vector<float> bias_;     // [V]
   std::vector<float> logits_;   // [V]
+  std::vector<float> q_;        // [V] softmax(logits_ / T) of a sampled position
 };
 
 }  // namespace ember::spec::dspark

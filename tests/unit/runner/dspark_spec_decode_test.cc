@@ -19,6 +19,7 @@
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
 #include "support/engine_run.h"
+#include "unit/runner/local_engine_support.h"
 #include "tokenizer/model_tokenizer.h"
 #include "unit/spec/dspark_random_drafter.h"
 
@@ -29,27 +30,13 @@ using spec::dspark::test::RandomDrafterSpec;
 using spec::dspark::test::TempDir;
 using spec::dspark::test::WriteRandomDrafter;
 
-const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+using test::CachedModel;
+using test::MakeEngine;
+const std::string& kTinyA = test::kTinyMuseA;
 // $EMBER_DSPARK_SMOLLM2 overrides it (a drafter being trained elsewhere).
 std::string TrainedSmolLM2() {
   const char* dir = std::getenv("EMBER_DSPARK_SMOLLM2");
   return dir && *dir ? std::string(dir) : std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/smollm2";
-}
-
-std::string CachedModel(const char* file) {
-  const char* cache = std::getenv("EMBER_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  return (cache && *cache ? std::string(cache) : std::string(home ? home : "") + "/.cache/ember/models") + "/" + file;
-}
-
-std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
-  auto model = LoadModel(path);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  if (!model.ok()) return nullptr;
-  options.model_path = path;
-  auto engine = LocalEngine::Create(std::move(*model), options);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString() << " " << options.speculative_config;
-  return engine.ok() ? std::move(*engine) : nullptr;
 }
 
 using test::ExpectBitwiseEqual;
@@ -73,17 +60,6 @@ std::vector<RequestInput> RandomWorkload(int32_t vocab, int num_requests, int ma
     inputs.push_back(std::move(in));
   }
   return inputs;
-}
-
-EngineOptions SmallEngine() {
-  EngineOptions o;
-  o.kv_cache_dtype = "f32";
-  o.max_model_len = 256;
-  o.max_num_seqs = 8;
-  o.max_num_batched_tokens = 32;  // prompts span several steps: chunked prefill
-  o.kv_cache_memory_bytes = 32 << 20;
-  o.block_size = 8;
-  return o;
 }
 
 std::string DSparkConfig(const std::string& dir, int k, const std::string& extra = "") {
@@ -157,7 +133,7 @@ TEST(DSparkSpecDecode, MuseSparkLossless) {
   s.block_size = 5;
   WriteRandomDrafter(tmp.path, s);
   const std::vector<RequestInput> inputs = RandomWorkload(512, 6, 20);
-  ExpectLossless(kTinyA, SmallEngine(), inputs,
+  ExpectLossless(kTinyA, test::SmallChunkedEngine(), inputs,
                  {{"dspark k=5 fixed", DSparkConfig(tmp.path, 5, R"(,"adaptive":false)")},
                   {"dspark k=3 fixed, threshold", DSparkConfig(tmp.path, 3, R"(,"adaptive":false,"draft_confidence_threshold":0.2)")},
                   {"dspark k=5 adaptive", DSparkConfig(tmp.path, 5, R"(,"enable_adaptive_verification":true)")},
@@ -194,7 +170,7 @@ TEST(DSparkSpecDecode, PrefixCacheHitsDraftWithAWindowedDrafter) {
   const std::vector<RequestInput> hits = {request(9, 2), request(7, 3), request(12, 4)};
 
   auto run = [&](const std::string& config, SchedulerStats* after_first, SchedulerStats* after_hits) {
-    EngineOptions o = SmallEngine();
+    EngineOptions o = test::SmallChunkedEngine();
     o.speculative_config = config;
     auto engine = MakeEngine(kTinyA, o);
     EXPECT_NE(engine, nullptr);
@@ -232,7 +208,7 @@ TEST(DSparkSpecDecode, BadDrafterFailsAtStartup) {
   for (const auto& [config, needle] : cases) {
     auto model = LoadModel(kTinyA);
     ASSERT_TRUE(model.ok());
-    EngineOptions o = SmallEngine();
+    EngineOptions o = test::SmallChunkedEngine();
     o.speculative_config = config;
     o.model_path = kTinyA;
     auto engine = LocalEngine::Create(std::move(*model), o);
@@ -259,7 +235,7 @@ TEST(DSparkSpecDecode, SmolLM2RandomDrafterLossless) {
   s.block_size = 4;
   s.markov_rank = 8;
   WriteRandomDrafter(tmp.path, s);
-  EngineOptions o = SmallEngine();
+  EngineOptions o = test::SmallChunkedEngine();
   o.kv_cache_dtype = "auto";
   ExpectLossless(path, o, RandomWorkload(49152, 3, 12),
                  {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
@@ -288,7 +264,7 @@ TEST(DSparkSpecDecode, Gemma3RandomDrafterLossless) {
   s.block_size = 4;
   s.markov_rank = 4;
   WriteRandomDrafter(tmp.path, s);
-  EngineOptions o = SmallEngine();
+  EngineOptions o = test::SmallChunkedEngine();
   o.kv_cache_dtype = "auto";
   ExpectLossless(path, o, RandomWorkload(static_cast<int32_t>(info.vocab_size), 3, 10),
                  {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
@@ -323,7 +299,7 @@ TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
     }
     inputs.push_back(std::move(in));
   }
-  EngineOptions o = SmallEngine();
+  EngineOptions o = test::SmallChunkedEngine();
   o.kv_cache_dtype = "auto";
   o.max_num_batched_tokens = 64;
   const SpecDecodeCounters c = ExpectLossless(

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "runner/sampler/random.h"
+#include "core/counter_random.h"
 #include "sampler_reference.h"
 
 namespace ember {

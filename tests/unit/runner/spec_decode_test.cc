@@ -12,28 +12,17 @@
 
 #include "model/causal_lm.h"
 #include "support/engine_run.h"
+#include "unit/runner/local_engine_support.h"
 #include "runner/local_engine.h"
 
 namespace ember {
 namespace {
 
-const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
-
-std::string CachedModel(const char* file) {
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.cache/ember/models/" + file;
-}
+using test::CachedModel;
+using test::MakeEngine;
+const std::string& kTinyA = test::kTinyMuseA;
 
 using Result = test::RunResult;
-
-std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
-  auto model = LoadModel(path);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  options.model_path = path;
-  auto engine = LocalEngine::Create(std::move(*model), options);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString() << " " << options.speculative_config;
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
 
 std::map<RequestIndex, Result> RunAll(LocalEngine& engine, const std::vector<RequestInput>& inputs) {
   return test::RunToCompletion(engine.core(), inputs);
@@ -163,23 +152,12 @@ void ExpectLossless(const std::string& path, EngineOptions base, int num_request
   }
 }
 
-EngineOptions SmallEngine() {
-  EngineOptions o;
-  o.kv_cache_dtype = "f32";
-  o.max_model_len = 256;
-  o.max_num_seqs = 8;
-  o.max_num_batched_tokens = 32;  // prompts span several steps: chunked prefill
-  o.kv_cache_memory_bytes = 32 << 20;
-  o.block_size = 8;
-  return o;
-}
-
-TEST(SpecDecodeLossless, MuseSparkHybridMoe) { ExpectLossless(kTinyA, SmallEngine(), 8, 24, true, false); }
+TEST(SpecDecodeLossless, MuseSparkHybridMoe) { ExpectLossless(kTinyA, test::SmallChunkedEngine(), 8, 24, true, false); }
 
 TEST(SpecDecodeLossless, SmolLM2) {
   const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
-  EngineOptions o = SmallEngine();
+  EngineOptions o = test::SmallChunkedEngine();
   o.kv_cache_dtype = "auto";
   ExpectLossless(path, o, 4, 16, false, true);
 }
@@ -187,7 +165,7 @@ TEST(SpecDecodeLossless, SmolLM2) {
 TEST(SpecDecodeLossless, Gemma3) {
   const std::string path = CachedModel("gemma-3-270m-q4_k_m.gguf");
   if (!std::ifstream(path)) GTEST_SKIP() << "Gemma 3 not fetched (scripts/fetch_models.py)";
-  EngineOptions o = SmallEngine();
+  EngineOptions o = test::SmallChunkedEngine();
   o.kv_cache_dtype = "auto";
   ExpectLossless(path, o, 4, 16, false, true);
 }
@@ -206,7 +184,7 @@ TEST(SpecDecodeConfig, BadConfigsFailAtStartup) {
   for (const auto& [config, needle] : cases) {
     auto model = LoadModel(kTinyA);
     ASSERT_TRUE(model.ok());
-    EngineOptions o = SmallEngine();
+    EngineOptions o = test::SmallChunkedEngine();
     o.speculative_config = config;
     o.model_path = kTinyA;
     auto engine = LocalEngine::Create(std::move(*model), o);

@@ -144,6 +144,74 @@ TEST_P(DSparkDrafterTest, ConfidenceThresholdTruncatesAtFirstLowPosition) {
   }
 }
 
+// Probabilistic drafting: each position's q is softmax(l_k / T) of that position's corrected
+// logits given the tokens drawn before it (replaying the drawn tokens reproduces them), the draws
+// are a pure function of (seed, position), and the first position's draws over many seeds follow
+// its q (a goodness-of-fit chi-square; the critical value at tail 1e-3 for the degrees of freedom).
+TEST_P(DSparkDrafterTest, SampledDraftsComeFromTheDistributionsTheyReturn) {
+  Fixture f(GetParam());
+  DSparkDrafter& d = *f.drafter;
+  const int64_t s = f.num_positions();
+  DSparkContext context = d.NewContext();
+  d.AppendContext(f.feature_row(0), s, context);
+  const int32_t g = d.config().block_size;
+  const int64_t vocab = d.config().vocab_size;
+  std::vector<DSparkDrafter::Block> blocks = {{&context, 5, s, g}};
+  d.ForwardBlocks(blocks);
+  MarkovStage markov(d);
+  constexpr float kTemperature = 2.0f;
+  BlockDraft sampled, replayed, again;
+  markov.Draft(0, 5, g, {}, 0.0f, false, &sampled, {.temperature = kTemperature, .seed = 11, .first_index = s + 1});
+  ASSERT_EQ(static_cast<int32_t>(sampled.tokens.size()), g);
+  ASSERT_EQ(static_cast<int64_t>(sampled.probabilities.size()), g * vocab);
+  markov.Draft(0, 5, g, sampled.tokens, 0.0f, /*keep_logits=*/true, &replayed);
+  for (int32_t k = 0; k < g; ++k) {
+    const float* l = replayed.logits.data() + k * vocab;
+    const float* q = sampled.probabilities.data() + k * vocab;
+    const float max = *std::max_element(l, l + vocab);
+    double z = 0, sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) z += std::exp((static_cast<double>(l[v]) - max) / kTemperature);
+    for (int64_t v = 0; v < vocab; ++v) {
+      sum += q[v];
+      EXPECT_NEAR(q[v], std::exp((static_cast<double>(l[v]) - max) / kTemperature) / z, 1e-6) << "position " << k;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_GT(q[sampled.tokens[k]], 0.0f);
+  }
+  markov.Draft(0, 5, g, {}, 0.0f, false, &again, {.temperature = kTemperature, .seed = 11, .first_index = s + 1});
+  EXPECT_EQ(again.tokens, sampled.tokens) << "the same seed and position draw the same tokens";
+
+  constexpr int kDraws = 4000;
+  std::vector<int> counts(vocab, 0);
+  for (int seed = 0; seed < kDraws; ++seed) {
+    markov.Draft(0, 5, 1, {}, 0.0f, false, &again,
+                 {.temperature = kTemperature, .seed = static_cast<uint64_t>(seed), .first_index = s + 1});
+    ++counts[again.tokens[0]];
+  }
+  // Categories expected at least 5 times; the rest pooled into one.
+  double chi = 0, pooled_expected = 0, pooled_seen = 0;
+  int df = -1;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double expected = kDraws * static_cast<double>(sampled.probabilities[v]);
+    if (expected < 5.0) {
+      pooled_expected += expected;
+      pooled_seen += counts[v];
+      continue;
+    }
+    chi += (counts[v] - expected) * (counts[v] - expected) / expected;
+    ++df;
+  }
+  if (pooled_expected >= 5.0) {
+    chi += (pooled_seen - pooled_expected) * (pooled_seen - pooled_expected) / pooled_expected;
+    ++df;
+  }
+  ASSERT_GE(df, 5) << "q too peaked for the test: raise the temperature";
+  // Wilson-Hilferty approximation of the upper 1e-3 point of chi-square(df).
+  const double zq = 3.0902, a = 2.0 / (9.0 * df);
+  const double critical = df * std::pow(1.0 - a + zq * std::sqrt(a), 3.0);
+  EXPECT_LT(chi, critical) << "df " << df;
+}
+
 // A checkpoint that ships its own embed_tokens / lm_head (DeepSpec's released drafters carry frozen
 // copies of the target's) drafts with them, needing nothing from the target.
 TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {

@@ -1,4 +1,4 @@
-#include "runner/sampler/random.h"
+#include "core/counter_random.h"
 
 namespace ember {
 namespace {
