@@ -49,6 +49,13 @@ Expected<Linear> GgufWeights::Matrix(const std::string& name, int64_t out_featur
     return Unimplemented(fmt::format("{}: tensor {} has type {}, which ember cannot multiply yet", file_->path(),
                                      name, t->type.name));
   }
+  // Unquantized bf16 / f32 matrices take the dense kernels (register-tiled GEMM, bf16 widened
+  // exactly) rather than GgufMatMul's plain-float row dots, which exist only for completeness:
+  // GGUF stores them row-major [out, in], as a safetensors checkpoint does.
+  if (t->type.type == GgmlType::kBF16 || t->type.type == GgmlType::kF32) {
+    const DType dtype = t->type.type == GgmlType::kBF16 ? DType::kBF16 : DType::kF32;
+    return Linear::Dense(TensorView{dtype, Shape{out_features, in_features}, t->data});
+  }
   quant::QuantMatrix m{t->type.type, t->data, out_features, in_features, t->bytes / out_features};
   return Linear::Quantized(m);
 }
