@@ -9,7 +9,8 @@ namespace ember::server {
 
 void SendError(httplib::Response& res, const ApiError& error) {
   res.status = error.http_status;
-  res.set_content(error.ToJson().dump(), "application/json");
+  // Messages are built from SafeText, but an error reply must never throw: replace, don't check.
+  res.set_content(error.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
@@ -19,15 +20,7 @@ void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int st
 }
 
 std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {
-  if (req.body.empty()) return BadRequest("the request body is empty; send a JSON object");
-  nlohmann::ordered_json body;
-  try {
-    body = nlohmann::ordered_json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    return BadRequest(fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
-  return body;
+  return ParseJsonObject(req.body);
 }
 
 std::string SseEvent(const nlohmann::ordered_json& payload) {

@@ -8,12 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "server/protocol/api_error.h"
+#include "server/protocol/json_body.h"
 
 namespace ember::server {
 
 void SendError(httplib::Response& res, const ApiError& error);
 void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
-// The request body as JSON (keys in their original order), or a 400 saying where it is malformed.
+// The request body as a JSON object (protocol/json_body.h: bounded depth, errors that name the
+// field and quote no request bytes).
 std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req);
 // "data: {json}\n\n"
 std::string SseEvent(const nlohmann::ordered_json& payload);

@@ -4,8 +4,11 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <functional>
+
 #include "core/logging.h"
 #include "server/http_util.h"
+#include "server/protocol/safe_text.h"
 #include "server/routes/routes.h"
 
 namespace ember::server {
@@ -15,6 +18,24 @@ namespace {
 // dropped failed with a read error before any request reached the engine. Listening again on
 // the bound socket widens the queue (the kernel caps it at net.core.somaxconn).
 constexpr int kListenBacklog = 4096;
+
+// Runs `body`; whatever it throws is logged and answered with a generic 500 (then Guard returns
+// false). The exception's text stays in the log: it may quote the request that caused it.
+bool Guard(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body) {
+  std::string what;
+  try {
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
+  res.headers.clear();
+  SendError(res, InternalError("internal error while handling the request; the server log has the details"));
+  return false;
+}
 }  // namespace
 
 OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(std::make_unique<httplib::Server>()) {
@@ -32,52 +53,66 @@ OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(s
 
 OpenAiServer::~OpenAiServer() = default;
 
+void OpenAiServer::Route(const std::string& method, const std::string& path, Handler handler) {
+  std::string& allowed = allowed_methods_[path];
+  allowed += (allowed.empty() ? "" : ", ") + method;
+  auto guarded = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    Guard(req, res, [&] { handler(req, res); });
+  };
+  if (method == "GET") {
+    http_->Get(path, std::move(guarded));
+  } else {
+    http_->Post(path, std::move(guarded));
+  }
+}
+
 void OpenAiServer::RegisterRoutes() {
   ServingContext& ctx = *context_;
   // Authentication on every /v1 route, before routing (so unknown /v1 paths also need the key).
   http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    SendError(res, Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
-    return httplib::Server::HandlerResponse::Handled;
+    bool handled = false;
+    const bool ok = Guard(req, res, [&] {
+      if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return;
+      if (req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key) return;
+      SendError(res, Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
+      handled = true;
+    });
+    return handled || !ok ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
   // Statuses httplib sets itself (404 unknown path, 413 body too large, 400 bad HTTP) get an
-  // OpenAI-style body too.
-  http_->set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+  // OpenAI-style body too; a known path asked with another method is a 405 naming the right ones.
+  // httplib calls this outside its own exception handling, so it is guarded like a route.
+  http_->set_error_handler([this, &ctx](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    ApiError e;
-    if (res.status == 404) e = NotFound(fmt::format("no route {} {}", req.method, req.path));
-    else if (res.status == 413) {
-      e = PayloadTooLarge(fmt::format("the request body exceeds {} bytes", ctx.config.max_request_body_bytes));
-    } else {
-      e = BadRequest(fmt::format("HTTP error {}", res.status));
-    }
-    e.http_status = res.status;
-    SendError(res, e);
-  });
-  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    EMBER_LOG_ERROR("request handler failed: {}", what);
-    SendError(res, InternalError("internal error: " + what));
+    Guard(req, res, [&] {
+      ApiError e;
+      const std::string method = SafeText(req.method, 16), path = SafeText(req.path);
+      if (res.status == 404) {
+        if (const auto known = allowed_methods_.find(req.path); known != allowed_methods_.end()) {
+          e = MethodNotAllowed(fmt::format("{} is not allowed on {}; use {}", method, path, known->second));
+          res.set_header("Allow", known->second);
+        } else {
+          e = NotFound(fmt::format("no route {} {}", method, path));
+        }
+      } else if (res.status == 413) {
+        e = PayloadTooLarge(fmt::format("the request body exceeds {} bytes", ctx.config.max_request_body_bytes));
+      } else {
+        e = BadRequest(fmt::format("HTTP error {}", res.status));
+        e.http_status = res.status;
+      }
+      SendError(res, e);
+    });
   });
 
   auto route = [&ctx](void (*handler)(ServingContext&, const httplib::Request&, httplib::Response&)) {
     return [&ctx, handler](const httplib::Request& req, httplib::Response& res) { handler(ctx, req, res); };
   };
-  http_->Post("/v1/completions", route(HandleCompletions));
-  http_->Post("/v1/chat/completions", route(HandleChatCompletions));
-  http_->Get("/v1/models", route(HandleModels));
-  http_->Post("/tokenize", route(HandleTokenize));
-  http_->Post("/detokenize", route(HandleDetokenize));
-  http_->Get("/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
+  Route("POST", "/v1/completions", route(HandleCompletions));
+  Route("POST", "/v1/chat/completions", route(HandleChatCompletions));
+  Route("GET", "/v1/models", route(HandleModels));
+  Route("POST", "/tokenize", route(HandleTokenize));
+  Route("POST", "/detokenize", route(HandleDetokenize));
+  Route("GET", "/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return SendError(res, ServiceUnavailable("the model is loading"));
     if (!ctx.engine->alive()) return SendError(res, ServiceUnavailable("the engine loop has stopped"));
     if (const std::string stall = ctx.engine->StallMessage(); !stall.empty()) {
@@ -85,11 +120,11 @@ void OpenAiServer::RegisterRoutes() {
     }
     res.status = 200;
   });
-  http_->Get("/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });
-  http_->Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+  Route("GET", "/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });
+  Route("GET", "/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics->Render(), "text/plain; version=0.0.4");
   });
-  http_->Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) { SendJson(res, OpenApiDocument()); });
+  Route("GET", "/openapi.json", [](const httplib::Request&, httplib::Response& res) { SendJson(res, OpenApiDocument()); });
 }
 
 Expected<int> OpenAiServer::Bind() {

@@ -22,6 +22,7 @@ struct ApiError {
 ApiError BadRequest(std::string message, std::string param = "");
 ApiError Unauthorized(std::string message);
 ApiError NotFound(std::string message, std::string param = "");
+ApiError MethodNotAllowed(std::string message);
 ApiError PayloadTooLarge(std::string message);
 ApiError TooManyRequests(std::string message);
 ApiError ServiceUnavailable(std::string message);

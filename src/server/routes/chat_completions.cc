@@ -70,7 +70,11 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   std::string prompt_text = std::move(*rendered);
   if (request.continue_final_message) {
     // Continue the last (assistant) message: cut the render right after its content.
-    const std::string last = request.messages.back().value("content", "");
+    // Content is a string after NormalizeMessages, or null/absent for an assistant's tool calls.
+    const json& final_message = request.messages.back();
+    const std::string last = final_message.contains("content") && final_message["content"].is_string()
+                                 ? final_message["content"].get<std::string>()
+                                 : "";
     const size_t at = prompt_text.rfind(last);
     if (last.empty() || at == std::string::npos) {
       return SendError(res, BadRequest("continue_final_message: the final message's content was not found in the "

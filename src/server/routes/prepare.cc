@@ -4,11 +4,13 @@
 
 #include <functional>
 
+#include "server/protocol/safe_text.h"
+
 namespace ember::server {
 
 std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std::string& model) {
   if (!model.empty() && model != context.config.served_model_name) {
-    return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", model,
+    return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", SafeText(model),
                                 context.config.served_model_name),
                     "model");
   }
