@@ -23,7 +23,8 @@ struct ServerConfig {
   std::string api_key;                  // empty = no authentication
   std::string served_model_name;
   int64_t max_model_len = 4096;
-  int64_t max_waiting_requests = 1024;  // API requests in progress beyond which new ones get 503
+  int64_t max_waiting_requests = 1024;  // engine requests (prompts x n) in progress at most; past it, 503
+  int64_t max_prompts_per_request = 128;  // prompts of one completions call at most; past it, 400
   size_t max_request_body_bytes = 8u << 20;
   int32_t max_n = 16;                   // choices per request at most
   int http_threads = 128;               // concurrent connections served (streams hold one each)
@@ -47,7 +48,7 @@ struct ServingContext {
   ServingModel model;
   AsyncEngine* engine = nullptr;
   ServerMetrics* metrics = nullptr;
-  Admission admission;  // API requests in progress, at most config.max_waiting_requests
+  Admission admission;  // engine requests in progress, at most config.max_waiting_requests
 };
 
 }  // namespace ember::server

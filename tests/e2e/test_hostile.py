@@ -1,8 +1,11 @@
 """Hostile clients against a live `ember serve` (loopback, bounded in count and time): malformed
-paths and bytes, deep nesting, overflowing numbers, invalid UTF-8, wrong methods and types. Each
+paths and bytes, deep nesting, overflowing numbers, invalid UTF-8, wrong methods and types, giant
+prompt lists. Each
 gets its status code and an OpenAI error body, and afterwards the server is alive, /health is 200
 and nothing runs or waits."""
 import json
+import socket
+import time
 
 import pytest
 
@@ -109,3 +112,44 @@ def test_garbage_instead_of_http(server):
         status, _, _ = server.raw(junk)
         assert status in (0, 400)
     server.assert_idle_and_healthy()
+
+
+def test_admission_counts_prompts_times_n(ember_bin):
+    """--max-waiting-requests counts engine requests (prompts x n): one request cannot take the
+    queue, a request over a cap is a 400 at once, and one that does not fit now is a 503 at once."""
+    if not SMOLLM.exists():
+        pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
+    s = Server(ember_bin, "--max-num-seqs", "8", "--max-waiting-requests", "8", "--max-prompts-per-request", "4",
+               "--max-n", "4")
+    try:
+        def completions(prompt, **extra):
+            started = time.time()
+            status, payload = s.request("POST", "/v1/completions", {"model": "smollm", "prompt": prompt,
+                                                                    "max_tokens": 2, **extra})
+            return status, json.loads(payload), time.time() - started
+
+        status, body, took = completions(["hi"] * 5000)
+        assert status == 400 and body["error"]["param"] == "prompt" and took < 5
+        assert "--max-prompts-per-request" in body["error"]["message"]
+        status, body, _ = completions(["hi"] * 4, n=3)  # 12 engine requests > 8: never fits
+        assert status == 400 and "--max-waiting-requests" in body["error"]["message"]
+        status, body, _ = completions("hi", n=5)
+        assert status == 400 and body["error"]["param"] == "n"
+        assert completions(["a", "b"], n=2)[0] == 200
+
+        # A stream of 4 prompts x n 2 holds all 8 slots: a single prompt is refused at once.
+        stream = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        hold = json.dumps({"model": "smollm", "prompt": ["a", "b", "c", "d"], "n": 2, "max_tokens": 400,
+                           "ignore_eos": True, "stream": True}).encode()
+        stream.sendall(post(b"/v1/completions", hold))
+        received = b""
+        while b"data: " not in received:
+            received += stream.recv(4096)
+        status, body, took = completions("hi")
+        assert status == 503 and took < 5, body
+        assert "this request needs 1" in body["error"]["message"]
+        stream.close()  # the disconnect aborts all eight
+        s.assert_idle_and_healthy()
+        assert completions("hi")[0] == 200
+    finally:
+        assert s.stop() == 0

@@ -167,7 +167,11 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
   cmd->add_option("--api-key-env", o->api_key_env, "Read the API key from this environment variable");
   cmd->add_option("--max-waiting-requests", o->server.max_waiting_requests,
-                  "Requests in flight beyond which new ones get 503 at once")
+                  "Engine requests in flight (each API request counts prompts x n) beyond which new API requests "
+                  "get 503 at once")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-prompts-per-request", o->server.max_prompts_per_request,
+                  "Prompts one /v1/completions request may carry; more get 400")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-request-body", o->server.max_request_body_bytes, "Largest request body in bytes");
   cmd->add_option("--max-n", o->server.max_n, "Largest n (choices per request)")->check(CLI::Range(1, 1024));

@@ -50,7 +50,7 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   auto parsed = ParseChatCompletionRequest(std::get<json>(body), context.config.default_sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
-  auto admitted = Admit(context, request.common.model);
+  auto admitted = Admit(context, request.common.model, /*num_prompts=*/1, request.common.sampling.n);
   if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
   if (context.model.chat_template == nullptr) {
     return SendError(res, BadRequest("this model has no chat template; use /v1/completions"));
