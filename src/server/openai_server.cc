@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/logging.h"
+#include "server/access.h"
 #include "server/http_util.h"
 #include "server/protocol/safe_text.h"
 #include "server/routes/routes.h"
@@ -32,7 +33,6 @@ bool Guard(const httplib::Request& req, httplib::Response& res, const std::funct
     what = "an exception that is not a std::exception";
   }
   EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
-  res.headers.clear();
   SendError(res, InternalError("internal error while handling the request; the server log has the details"));
   return false;
 }
@@ -68,14 +68,41 @@ void OpenAiServer::Route(const std::string& method, const std::string& path, Han
 
 void OpenAiServer::RegisterRoutes() {
   ServingContext& ctx = *context_;
-  // Authentication on every /v1 route, before routing (so unknown /v1 paths also need the key).
-  http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+  // Before routing, on every request (access.h): Host, Origin (and the CORS answer for allowed
+  // origins), Content-Type, then the API key on every /v1 path (unknown ones too).
+  const bool loopback = IsLoopbackHost(ctx.config.host);
+  http_->set_pre_routing_handler([this, &ctx, loopback](const httplib::Request& req, httplib::Response& res) {
     bool handled = false;
     const bool ok = Guard(req, res, [&] {
+      auto refuse = [&](const ApiError& e) {
+        SendError(res, e);
+        handled = true;
+      };
+      if (auto e = CheckHost(req.get_header_value("Host"), loopback)) return refuse(*e);
+      const std::string origin = req.get_header_value("Origin");
+      if (auto e = CheckOrigin(origin, ctx.config.allowed_origins)) return refuse(*e);
+      if (!origin.empty()) {
+        res.set_header("Access-Control-Allow-Origin", origin);
+        res.set_header("Vary", "Origin");
+      }
+      if (req.method == "OPTIONS") {
+        // A CORS preflight (which never carries the key) or a plain question about the route.
+        const auto known = allowed_methods_.find(req.path);
+        if (known == allowed_methods_.end()) return;  // 404
+        res.set_header("Allow", known->second + ", OPTIONS");
+        if (!origin.empty()) {
+          res.set_header("Access-Control-Allow-Methods", known->second);
+          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+          res.set_header("Access-Control-Max-Age", "600");
+        }
+        res.status = 204;
+        handled = true;
+        return;
+      }
+      if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"))) return refuse(*e);
       if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return;
-      if (req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key) return;
-      SendError(res, Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
-      handled = true;
+      if (ApiKeyMatches(req.get_header_value("Authorization"), ctx.config.api_key)) return;
+      refuse(Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
     });
     return handled || !ok ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });

@@ -1,10 +1,12 @@
 """Hostile clients against a live `ember serve` (loopback, bounded in count and time): malformed
 paths and bytes, deep nesting, overflowing numbers, invalid UTF-8, wrong methods and types, giant
-prompt lists. Each
+prompt lists, web pages (Host, Origin, Content-Type) and unbounded generations. Each
 gets its status code and an OpenAI error body, and afterwards the server is alive, /health is 200
 and nothing runs or waits."""
 import json
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
@@ -18,7 +20,8 @@ HELLO = [{"role": "user", "content": "hi"}]
 def server(ember_bin):
     if not SMOLLM.exists():
         pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
-    s = Server(ember_bin, "--max-num-seqs", "4")
+    s = Server(ember_bin, "--max-num-seqs", "4", "--default-max-tokens", "5", "--allowed-origins",
+               "http://localhost:3000,http://127.0.0.1:5173")
     yield s
     s.assert_idle_and_healthy()
     assert s.stop() == 0, s.proc.stderr.read()
@@ -144,12 +147,110 @@ def test_admission_counts_prompts_times_n(ember_bin):
         stream.sendall(post(b"/v1/completions", hold))
         received = b""
         while b"data: " not in received:
-            received += stream.recv(4096)
+            chunk = stream.recv(4096)
+            assert chunk, received  # answered and closed instead of streaming
+            received += chunk
         status, body, took = completions("hi")
         assert status == 503 and took < 5, body
         assert "this request needs 1" in body["error"]["message"]
         stream.close()  # the disconnect aborts all eight
         s.assert_idle_and_healthy()
         assert completions("hi")[0] == 200
+    finally:
+        assert s.stop() == 0
+
+
+def test_chat_and_completions_without_max_tokens_are_bounded(server):
+    status, body = server.json("POST", "/v1/chat/completions", {"messages": HELLO, "ignore_eos": True})
+    assert status == 200 and body["usage"]["completion_tokens"] == 5  # --default-max-tokens 5
+    assert body["choices"][0]["finish_reason"] == "length"
+    status, body = server.json("POST", "/v1/completions", {"prompt": "Once upon a time", "ignore_eos": True})
+    assert status == 200 and body["usage"]["completion_tokens"] == 16  # OpenAI's default for completions
+    # Cut to the context that is left (max-model-len 512), not refused.
+    status, body = server.json("POST", "/v1/completions", {"prompt": [1] * 505, "ignore_eos": True})
+    assert status == 200 and body["usage"]["completion_tokens"] == 7
+
+
+def raw_request(method, path, headers, body=b""):
+    lines = [f"{method} {path} HTTP/1.1", *[f"{k}: {v}" for k, v in headers.items()], "Connection: close",
+             f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+COMPLETION = json.dumps({"prompt": "hi", "max_tokens": 1}).encode()
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8000", "127.0.0.1.nip.io", "0.0.0.0"])
+def test_rebound_host_names_are_refused_on_loopback(server, host):
+    headers = {"Host": host, "Content-Type": "application/json"}
+    status, _, body = server.raw(raw_request("POST", "/v1/completions", headers, COMPLETION))
+    assert status == 403 and "DNS" in error_of(body)["message"]
+    assert server.raw(raw_request("GET", "/v1/models", {"Host": host}))[0] == 403
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "app.localhost"])
+def test_loopback_host_names_are_served(server, host):
+    headers = {"Host": f"{host}:{server.port}", "Content-Type": "application/json"}
+    assert server.raw(raw_request("POST", "/v1/completions", headers, COMPLETION))[0] == 200
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://localhost:3001"])
+def test_web_pages_of_other_origins_are_refused(server, origin):
+    for content_type in ("application/json", "text/plain"):
+        headers = {"Host": "127.0.0.1", "Origin": origin, "Content-Type": content_type}
+        status, headers_back, body = server.raw(raw_request("POST", "/v1/chat/completions", headers,
+                                                            json.dumps({"messages": HELLO}).encode()))
+        assert status == 403 and "--allowed-origins" in error_of(body)["message"]
+        assert "access-control-allow-origin" not in headers_back
+    status, _, _ = server.raw(raw_request("OPTIONS", "/v1/chat/completions", {"Host": "127.0.0.1", "Origin": origin,
+                                                                              "Access-Control-Request-Method": "POST"}))
+    assert status == 403
+
+
+def test_allowed_origins_get_cors_answers(server):
+    origin = "http://localhost:3000"
+    status, headers, _ = server.raw(raw_request("OPTIONS", "/v1/chat/completions", {
+        "Host": "127.0.0.1", "Origin": origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, authorization"}))
+    assert status == 204 and headers["access-control-allow-origin"] == origin
+    assert headers["access-control-allow-methods"] == "POST"
+    assert "content-type" in headers["access-control-allow-headers"].lower()
+    status, headers, body = server.raw(raw_request("POST", "/v1/completions", {
+        "Host": "127.0.0.1", "Origin": origin, "Content-Type": "application/json"}, COMPLETION))
+    assert status == 200 and headers["access-control-allow-origin"] == origin, body
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x"])
+def test_posts_that_are_not_json_get_415(server, content_type):
+    status, _, body = server.raw(post(b"/v1/completions", COMPLETION, content_type.encode()))
+    assert status == 415 and "application/json" in error_of(body)["message"]
+
+
+def test_curl_works_and_plain_curl_data_is_told_what_to_add(server):
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    url = f"http://127.0.0.1:{server.port}/v1/completions"
+    good = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", url, "-H", "Content-Type: application/json", "-d",
+                           COMPLETION.decode()], capture_output=True, text=True, timeout=60)
+    assert good.stdout.rsplit("\n", 1)[1] == "200"
+    plain = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", url, "-d", COMPLETION.decode()],
+                           capture_output=True, text=True, timeout=60)
+    body, code = plain.stdout.rsplit("\n", 1)
+    assert code == "415" and "-H 'Content-Type: application/json'" in error_of(body)["message"]
+
+
+def test_api_key_is_checked_whole(ember_bin):
+    if not SMOLLM.exists():
+        pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
+    s = Server(ember_bin, "--api-key", "sekrit-key")
+    try:
+        for header in ("Bearer sekrit-ke", "Bearer sekrit-key2", "Bearer ", "sekrit-key", "Bearer SEKRIT-KEY"):
+            assert s.request("GET", "/v1/models", headers={"Authorization": header})[0] == 401, header
+        assert s.request("GET", "/v1/models", headers={"Authorization": "Bearer sekrit-key"})[0] == 200
+        # A web page cannot use the key-less path around it either.
+        assert s.request("GET", "/v1/models", headers={"Authorization": "Bearer sekrit-key",
+                                                       "Origin": "https://evil.example"})[0] == 403
+        s.assert_idle_and_healthy()
     finally:
         assert s.stop() == 0

@@ -165,11 +165,13 @@ def test_client_disconnect_mid_stream_frees_the_request(server):
     sock = socket.create_connection(("127.0.0.1", server.port))
     body = json.dumps({"model": "smollm", "prompt": "Tell me a long story", "max_tokens": 400, "stream": True,
                        "temperature": 0, "ignore_eos": True})
-    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
     received = b""
     while received.count(b"data: ") < 3:
-        received += sock.recv(4096)
+        chunk = sock.recv(4096)
+        assert chunk, received  # the server answered and closed instead of streaming
+        received += chunk
     sock.close()
     deadline = time.time() + 30
     while time.time() < deadline:

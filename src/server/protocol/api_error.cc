@@ -29,7 +29,9 @@ ApiError Unauthorized(std::string message) { return Make(401, "authentication_er
 ApiError NotFound(std::string message, std::string param) {
   return Make(404, "not_found_error", std::move(message), std::move(param));
 }
+ApiError Forbidden(std::string message) { return Make(403, "permission_error", std::move(message)); }
 ApiError MethodNotAllowed(std::string message) { return Make(405, "invalid_request_error", std::move(message)); }
+ApiError UnsupportedMediaType(std::string message) { return Make(415, "invalid_request_error", std::move(message)); }
 ApiError PayloadTooLarge(std::string message) { return Make(413, "invalid_request_error", std::move(message)); }
 ApiError TooManyRequests(std::string message) { return Make(429, "rate_limit_error", std::move(message)); }
 ApiError ServiceUnavailable(std::string message) { return Make(503, "service_unavailable", std::move(message)); }

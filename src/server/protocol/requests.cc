@@ -45,7 +45,6 @@ void RejectUnsupported(const nlohmann::ordered_json& body, FieldReader& r) {
 void ParseCommon(const nlohmann::ordered_json& body, FieldReader& r, CommonRequest* c) {
   r.String("model", &c->model);
   SamplingParams& s = c->sampling;
-  s.max_tokens = 0;
   r.Int("n", &s.n);
   r.Float("temperature", &s.temperature);
   r.Float("top_p", &s.top_p);

@@ -47,7 +47,9 @@ std::string FinishReason(const TextDelta& d, bool has_tool_calls) {
 void HandleChatCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
-  auto parsed = ParseChatCompletionRequest(std::get<json>(body), context.config.default_sampling);
+  SamplingParams defaults = context.config.default_sampling;
+  defaults.max_tokens = context.config.default_max_tokens;
+  auto parsed = ParseChatCompletionRequest(std::get<json>(body), defaults);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
   auto admitted = Admit(context, request.common.model, /*num_prompts=*/1, request.common.sampling.n);

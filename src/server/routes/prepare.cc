@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "server/protocol/safe_text.h"
@@ -70,7 +71,7 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
     }
     SamplingParams s = sampling;
     if (!request.max_tokens_given) {
-      s.max_tokens = static_cast<int32_t>(max_len - prompt_len);
+      s.max_tokens = static_cast<int32_t>(std::min<int64_t>(s.max_tokens, max_len - prompt_len));
     } else if (prompt_len + s.max_tokens > max_len) {
       return BadRequest(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                                     "tokens ({} in the input, {} in the completion). Please reduce the length of the "

@@ -40,5 +40,28 @@ TEST(AdmissionCostTest, OverACapIsA400NamingTheField) {
   EXPECT_EQ(Refused(AdmissionCost(config, 1, 5)).param, "n");
 }
 
+// Without max_tokens a request gets a bounded default (chat: --default-max-tokens, completions:
+// 16), cut to what the context has left; a max_tokens the client asked for is never cut.
+TEST(MakeChoicesTest, DefaultMaxTokensAreBoundedAndFitTheContext) {
+  ServingContext context;
+  context.config.max_model_len = 100;
+  context.config.default_max_tokens = 30;
+  context.model.vocab_size = 50;
+  CommonRequest request;
+  request.sampling.max_tokens = context.config.default_max_tokens;  // what the chat route passes
+  const std::vector<int32_t> short_prompt(10, 1), long_prompt(90, 1);
+  auto max_tokens = [&](const std::vector<int32_t>& prompt) {
+    auto choices = MakeChoices(context, request, {prompt});
+    if (auto* e = std::get_if<ApiError>(&choices)) ADD_FAILURE() << e->message;
+    return std::get<std::vector<ChoiceSpec>>(choices).at(0).sampling.max_tokens;
+  };
+  EXPECT_EQ(max_tokens(short_prompt), 30);
+  EXPECT_EQ(max_tokens(long_prompt), 10);
+  request.max_tokens_given = true;
+  request.sampling.max_tokens = 60;
+  EXPECT_EQ(max_tokens(short_prompt), 60);
+  EXPECT_EQ(std::get<ApiError>(MakeChoices(context, request, {long_prompt})).param, "max_tokens");
+}
+
 }  // namespace
 }  // namespace ember::server
