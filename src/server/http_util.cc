@@ -5,6 +5,9 @@
 #include <chrono>
 #include <random>
 
+#include "core/logging.h"
+#include "server/protocol/safe_text.h"
+
 namespace ember::server {
 
 void SendError(httplib::Response& res, const ApiError& error) {
@@ -17,6 +20,21 @@ void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int st
   res.status = status;
   // Invalid UTF-8 from a model (a token cut mid-character at max_tokens) is replaced, never thrown.
   res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
+}
+
+bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body) {
+  std::string what;
+  try {
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
+  SendError(res, InternalError("internal error while handling the request; the server log has the details"));
+  return false;
 }
 
 std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {

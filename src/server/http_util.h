@@ -1,6 +1,7 @@
 // Small pieces every route uses: JSON bodies in and out, OpenAI error replies, SSE framing.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <variant>
 
@@ -13,6 +14,9 @@
 namespace ember::server {
 
 void SendError(httplib::Response& res, const ApiError& error);
+// Runs `body`; whatever it throws is logged and answered with a generic 500, and GuardHandler
+// returns false. The exception's text stays in the log: it may quote the request that caused it.
+bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body);
 void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
 // The request body as a JSON object (protocol/json_body.h: bounded depth, errors that name the
 // field and quote no request bytes).

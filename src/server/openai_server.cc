@@ -4,9 +4,6 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
-#include <functional>
-
-#include "core/logging.h"
 #include "server/access.h"
 #include "server/http_util.h"
 #include "server/protocol/safe_text.h"
@@ -19,23 +16,6 @@ namespace {
 // dropped failed with a read error before any request reached the engine. Listening again on
 // the bound socket widens the queue (the kernel caps it at net.core.somaxconn).
 constexpr int kListenBacklog = 4096;
-
-// Runs `body`; whatever it throws is logged and answered with a generic 500 (then Guard returns
-// false). The exception's text stays in the log: it may quote the request that caused it.
-bool Guard(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body) {
-  std::string what;
-  try {
-    body();
-    return true;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    what = "an exception that is not a std::exception";
-  }
-  EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
-  SendError(res, InternalError("internal error while handling the request; the server log has the details"));
-  return false;
-}
 }  // namespace
 
 OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(std::make_unique<httplib::Server>()) {
@@ -57,7 +37,7 @@ void OpenAiServer::Route(const std::string& method, const std::string& path, Han
   std::string& allowed = allowed_methods_[path];
   allowed += (allowed.empty() ? "" : ", ") + method;
   auto guarded = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    Guard(req, res, [&] { handler(req, res); });
+    GuardHandler(req, res, [&] { handler(req, res); });
   };
   if (method == "GET") {
     http_->Get(path, std::move(guarded));
@@ -73,7 +53,7 @@ void OpenAiServer::RegisterRoutes() {
   const bool loopback = IsLoopbackHost(ctx.config.host);
   http_->set_pre_routing_handler([this, &ctx, loopback](const httplib::Request& req, httplib::Response& res) {
     bool handled = false;
-    const bool ok = Guard(req, res, [&] {
+    const bool ok = GuardHandler(req, res, [&] {
       auto refuse = [&](const ApiError& e) {
         SendError(res, e);
         handled = true;
@@ -111,7 +91,7 @@ void OpenAiServer::RegisterRoutes() {
   // httplib calls this outside its own exception handling, so it is guarded like a route.
   http_->set_error_handler([this, &ctx](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    Guard(req, res, [&] {
+    GuardHandler(req, res, [&] {
       ApiError e;
       const std::string method = SafeText(req.method, 16), path = SafeText(req.path);
       if (res.status == 404) {
