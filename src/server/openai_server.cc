@@ -4,8 +4,9 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
-#include "core/logging.h"
+#include "server/access.h"
 #include "server/http_util.h"
+#include "server/protocol/safe_text.h"
 #include "server/routes/routes.h"
 
 namespace ember::server {
@@ -32,52 +33,93 @@ OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(s
 
 OpenAiServer::~OpenAiServer() = default;
 
+void OpenAiServer::Route(const std::string& method, const std::string& path, Handler handler) {
+  std::string& allowed = allowed_methods_[path];
+  allowed += (allowed.empty() ? "" : ", ") + method;
+  auto guarded = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    GuardHandler(req, res, [&] { handler(req, res); });
+  };
+  if (method == "GET") {
+    http_->Get(path, std::move(guarded));
+  } else {
+    http_->Post(path, std::move(guarded));
+  }
+}
+
 void OpenAiServer::RegisterRoutes() {
   ServingContext& ctx = *context_;
-  // Authentication on every /v1 route, before routing (so unknown /v1 paths also need the key).
-  http_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + ctx.config.api_key) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    SendError(res, Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
-    return httplib::Server::HandlerResponse::Handled;
+  // Before routing, on every request (access.h): Host, Origin (and the CORS answer for allowed
+  // origins), Content-Type, then the API key on every /v1 path (unknown ones too).
+  const bool loopback = IsLoopbackHost(ctx.config.host);
+  http_->set_pre_routing_handler([this, &ctx, loopback](const httplib::Request& req, httplib::Response& res) {
+    bool handled = false;
+    const bool ok = GuardHandler(req, res, [&] {
+      auto refuse = [&](const ApiError& e) {
+        SendError(res, e);
+        handled = true;
+      };
+      if (auto e = CheckHost(req.get_header_value("Host"), loopback)) return refuse(*e);
+      const std::string origin = req.get_header_value("Origin");
+      if (auto e = CheckOrigin(origin, ctx.config.allowed_origins)) return refuse(*e);
+      if (!origin.empty()) {
+        res.set_header("Access-Control-Allow-Origin", origin);
+        res.set_header("Vary", "Origin");
+      }
+      if (req.method == "OPTIONS") {
+        // A CORS preflight (which never carries the key) or a plain question about the route.
+        const auto known = allowed_methods_.find(req.path);
+        if (known == allowed_methods_.end()) return;  // 404
+        res.set_header("Allow", known->second + ", OPTIONS");
+        if (!origin.empty()) {
+          res.set_header("Access-Control-Allow-Methods", known->second);
+          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+          res.set_header("Access-Control-Max-Age", "600");
+        }
+        res.status = 204;
+        handled = true;
+        return;
+      }
+      if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"))) return refuse(*e);
+      if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return;
+      if (ApiKeyMatches(req.get_header_value("Authorization"), ctx.config.api_key)) return;
+      refuse(Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
+    });
+    return handled || !ok ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
   // Statuses httplib sets itself (404 unknown path, 413 body too large, 400 bad HTTP) get an
-  // OpenAI-style body too.
-  http_->set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+  // OpenAI-style body too; a known path asked with another method is a 405 naming the right ones.
+  // httplib calls this outside its own exception handling, so it is guarded like a route.
+  http_->set_error_handler([this, &ctx](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    ApiError e;
-    if (res.status == 404) e = NotFound(fmt::format("no route {} {}", req.method, req.path));
-    else if (res.status == 413) {
-      e = PayloadTooLarge(fmt::format("the request body exceeds {} bytes", ctx.config.max_request_body_bytes));
-    } else {
-      e = BadRequest(fmt::format("HTTP error {}", res.status));
-    }
-    e.http_status = res.status;
-    SendError(res, e);
-  });
-  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    EMBER_LOG_ERROR("request handler failed: {}", what);
-    SendError(res, InternalError("internal error: " + what));
+    GuardHandler(req, res, [&] {
+      ApiError e;
+      const std::string method = SafeText(req.method, 16), path = SafeText(req.path);
+      if (res.status == 404) {
+        if (const auto known = allowed_methods_.find(req.path); known != allowed_methods_.end()) {
+          e = MethodNotAllowed(fmt::format("{} is not allowed on {}; use {}", method, path, known->second));
+          res.set_header("Allow", known->second);
+        } else {
+          e = NotFound(fmt::format("no route {} {}", method, path));
+        }
+      } else if (res.status == 413) {
+        e = PayloadTooLarge(fmt::format("the request body exceeds {} bytes", ctx.config.max_request_body_bytes));
+      } else {
+        e = BadRequest(fmt::format("HTTP error {}", res.status));
+        e.http_status = res.status;
+      }
+      SendError(res, e);
+    });
   });
 
   auto route = [&ctx](void (*handler)(ServingContext&, const httplib::Request&, httplib::Response&)) {
     return [&ctx, handler](const httplib::Request& req, httplib::Response& res) { handler(ctx, req, res); };
   };
-  http_->Post("/v1/completions", route(HandleCompletions));
-  http_->Post("/v1/chat/completions", route(HandleChatCompletions));
-  http_->Get("/v1/models", route(HandleModels));
-  http_->Post("/tokenize", route(HandleTokenize));
-  http_->Post("/detokenize", route(HandleDetokenize));
-  http_->Get("/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
+  Route("POST", "/v1/completions", route(HandleCompletions));
+  Route("POST", "/v1/chat/completions", route(HandleChatCompletions));
+  Route("GET", "/v1/models", route(HandleModels));
+  Route("POST", "/tokenize", route(HandleTokenize));
+  Route("POST", "/detokenize", route(HandleDetokenize));
+  Route("GET", "/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return SendError(res, ServiceUnavailable("the model is loading"));
     if (!ctx.engine->alive()) return SendError(res, ServiceUnavailable("the engine loop has stopped"));
     if (const std::string stall = ctx.engine->StallMessage(); !stall.empty()) {
@@ -85,11 +127,11 @@ void OpenAiServer::RegisterRoutes() {
     }
     res.status = 200;
   });
-  http_->Get("/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });
-  http_->Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+  Route("GET", "/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });
+  Route("GET", "/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics->Render(), "text/plain; version=0.0.4");
   });
-  http_->Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) { SendJson(res, OpenApiDocument()); });
+  Route("GET", "/openapi.json", [](const httplib::Request&, httplib::Response& res) { SendJson(res, OpenApiDocument()); });
 }
 
 Expected<int> OpenAiServer::Bind() {

@@ -3,14 +3,19 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "core/status.h"
 #include "server/serving_context.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace ember::server {
 
@@ -29,10 +34,15 @@ class OpenAiServer {
   void set_ready(bool ready) { ready_ = ready; }
 
  private:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   void RegisterRoutes();
+  // Registers `handler` (GET or POST) behind the exception guard, and remembers the method for
+  // the 405 that other methods on `path` get.
+  void Route(const std::string& method, const std::string& path, Handler handler);
 
   ServingContext* context_;
   std::unique_ptr<httplib::Server> http_;
+  std::map<std::string, std::string> allowed_methods_;  // path -> "GET" / "POST" (the Allow header)
   int listen_fd_ = -1;  // the listening socket, to widen its accept backlog after bind
   std::atomic<bool> ready_{false};
 };

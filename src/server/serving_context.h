@@ -21,11 +21,16 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;                  // empty = no authentication
+  std::vector<std::string> allowed_origins;  // web origins allowed to call (CORS); "*" any; none by default
   std::string served_model_name;
   int64_t max_model_len = 4096;
-  int64_t max_waiting_requests = 1024;  // API requests in progress beyond which new ones get 503
+  int64_t max_waiting_requests = 1024;  // engine requests (prompts x n) in progress at most; past it, 503
+  int64_t max_prompts_per_request = 128;  // prompts of one completions call at most; past it, 400
   size_t max_request_body_bytes = 8u << 20;
   int32_t max_n = 16;                   // choices per request at most
+  // max_tokens of a chat request that names none (a completions request gets OpenAI's 16); either
+  // is cut to what the context has left. Filling the context instead let one request run minutes.
+  int32_t default_max_tokens = 1024;
   int http_threads = 128;               // concurrent connections served (streams hold one each)
   bool enable_prefix_caching = true;    // lets n > 1 share the prompt's blocks
   SamplingParams default_sampling;      // the model's generation config; requests override
@@ -47,7 +52,7 @@ struct ServingContext {
   ServingModel model;
   AsyncEngine* engine = nullptr;
   ServerMetrics* metrics = nullptr;
-  Admission admission;  // API requests in progress, at most config.max_waiting_requests
+  Admission admission;  // engine requests in progress, at most config.max_waiting_requests
 };
 
 }  // namespace ember::server

@@ -1,10 +1,6 @@
 """`ember serve` end to end: a live server on loopback, the official openai client, raw HTTP for
 the error paths, disconnects, overload and shutdown."""
-import http.client
 import json
-import os
-import pathlib
-import signal
 import socket
 import subprocess
 import threading
@@ -12,64 +8,7 @@ import time
 
 import pytest
 
-CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
-SMOLLM = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, ember_bin, *args):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [str(ember_bin), "serve", str(SMOLLM), "--port", str(self.port), "--served-model-name", "smollm",
-             "--max-model-len", "512", "--kv-cache-memory", "64MiB", *map(str, args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"ember serve exited: {self.proc.stderr.read()}")
-            try:
-                if self.request("GET", "/health")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("ember serve did not become healthy")
-
-    def request(self, method, path, body=None, headers=None, raw=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-        resp = conn.getresponse()
-        payload = resp.read().decode()
-        conn.close()
-        return resp.status, payload
-
-    def json(self, method, path, body=None, headers=None):
-        status, payload = self.request(method, path, body, headers)
-        return status, json.loads(payload) if payload else None
-
-    def metric(self, name):
-        _, text = self.request("GET", "/metrics")
-        for line in text.splitlines():
-            if line.startswith(name + "{"):
-                return float(line.rsplit(" ", 1)[1])
-        raise KeyError(name)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise
-        return self.proc.returncode
+from serving import SMOLLM, Server, free_port
 
 
 @pytest.fixture(scope="module")
@@ -226,11 +165,13 @@ def test_client_disconnect_mid_stream_frees_the_request(server):
     sock = socket.create_connection(("127.0.0.1", server.port))
     body = json.dumps({"model": "smollm", "prompt": "Tell me a long story", "max_tokens": 400, "stream": True,
                        "temperature": 0, "ignore_eos": True})
-    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
     received = b""
     while received.count(b"data: ") < 3:
-        received += sock.recv(4096)
+        chunk = sock.recv(4096)
+        assert chunk, received  # the server answered and closed instead of streaming
+        received += chunk
     sock.close()
     deadline = time.time() + 30
     while time.time() < deadline:

@@ -166,11 +166,25 @@ void RegisterServeCommand(CLI::App& app) {
   cmd->add_option("--served-model-name", o->server.served_model_name, "The name clients use (default: the file name)");
   cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
   cmd->add_option("--api-key-env", o->api_key_env, "Read the API key from this environment variable");
+  cmd->add_option("--allowed-origins", o->server.allowed_origins,
+                  "Web origins (scheme://host[:port], comma-separated, or *) whose pages may call the server; "
+                  "requests with any other Origin header get 403 (curl and SDKs send none)")
+      ->delimiter(',');
   cmd->add_option("--max-waiting-requests", o->server.max_waiting_requests,
-                  "Requests in flight beyond which new ones get 503 at once")
-      ->check(CLI::Range(1, 1 << 20));
+                  "Engine requests in flight (each API request counts prompts x n) beyond which new API requests "
+                  "get 503 at once")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-prompts-per-request", o->server.max_prompts_per_request,
+                  "Prompts one /v1/completions request may carry; more get 400")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--max-request-body", o->server.max_request_body_bytes, "Largest request body in bytes");
   cmd->add_option("--max-n", o->server.max_n, "Largest n (choices per request)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--default-max-tokens", o->server.default_max_tokens,
+                  "max_tokens of a chat completion that sets none (completions: 16), cut to the context left")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   cmd->add_option("--generation-config", o->generation_config,
                   "auto (the model's generation_config.json), vllm (built-in defaults) or a path");
   // "auto, hermes, muse_spark or plain": the names come from the parsers' registrations.

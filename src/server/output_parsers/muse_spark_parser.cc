@@ -50,14 +50,21 @@ std::string Recipient(const std::string& header) {
 // The JSON type the tool's schema declares for `argument` of `function`, or "" when unknown.
 std::string DeclaredType(const nlohmann::ordered_json& tools, const std::string& function, const std::string& argument) {
   if (!tools.is_array()) return "";
+  // Every level is checked before it is read: the schema is the client's, of any shape.
+  auto member = [](const nlohmann::ordered_json& obj, const std::string& key) -> const nlohmann::ordered_json* {
+    if (!obj.is_object()) return nullptr;
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  };
   for (const auto& tool : tools) {
-    const auto& f = tool.value("function", nlohmann::ordered_json::object());
-    if (f.value("name", "") != function) continue;
-    const auto& props = f.value("parameters", nlohmann::ordered_json::object()).value("properties", nlohmann::ordered_json::object());
-    if (props.contains(argument) && props[argument].is_object() && props[argument].contains("type") &&
-        props[argument]["type"].is_string()) {
-      return props[argument]["type"].get<std::string>();
-    }
+    const auto* f = member(tool, "function");
+    const auto* name = f ? member(*f, "name") : nullptr;
+    if (name == nullptr || *name != function) continue;
+    const auto* params = member(*f, "parameters");
+    const auto* props = params ? member(*params, "properties") : nullptr;
+    const auto* arg = props ? member(*props, argument) : nullptr;
+    const auto* type = arg ? member(*arg, "type") : nullptr;
+    if (type != nullptr && type->is_string()) return type->get<std::string>();
   }
   return "";
 }

@@ -22,6 +22,9 @@ struct ApiError {
 ApiError BadRequest(std::string message, std::string param = "");
 ApiError Unauthorized(std::string message);
 ApiError NotFound(std::string message, std::string param = "");
+ApiError Forbidden(std::string message);
+ApiError MethodNotAllowed(std::string message);
+ApiError UnsupportedMediaType(std::string message);
 ApiError PayloadTooLarge(std::string message);
 ApiError TooManyRequests(std::string message);
 ApiError ServiceUnavailable(std::string message);

@@ -3,9 +3,22 @@
 #include <fmt/format.h>
 
 #include "server/protocol/field_reader.h"
+#include "server/protocol/safe_text.h"
 
 namespace ember::server {
 namespace {
+
+// obj[key] when it is a string, else "". (nlohmann's value(key, "") throws when the member is
+// there with another type, which a client controls.)
+std::string StringMember(const nlohmann::ordered_json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool IsObjectWithStringMember(const nlohmann::ordered_json& obj, const char* key) {
+  return obj.is_object() && obj.contains(key) && obj[key].is_string();
+}
 
 // Fields of the OpenAI API that ember does not implement yet: rejected, not ignored, so a client
 // never believes it got behaviour it did not.
@@ -21,7 +34,7 @@ void RejectUnsupported(const nlohmann::ordered_json& body, FieldReader& r) {
   }
   if (r.Has("response_format")) {
     const nlohmann::ordered_json& v = body["response_format"];
-    if (!v.is_object() || v.value("type", "") != "text") {
+    if (StringMember(v, "type") != "text") {
       r.Fail(BadRequest("'response_format' json_object / json_schema (structured output) is not supported yet; "
                         "omit it or use {\"type\": \"text\"}",
                         "response_format"));
@@ -32,7 +45,6 @@ void RejectUnsupported(const nlohmann::ordered_json& body, FieldReader& r) {
 void ParseCommon(const nlohmann::ordered_json& body, FieldReader& r, CommonRequest* c) {
   r.String("model", &c->model);
   SamplingParams& s = c->sampling;
-  s.max_tokens = 0;
   r.Int("n", &s.n);
   r.Float("temperature", &s.temperature);
   r.Float("top_p", &s.top_p);
@@ -127,7 +139,8 @@ std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
     if (!m.contains("role") || !m["role"].is_string()) return BadRequest(where + ".role must be a string", "messages");
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
-      return BadRequest(fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", where, role),
+      return BadRequest(fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", where,
+                                    SafeText(role)),
                         "messages");
     }
     if (!m.contains("content") || m["content"].is_null()) {
@@ -143,7 +156,7 @@ std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
     if (!content.is_array()) return BadRequest(where + ".content must be a string or an array of parts", "messages");
     std::string text;
     for (const nlohmann::ordered_json& part : content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      if (StringMember(part, "type") != "text" || !IsObjectWithStringMember(part, "text")) {
         return BadRequest(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported; "
                                   "image, audio and video inputs are not available yet",
                           "messages");
@@ -161,9 +174,13 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
     const nlohmann::ordered_json& tools = body["tools"];
     if (!tools.is_array()) return r.Fail(BadRequest("'tools' must be an array", "tools"));
     for (const nlohmann::ordered_json& t : tools) {
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
-          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+      if (StringMember(t, "type") != "function" || !t.contains("function") ||
+          !IsObjectWithStringMember(t["function"], "name")) {
         return r.Fail(BadRequest("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tools"));
+      }
+      const nlohmann::ordered_json& function = t["function"];
+      if (function.contains("parameters") && !function["parameters"].is_null() && !function["parameters"].is_object()) {
+        return r.Fail(BadRequest("a tool's function.parameters must be a JSON Schema object", "tools"));
       }
     }
     if (!tools.empty()) c->tools = tools;
@@ -177,9 +194,8 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
       return r.Fail(BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice"));
     }
     c->tool_choice = s;
-  } else if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("function") &&
-             choice["function"].is_object() && choice["function"].contains("name") &&
-             choice["function"]["name"].is_string()) {
+  } else if (StringMember(choice, "type") == "function" && choice.contains("function") &&
+             IsObjectWithStringMember(choice["function"], "name")) {
     c->tool_choice = "named";
     c->forced_function = choice["function"]["name"].get<std::string>();
   } else {
@@ -191,8 +207,10 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
   if (c->tool_choice == "named") {
     bool found = false;
     for (const auto& t : c->tools) found = found || t["function"]["name"] == c->forced_function;
-    if (!found) r.Fail(BadRequest(fmt::format("tool_choice names '{}', which is not in 'tools'", c->forced_function),
-                                  "tool_choice"));
+    if (!found) {
+      r.Fail(BadRequest(fmt::format("tool_choice names '{}', which is not in 'tools'", SafeText(c->forced_function)),
+                        "tool_choice"));
+    }
   }
 }
 

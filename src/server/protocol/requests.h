@@ -21,8 +21,8 @@ namespace ember::server {
 // Fields shared by /v1/completions and /v1/chat/completions.
 struct CommonRequest {
   std::string model;
-  SamplingParams sampling;          // max_tokens unset (0) means "fill to the context"
-  bool max_tokens_given = false;
+  SamplingParams sampling;          // without max_tokens in the request: the route's default
+  bool max_tokens_given = false;    // false: max_tokens is a default, cut to what the context has left
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   int32_t priority = 0;
@@ -54,7 +54,8 @@ struct ChatCompletionRequest {
 };
 
 // Parse and validate a request body. Fields the request leaves out keep their value in `defaults`
-// (the model's generation config). Errors are 400s naming the field.
+// (the model's generation config; for chat, its max_tokens is the server's --default-max-tokens;
+// completions default to OpenAI's 16). Errors are 400s naming the field.
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                  const SamplingParams& defaults = {});
 std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body,

@@ -47,10 +47,12 @@ std::string FinishReason(const TextDelta& d, bool has_tool_calls) {
 void HandleChatCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
-  auto parsed = ParseChatCompletionRequest(std::get<json>(body), context.config.default_sampling);
+  SamplingParams defaults = context.config.default_sampling;
+  defaults.max_tokens = context.config.default_max_tokens;
+  auto parsed = ParseChatCompletionRequest(std::get<json>(body), defaults);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
-  auto admitted = Admit(context, request.common.model);
+  auto admitted = Admit(context, request.common.model, /*num_prompts=*/1, request.common.sampling.n);
   if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
   if (context.model.chat_template == nullptr) {
     return SendError(res, BadRequest("this model has no chat template; use /v1/completions"));
@@ -70,7 +72,11 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
   std::string prompt_text = std::move(*rendered);
   if (request.continue_final_message) {
     // Continue the last (assistant) message: cut the render right after its content.
-    const std::string last = request.messages.back().value("content", "");
+    // Content is a string after NormalizeMessages, or null/absent for an assistant's tool calls.
+    const json& final_message = request.messages.back();
+    const std::string last = final_message.contains("content") && final_message["content"].is_string()
+                                 ? final_message["content"].get<std::string>()
+                                 : "";
     const size_t at = prompt_text.rfind(last);
     if (last.empty() || at == std::string::npos) {
       return SendError(res, BadRequest("continue_final_message: the final message's content was not found in the "

@@ -40,7 +40,7 @@ void HandleCompletions(ServingContext& context, const httplib::Request& req, htt
   auto parsed = ParseCompletionRequest(std::get<json>(body), context.config.default_sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  auto admitted = Admit(context, request.common.model);
+  auto admitted = Admit(context, request.common.model, request.prompts.size(), request.common.sampling.n);
   if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
 
   std::vector<std::vector<int32_t>> prompts;

@@ -3,6 +3,7 @@
 
 #include "server/http_util.h"
 #include "server/protocol/field_reader.h"
+#include "server/protocol/safe_text.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
 
@@ -34,7 +35,7 @@ void HandleTokenize(ServingContext& context, const httplib::Request& req, httpli
   if (!r.Has("prompt")) r.Fail(BadRequest("'prompt' is required (a string)", "prompt"));
   if (r.error()) return SendError(res, *r.error());
   if (!model.empty() && model != context.config.served_model_name) {
-    return SendError(res, NotFound(fmt::format("the model '{}' does not exist", model), "model"));
+    return SendError(res, NotFound(fmt::format("the model '{}' does not exist", SafeText(model)), "model"));
   }
   const std::vector<int32_t> ids = context.model.tokenizer->Encode(prompt, add_special, /*parse_special=*/true);
   SendJson(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context.config.max_model_len}});

@@ -11,8 +11,15 @@ json Operation(const std::string& summary, bool has_body, bool streams) {
              {"responses",
               {{"200", {{"description", streams ? "JSON, or text/event-stream when stream is true" : "JSON"}}},
                {"400", {{"description", "invalid request (OpenAI error object)"}}},
-               {"401", {{"description", "missing or wrong API key (when --api-key is set)"}}}}}};
+               {"401", {{"description", "missing or wrong API key (when --api-key is set)"}}},
+               {"403", {{"description", "a Host that is not loopback on a loopback server, or an Origin not in "
+                                        "--allowed-origins"}}},
+               {"405", {{"description", "another method than the route's (see the Allow header)"}}}}}};
   if (has_body) {
+    op["responses"]["413"] = {{"description", "the body is larger than --max-request-body"}};
+    op["responses"]["415"] = {{"description", "a Content-Type that is not JSON"}};
+    op["responses"]["503"] = {{"description", "the engine is down, or prompts x n do not fit under "
+                                              "--max-waiting-requests now"}};
     op["requestBody"] = {{"required", true}, {"content", {{"application/json", {{"schema", {{"type", "object"}}}}}}}};
   }
   return op;

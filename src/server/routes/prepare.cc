@@ -2,22 +2,49 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
+
+#include "server/protocol/safe_text.h"
 
 namespace ember::server {
 
-std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std::string& model) {
+std::variant<int64_t, ApiError> AdmissionCost(const ServerConfig& config, size_t num_prompts, int32_t n) {
+  if (n < 1 || n > config.max_n) {
+    return BadRequest(fmt::format("'n' must be between 1 and {} (--max-n), got {}", config.max_n, n), "n");
+  }
+  if (static_cast<int64_t>(num_prompts) > config.max_prompts_per_request) {
+    return BadRequest(fmt::format("the request has {} prompts; at most {} are allowed per request "
+                                  "(--max-prompts-per-request): split it into several requests",
+                                  num_prompts, config.max_prompts_per_request),
+                      "prompt");
+  }
+  const int64_t cost = static_cast<int64_t>(num_prompts) * n;
+  if (cost > config.max_waiting_requests) {
+    return BadRequest(fmt::format("the request needs {} engine requests ({} prompts x n {}), more than the server "
+                                  "ever holds (--max-waiting-requests {}): send fewer prompts or a smaller n",
+                                  cost, num_prompts, n, config.max_waiting_requests),
+                      num_prompts > 1 ? "prompt" : "n");
+  }
+  return cost;
+}
+
+std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std::string& model, size_t num_prompts,
+                                              int32_t n) {
   if (!model.empty() && model != context.config.served_model_name) {
-    return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", model,
+    return NotFound(fmt::format("the model '{}' does not exist; this server serves '{}'", SafeText(model),
                                 context.config.served_model_name),
                     "model");
   }
+  auto cost = AdmissionCost(context.config, num_prompts, n);
+  if (auto* e = std::get_if<ApiError>(&cost)) return *e;
   if (!context.engine->alive()) return ServiceUnavailable("the engine is not running; check the server log");
-  std::optional<Admission::Slot> slot = context.admission.TryAcquire(context.config.max_waiting_requests);
+  const int64_t limit = context.config.max_waiting_requests;
+  std::optional<Admission::Slot> slot = context.admission.TryAcquire(std::get<int64_t>(cost), limit);
   if (!slot) {
-    return ServiceUnavailable(fmt::format("the server is overloaded ({} requests in progress, --max-waiting-requests "
-                                          "{}); retry later", context.admission.in_progress(),
-                                          context.config.max_waiting_requests));
+    return ServiceUnavailable(fmt::format("the server is overloaded ({} of {} engine requests in progress, "
+                                          "--max-waiting-requests; this request needs {}); retry later",
+                                          context.admission.in_progress(), limit, std::get<int64_t>(cost)));
   }
   return std::move(*slot);
 }
@@ -25,10 +52,7 @@ std::variant<Admission::Slot, ApiError> Admit(ServingContext& context, const std
 std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext& context, const CommonRequest& request,
                                                             const std::vector<std::vector<int32_t>>& prompts) {
   const int64_t max_len = context.config.max_model_len;
-  const SamplingParams& sampling = request.sampling;
-  if (sampling.n < 1 || sampling.n > context.config.max_n) {
-    return BadRequest(fmt::format("'n' must be between 1 and {}, got {}", context.config.max_n, sampling.n), "n");
-  }
+  const SamplingParams& sampling = request.sampling;  // n was checked by Admit
   std::vector<ChoiceSpec> choices;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int64_t prompt_len = static_cast<int64_t>(prompts[p].size());
@@ -47,7 +71,7 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
     }
     SamplingParams s = sampling;
     if (!request.max_tokens_given) {
-      s.max_tokens = static_cast<int32_t>(max_len - prompt_len);
+      s.max_tokens = static_cast<int32_t>(std::min<int64_t>(s.max_tokens, max_len - prompt_len));
     } else if (prompt_len + s.max_tokens > max_len) {
       return BadRequest(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                                     "tokens ({} in the input, {} in the completion). Please reduce the length of the "

@@ -11,22 +11,43 @@ namespace {
 
 TEST(AdmissionTest, SlotsAreBoundedAndComeBack) {
   Admission admission;
-  auto a = admission.TryAcquire(2);
-  auto b = admission.TryAcquire(2);
+  auto a = admission.TryAcquire(1, 2);
+  auto b = admission.TryAcquire(1, 2);
   ASSERT_TRUE(a && b);
-  EXPECT_FALSE(admission.TryAcquire(2));
+  EXPECT_FALSE(admission.TryAcquire(1, 2));
   EXPECT_EQ(admission.in_progress(), 2);
   a.reset();
   EXPECT_EQ(admission.in_progress(), 1);
   Admission::Slot moved = std::move(*b);
   b.reset();  // the moved-from slot holds nothing
   EXPECT_EQ(admission.in_progress(), 1);
-  EXPECT_TRUE(admission.TryAcquire(2));  // a temporary: taken and given back at once
+  EXPECT_TRUE(admission.TryAcquire(1, 2));  // a temporary: taken and given back at once
   EXPECT_EQ(admission.in_progress(), 1);
 }
 
-// A burst of threads that all try at once (what the server's handler threads do): never more
-// than the limit at a time, and the count returns to zero.
+// A request costs prompts x n: it takes them all or none, and gives them all back.
+TEST(AdmissionTest, ARequestTakesItsWholeCostOrNothing) {
+  Admission admission;
+  auto big = admission.TryAcquire(6, 8);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(admission.in_progress(), 6);
+  EXPECT_FALSE(admission.TryAcquire(3, 8));  // 9 > 8: refused whole, nothing taken
+  EXPECT_EQ(admission.in_progress(), 6);
+  auto fits = admission.TryAcquire(2, 8);
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(admission.in_progress(), 8);
+  Admission::Slot moved;
+  moved = std::move(*big);
+  big.reset();
+  EXPECT_EQ(admission.in_progress(), 8);
+  moved = Admission::Slot();  // assigning over a held slot gives its cost back
+  EXPECT_EQ(admission.in_progress(), 2);
+  fits.reset();
+  EXPECT_EQ(admission.in_progress(), 0);
+}
+
+// A burst of threads that all try at once (what the server's handler threads do), costing 1 or 2
+// slots each: never more than the limit at a time, and the count returns to zero.
 TEST(AdmissionTest, ABurstNeverAdmitsMoreThanTheLimit) {
   Admission admission;
   constexpr int kLimit = 3;
@@ -37,17 +58,17 @@ TEST(AdmissionTest, ABurstNeverAdmitsMoreThanTheLimit) {
     threads.emplace_back([&] {
       while (!go.load()) std::this_thread::yield();
       for (int i = 0; i < 200; ++i) {
-        auto slot = admission.TryAcquire(kLimit);
+        auto slot = admission.TryAcquire(1 + i % 2, kLimit);
         if (!slot) {
           ++refused;
           continue;
         }
-        const int now = ++holding;
+        const int now = holding += 1 + i % 2;
         int seen = most.load();
         while (now > seen && !most.compare_exchange_weak(seen, now)) {
         }
         std::this_thread::yield();
-        --holding;
+        holding -= 1 + i % 2;
       }
     });
   }

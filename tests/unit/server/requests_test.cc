@@ -140,6 +140,40 @@ TEST(ChatCompletionRequestTest, BadMessagesAndTools) {
             "continue_final_message");
 }
 
+// Members a client may send with any type: the wrong one is a 400 naming the field, never an
+// exception from a typed read (nlohmann's value(key, "") throws on a number).
+TEST(ChatCompletionRequestTest, MembersOfTheWrongTypeAreRefusedNotThrown) {
+  const std::string hi = R"("messages": [{"role": "user", "content": "hi"}])";
+  struct Case {
+    std::string body;
+    const char* param;
+  };
+  for (const Case& c : {Case{"{" + hi + R"(, "response_format": {"type": 5}})", "response_format"},
+                        Case{"{" + hi + R"(, "response_format": [1]})", "response_format"},
+                        Case{R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "a"}]}]})", "messages"},
+                        Case{R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 2}]}]})", "messages"},
+                        Case{R"({"messages": [{"role": "user", "content": [7]}]})", "messages"},
+                        Case{"{" + hi + R"(, "tools": [{"type": null, "function": {"name": "f"}}]})", "tools"},
+                        Case{"{" + hi + R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": 5}}]})",
+                             "tools"},
+                        Case{"{" + hi + R"(, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": 3}})",
+                             "tool_choice"},
+                        Case{"{" + hi + R"(, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": []}}})",
+                             "tool_choice"}}) {
+    ApiError e;
+    EXPECT_NO_THROW(e = Err(ParseChatCompletionRequest(json::parse(c.body)))) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+  }
+}
+
+// Request text quoted in an error message is made safe (server/protocol/safe_text.h).
+TEST(ChatCompletionRequestTest, ErrorsQuoteRequestTextSafely) {
+  const json role = {{"messages", json::array({{{"role", "k\x1B[2J" + std::string(500, 'x')}, {"content", "x"}}})}};
+  const ApiError e = Err(ParseChatCompletionRequest(role));
+  EXPECT_EQ(e.message.find('\x1B'), std::string::npos) << e.message;
+  EXPECT_LT(e.message.size(), 200u);
+}
+
 TEST(ApiErrorTest, OpenAiShape) {
   const json j = BadRequest("bad", "temperature").ToJson();
   EXPECT_EQ(j["error"]["message"], "bad");

@@ -1,0 +1,100 @@
+"""A live `ember serve` on loopback for the end-to-end suites: start it on a free port, wait for
+/health, send requests (JSON, raw bytes), read metrics, stop it with SIGTERM."""
+import http.client
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
+SMOLLM = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, ember_bin, *args):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [str(ember_bin), "serve", str(SMOLLM), "--port", str(self.port), "--served-model-name", "smollm",
+             "--max-model-len", "512", "--kv-cache-memory", "64MiB", *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ember serve exited: {self.proc.stderr.read()}")
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("ember serve did not become healthy")
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        resp = conn.getresponse()
+        payload = resp.read().decode()
+        conn.close()
+        return resp.status, payload
+
+    def json(self, method, path, body=None, headers=None):
+        status, payload = self.request(method, path, body, headers)
+        return status, json.loads(payload) if payload else None
+
+    def metric(self, name):
+        _, text = self.request("GET", "/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        raise KeyError(name)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise
+        return self.proc.returncode
+
+    def raw(self, data, timeout=30):
+        """Sends `data` (bytes, any of them) on a fresh connection and reads the first response
+        (up to its Content-Length, or until the server closes); returns (status, headers, body),
+        status 0 when the server closed without answering."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as sock:
+            sock.sendall(data)
+            received = b""
+            while True:
+                head, sep, body = received.partition(b"\r\n\r\n")
+                if sep:
+                    lines = head.decode("latin-1").split("\r\n")
+                    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                    length = int(headers.get("content-length", -1))
+                    if 0 <= length <= len(body):
+                        return int(lines[0].split()[1]), headers, body[:length]
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return (int(lines[0].split()[1]), headers, body) if sep else (0, {}, b"")
+                received += chunk
+
+    def assert_idle_and_healthy(self):
+        """After hostile traffic: the process lives, /health is 200, nothing runs or waits."""
+        assert self.proc.poll() is None, self.proc.stderr.read()
+        assert self.request("GET", "/health")[0] == 200
+        deadline = time.time() + 30
+        while time.time() < deadline and (self.metric("ember:num_requests_running") or
+                                          self.metric("ember:num_requests_waiting")):
+            time.sleep(0.2)
+        assert self.metric("ember:num_requests_running") == 0
+        assert self.metric("ember:num_requests_waiting") == 0
