@@ -172,7 +172,10 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   // Every step with decodes is a decision, drafts or not: the guard's exploration schedule counts
   // steps, and a switched-off bucket, which stops drafting, must still reach its next exploration.
   const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
-  if (candidates.empty()) return;
+  if (candidates.empty()) {
+    if (base_emitted > 0) guard_.Planned(base_emitted, false);
+    return;
+  }
   std::vector<int32_t> plan;
   if (!allowed) {
     plan.assign(candidates.size(), 0);
@@ -186,6 +189,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   } else {
     for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
   }
+  guard_.Planned(base_emitted, std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; }));
   for (size_t i = 0; i < decodes.size(); ++i) {
     decodes[i]->set_num_spec_tokens(plan[i]);
     decodes[i]->set_last_spec_plan(plan[i]);
@@ -196,7 +200,12 @@ int32_t Scheduler::TokensToPropose(const Request& req) const {
   if (config_.num_speculative_tokens == 0) return 0;
   // Adaptive: a little past what was verified last, so the plan can grow; drafting is cheap for
   // lookups, and a drafter model pays only for what may be used.
-  if (config_.adaptive_speculation && !guard_.WantsDrafts(guard_step_.num_decodes)) return 0;
+  if (config_.adaptive_speculation) {
+    // A proposer costing over 2% of a plain step is worth stopping when nothing is verified.
+    const int64_t decodes = std::max<int64_t>(1, guard_step_.num_decodes);
+    const bool costly = propose_seconds_ > 0.02 * config_.step_cost.Seconds(decodes);
+    if (!guard_.WantsDrafts(decodes, costly)) return 0;
+  }
   const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
                                                     : config_.num_speculative_tokens;
   return std::min(want, config_.num_speculative_tokens);
@@ -355,7 +364,11 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
   }
   constexpr double kProposeDecay = 0.9;
-  propose_seconds_ = kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * output.propose_seconds;
+  // The proposer's cost when it drafts (a step that drafted nothing says nothing about it).
+  if (output.propose_seconds > 0.0) {
+    propose_seconds_ = propose_seconds_ == 0.0 ? output.propose_seconds
+                                               : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * output.propose_seconds;
+  }
   if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
       scheduled.total_num_scheduled_tokens > 0) {
     config_.step_cost.Observe(scheduled.total_num_scheduled_tokens, output.execute_seconds - output.propose_seconds);

@@ -25,14 +25,20 @@ bool SpeculationGuard::Allow(int64_t num_decodes) {
   Bucket& b = buckets_[BucketOf(num_decodes)];
   const int64_t decision = b.decisions++;
   // Learning: alternate, so that both sides get steps even when the plan would always speculate.
-  if (b.plain.steps < kMinSteps || b.spec.steps < kMinSteps) return decision % 2 == 0;
+  if (b.plain.steps < kMinSteps || b.spec.steps < kMinSteps) return decision % 2 == 0 || Explores(decision);
   return b.off ? Explores(decision) : !Explores(decision);
 }
 
-bool SpeculationGuard::WantsDrafts(int64_t num_decodes) const {
+bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   const Bucket& b = buckets_[BucketOf(num_decodes)];
-  if (!b.off || b.plain.steps < kMinSteps || b.spec.steps < kMinSteps) return true;
-  return Explores(b.decisions);  // the next decision explores: it needs drafts ready
+  if (Explores(b.decisions)) return true;  // the next decision explores: it needs drafts ready
+  if (costly && b.unverified >= kMinSteps) return false;
+  return !b.off || b.plain.steps < kMinSteps || b.spec.steps < kMinSteps;
+}
+
+void SpeculationGuard::Planned(int64_t num_decodes, bool verified) {
+  Bucket& b = buckets_[BucketOf(num_decodes)];
+  b.unverified = verified ? 0 : b.unverified + 1;
 }
 
 void SpeculationGuard::Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds) {

@@ -20,7 +20,11 @@
 // measures: 1.6% of a bucket where speculation is 25% slower.
 //
 // The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
-// WantsDrafts), so the comparison is against no speculation at all, the bar.
+// WantsDrafts), so the comparison is against no speculation at all, the bar. Drafting
+// also stops, when the proposer is costly (a draft model), in a bucket where the plan itself has
+// verified nothing for kMinSteps decisions: drafts nobody verifies are pure cost (at 4 requests a
+// SmolLM2 drafter that was never verified made its target 0.4x as fast). The exploring steps
+// still draft, so acceptance keeps being measured and the plan can change its mind.
 #pragma once
 
 #include <array>
@@ -41,7 +45,10 @@ class SpeculationGuard {
   bool Allow(int64_t num_decodes);
   // Should the requests of such a step draft for the next one? False in a bucket that is off,
   // except before the step that will explore it.
-  bool WantsDrafts(int64_t num_decodes) const;
+  // `costly`: the proposer's time is a noticeable part of a step (not a lookup).
+  bool WantsDrafts(int64_t num_decodes, bool costly = false) const;
+  // The plan for a step of `num_decodes` decodes verified drafts (or not).
+  void Planned(int64_t num_decodes, bool verified);
   // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`
   // (the proposer's time left out by the caller for a step that did not speculate).
   void Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds);
@@ -62,6 +69,7 @@ class SpeculationGuard {
   struct Bucket {
     Side plain, spec;
     int64_t decisions = 0;
+    int64_t unverified = 0;  // consecutive plans that verified nothing
     bool off = false;
   };
   static int BucketOf(int64_t num_decodes);

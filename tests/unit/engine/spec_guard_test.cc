@@ -76,6 +76,24 @@ TEST(SpeculationGuard, BucketsAreSeparateAndAVerdictCanChange) {
   EXPECT_TRUE(guard.off(20));
 }
 
+// A costly proposer (a draft model) stops drafting where the plan has verified nothing for a
+// while, except before the exploring decisions; a lookup keeps drafting; a verified plan resumes.
+TEST(SpeculationGuard, CostlyDraftsStopWhereNothingIsVerified) {
+  SpeculationGuard guard;
+  int64_t costly = 0, cheap = 0;
+  const int64_t n = 4 * SpeculationGuard::kExplorePeriod;
+  for (int64_t s = 0; s < n; ++s) {
+    costly += guard.WantsDrafts(4, /*costly=*/true);
+    cheap += guard.WantsDrafts(4, /*costly=*/false);
+    guard.Allow(4);
+    guard.Planned(4, false);
+  }
+  EXPECT_EQ(cheap, n);
+  EXPECT_EQ(costly, SpeculationGuard::kMinSteps + 4) << "the first kMinSteps, then one before each of the 4 explorations";
+  guard.Planned(4, true);
+  EXPECT_TRUE(guard.WantsDrafts(4, true));
+}
+
 TEST(SpeculationGuard, IgnoresEmptyStepsAndNamesBuckets) {
   SpeculationGuard guard;
   guard.Record(4, true, 0, 1.0);
