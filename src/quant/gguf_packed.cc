@@ -59,6 +59,17 @@ int LegacyNibble(const uint8_t* qs, int e) { return (qs[e % 16] >> (e < 16 ? 0 :
 
 void PutF16(uint8_t* dst, int c, uint16_t v) { std::memcpy(dst + 2 * c, &v, sizeof(v)); }
 
+// Row c's fifth bits of a 32-element run (bit l of `bits` for element l) into the eight u64
+// masks at p: bit 4c + e of mask j is element 4j + e's.
+void PutFifthBits(uint8_t* p, int c, uint32_t bits) {
+  for (int j = 0; j < 8; ++j) {
+    uint64_t mask;
+    std::memcpy(&mask, p + 8 * j, sizeof(mask));
+    mask |= static_cast<uint64_t>((bits >> (4 * j)) & 0x0f) << (4 * c);
+    std::memcpy(p + 8 * j, &mask, sizeof(mask));
+  }
+}
+
 }  // namespace
 
 int64_t PackedQ4_0Bytes(int64_t rows, int64_t cols) { return GroupedBytes(rows, cols / kQK, kPackedQ4_0BlockBytes); }
@@ -88,12 +99,20 @@ void PackQ5_0(const QuantMatrix& w, uint8_t* out) {
     std::memcpy(&qh, b.qh, sizeof(qh));
     PutF16(dst, c, b.d);
     PutNibbles(dst + 32, c, [&](int e) { return LegacyNibble(b.qs, e); });
-    for (int j = 0; j < 8; ++j) {
-      uint64_t mask;
-      std::memcpy(&mask, dst + 288 + 8 * j, sizeof(mask));
-      mask |= static_cast<uint64_t>((qh >> (4 * j)) & 0x0f) << (4 * c);
-      std::memcpy(dst + 288 + 8 * j, &mask, sizeof(mask));
-    }
+    PutFifthBits(dst + 288, c, qh);
+  });
+}
+
+int64_t PackedQ5_1Bytes(int64_t rows, int64_t cols) { return GroupedBytes(rows, cols / kQK, kPackedQ5_1BlockBytes); }
+
+void PackQ5_1(const QuantMatrix& w, uint8_t* out) {
+  PackGroups<BlockQ5_1>(w, GgmlType::kQ5_1, kPackedQ5_1BlockBytes, out, [](uint8_t* dst, int c, const BlockQ5_1& b) {
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    PutF16(dst, c, b.d);
+    PutF16(dst + 32, c, b.m);
+    PutNibbles(dst + 64, c, [&](int e) { return LegacyNibble(b.qs, e); });
+    PutFifthBits(dst + 320, c, qh);
   });
 }
 
@@ -135,6 +154,26 @@ void PackQ4_K(const QuantMatrix& w, uint8_t* out) {
       dst[192 + 16 * sb + c] = mins[sb];
       // Element 32 sb + l is nibble sb % 2 of qs[32 (sb / 2) + l].
       PutNibbles(dst + 320 + 256 * sb, c, [&](int l) { return b.qs[32 * (sb / 2) + l] >> (4 * (sb % 2)); });
+    }
+  });
+}
+
+int64_t PackedQ5_KBytes(int64_t rows, int64_t cols) { return GroupedBytes(rows, cols / kQKK, kPackedQ5_KBlockBytes); }
+
+void PackQ5_K(const QuantMatrix& w, uint8_t* out) {
+  PackGroups<BlockQ5_K>(w, GgmlType::kQ5_K, kPackedQ5_KBlockBytes, out, [](uint8_t* dst, int c, const BlockQ5_K& b) {
+    uint8_t scales[8], mins[8];
+    UnpackQ4KScales(b.scales, scales, mins);
+    PutF16(dst, c, b.d);
+    PutF16(dst + 32, c, b.dmin);
+    for (int sb = 0; sb < 8; ++sb) {
+      dst[64 + 16 * sb + c] = scales[sb];
+      dst[192 + 16 * sb + c] = mins[sb];
+      PutNibbles(dst + 320 + 256 * sb, c, [&](int l) { return b.qs[32 * (sb / 2) + l] >> (4 * (sb % 2)); });
+      // Bit 4 of element 32 sb + l is bit sb of qh[l].
+      uint32_t bits = 0;
+      for (int l = 0; l < 32; ++l) bits |= static_cast<uint32_t>((b.qh[l] >> sb) & 1) << l;
+      PutFifthBits(dst + kPackedQ4_KBlockBytes + 64 * sb, c, bits);
     }
   });
 }
@@ -181,9 +220,11 @@ namespace entries {
 constinit const GgufPackedForm kPackedQ4_0 = {&PackedQ4_0Bytes, &PackQ4_0, &PackedRowsQ4_0Avx512};
 constinit const GgufPackedForm kPackedQ4_1 = {&PackedQ4_1Bytes, &PackQ4_1, &PackedRowsQ4_1Avx512};
 constinit const GgufPackedForm kPackedQ5_0 = {&PackedQ5_0Bytes, &PackQ5_0, &PackedRowsQ5_0Avx512};
+constinit const GgufPackedForm kPackedQ5_1 = {&PackedQ5_1Bytes, &PackQ5_1, &PackedRowsQ5_1Avx512};
 constinit const GgufPackedForm kPackedQ8_0 = {&PackedQ8_0Bytes, &PackQ8_0, &PackedRowsQ8_0Avx512,
                                               &PackedActivationExtraBytesQ8_0, &ExtendQ8_0Activation};
 constinit const GgufPackedForm kPackedQ4_K = {&PackedQ4_KBytes, &PackQ4_K, &PackedRowsQ4_KAvx512};
+constinit const GgufPackedForm kPackedQ5_K = {&PackedQ5_KBytes, &PackQ5_K, &PackedRowsQ5_KAvx512};
 constinit const GgufPackedForm kPackedQ6_K = {&PackedQ6_KBytes, &PackQ6_K, &PackedRowsQ6_KAvx512};
 }  // namespace entries
 

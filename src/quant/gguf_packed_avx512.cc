@@ -48,38 +48,44 @@ __m512i Dot32(__m512i isum, const __m512i* q, const uint8_t* a) {
   return isum;
 }
 
-enum class Legacy { kQ4_0, kQ4_1, kQ5_0 };
+// Adds 16 to the bytes of q[j] whose bit is set in the j-th u64 mask at p (the fifth bit of
+// Q5_0 / Q5_1 / Q5_K).
+void AddFifthBits(const uint8_t* p, __m512i q[8]) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  for (int j = 0; j < 8; ++j) {
+    uint64_t high;
+    std::memcpy(&high, p + 8 * j, sizeof(high));
+    q[j] = _mm512_mask_add_epi8(q[j], static_cast<__mmask64>(high), q[j], sixteen);
+  }
+}
+
+enum class Legacy { kQ4_0, kQ4_1, kQ5_0, kQ5_1 };
 
 // kRows activation rows against one 16-row group of a 32-element type: out[r * ldy + c] for
-// c < cols. Q4_0 / Q5_0 fold their offset (8, 16) into one FMA at the end; Q4_1 keeps the
+// c < cols. Q4_0 / Q5_0 fold their offset (8, 16) into one FMA at the end; Q4_1 / Q5_1 keep the
 // minimum's products in a second chain (gguf_packed.h has each sequence).
 template <Legacy kType, int kRows>
 void TileLegacy(int64_t nb, const uint8_t* group, const uint8_t* const* rows, float* y, int64_t ldy, int cols) {
+  constexpr bool kMin = kType == Legacy::kQ4_1 || kType == Legacy::kQ5_1;
+  constexpr bool kFifthBit = kType == Legacy::kQ5_0 || kType == Legacy::kQ5_1;
   constexpr int64_t kBlockBytes = kType == Legacy::kQ4_0   ? kPackedQ4_0BlockBytes
                                   : kType == Legacy::kQ4_1 ? kPackedQ4_1BlockBytes
-                                                           : kPackedQ5_0BlockBytes;
-  constexpr int kNibbles = kType == Legacy::kQ4_1 ? 64 : 32;  // after d (and Q4_1's m)
+                                  : kType == Legacy::kQ5_0 ? kPackedQ5_0BlockBytes
+                                                           : kPackedQ5_1BlockBytes;
+  constexpr int kNibbles = kMin ? 64 : 32;  // after d (and m)
   const uint8_t* sums[kRows];
   for (int r = 0; r < kRows; ++r) sums[r] = BlockSums(rows[r], nb);
   // acc: the d * da * (q . a) chain; second: d * (da * sum(a)) (Q4_0, Q5_0) or m * (da * sum(a)).
   __m512 acc[kRows], second[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = second[r] = _mm512_setzero_ps();
-  const __m512i sixteen = _mm512_set1_epi8(16);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + b * kBlockBytes;
     const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
-    const __m512 dm = kType == Legacy::kQ4_1
-                          ? _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32)))
-                          : d;
+    const __m512 dm =
+        kMin ? _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))) : d;
     __m512i q[8];
     DecodeNibbles(block + kNibbles, q);
-    if constexpr (kType == Legacy::kQ5_0) {
-      for (int j = 0; j < 8; ++j) {
-        uint64_t high;
-        std::memcpy(&high, block + 288 + 8 * j, sizeof(high));
-        q[j] = _mm512_mask_add_epi8(q[j], static_cast<__mmask64>(high), q[j], sixteen);
-      }
-    }
+    if constexpr (kFifthBit) AddFifthBits(block + kNibbles + 256, q);
     for (int r = 0; r < kRows; ++r) {
       const uint8_t* a = rows[r] + b * kQ8_0BlockBytes + 2;  // the block's 32 quants
       const __m512i isum = Dot32(_mm512_setzero_si512(), q, a);
@@ -90,8 +96,8 @@ void TileLegacy(int64_t nb, const uint8_t* group, const uint8_t* const* rows, fl
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1);
   for (int r = 0; r < kRows; ++r) {
-    const __m512 out = kType == Legacy::kQ4_1 ? _mm512_add_ps(acc[r], second[r])
-                                              : _mm512_fmadd_ps(second[r], _mm512_set1_ps(kType == Legacy::kQ4_0 ? -8.0f : -16.0f), acc[r]);
+    const __m512 offset = _mm512_set1_ps(kType == Legacy::kQ4_0 ? -8.0f : -16.0f);
+    const __m512 out = kMin ? _mm512_add_ps(acc[r], second[r]) : _mm512_fmadd_ps(second[r], offset, acc[r]);
     _mm512_mask_storeu_ps(y + r * ldy, mask, out);
   }
 }
@@ -127,12 +133,14 @@ void TileQ8_0(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
 
 constexpr int64_t kQ8_KBlockBytes = 292;  // f32 d, 256 quants, 16 int16 bsums
 
-template <int kRows>
-void TileQ4_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, float* y, int64_t ldy, int cols) {
+// Q4_K, and Q5_K (kFifthBit: Q4_K's layout followed by the sub-blocks' fifth-bit masks).
+template <bool kFifthBit, int kRows>
+void TileQ45_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, float* y, int64_t ldy, int cols) {
   __m512 acc[kRows], acc_min[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* block = group + b * kPackedQ4_KBlockBytes;
+    constexpr int64_t kBlockBytes = kFifthBit ? kPackedQ5_KBlockBytes : kPackedQ4_KBlockBytes;
+    const uint8_t* block = group + b * kBlockBytes;
     __m512i sumi[kRows], summin[kRows];
     for (int r = 0; r < kRows; ++r) sumi[r] = summin[r] = _mm512_setzero_si512();
     for (int sb = 0; sb < 8; ++sb) {
@@ -141,6 +149,7 @@ void TileQ4_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
       const __m512i min_pair = _mm512_or_si512(min, _mm512_maskz_slli_epi32(kAll, min, 16));  // (m, m) as int16s
       __m512i q[8];
       DecodeNibbles(block + 320 + 256 * sb, q);
+      if constexpr (kFifthBit) AddFifthBits(block + kPackedQ4_KBlockBytes + 64 * sb, q);
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* a = rows[r] + b * kQ8_KBlockBytes;
         sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(Dot32(_mm512_setzero_si512(), q, a + 4 + 32 * sb), scale));
@@ -254,6 +263,12 @@ void PackedRowsQ5_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t g
       packed, n, k / 32, kPackedQ5_0BlockBytes, group_begin, group_end, act, m, act_bytes, y);
 }
 
+void PackedRowsQ5_1Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
+  Groups<TileLegacy<Legacy::kQ5_1, kTileRows>, TileLegacy<Legacy::kQ5_1, 1>>(
+      packed, n, k / 32, kPackedQ5_1BlockBytes, group_begin, group_end, act, m, act_bytes, y);
+}
+
 void PackedRowsQ8_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
   Groups<TileQ8_0<kTileRows>, TileQ8_0<1>>(packed, n, k / 32, kPackedQ8_0BlockBytes, group_begin, group_end, act,
@@ -262,8 +277,14 @@ void PackedRowsQ8_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t g
 
 void PackedRowsQ4_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileQ4_K<kTileRows>, TileQ4_K<1>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin, group_end, act,
-                                           m, act_bytes, y);
+  Groups<TileQ45_K<false, kTileRows>, TileQ45_K<false, 1>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin,
+                                                           group_end, act, m, act_bytes, y);
+}
+
+void PackedRowsQ5_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                          const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
+  Groups<TileQ45_K<true, kTileRows>, TileQ45_K<true, 1>>(packed, n, k / 256, kPackedQ5_KBlockBytes, group_begin,
+                                                         group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ6_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,

@@ -38,8 +38,10 @@ int64_t ActivationRowBytesQ8_K(int64_t n);
 extern const GgufPackedForm kPackedQ4_0;
 extern const GgufPackedForm kPackedQ4_1;
 extern const GgufPackedForm kPackedQ5_0;
+extern const GgufPackedForm kPackedQ5_1;
 extern const GgufPackedForm kPackedQ8_0;
 extern const GgufPackedForm kPackedQ4_K;
+extern const GgufPackedForm kPackedQ5_K;
 extern const GgufPackedForm kPackedQ6_K;
 
 }  // namespace ember::quant::entries

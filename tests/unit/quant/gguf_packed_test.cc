@@ -68,8 +68,8 @@ class GgufPackedTest : public ::testing::Test {
 
 // The types with a packed form (every one a GgufMatMul of an AVX-512 host uses).
 const std::vector<GgmlType>& PackedTypes() {
-  static const std::vector<GgmlType> types = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                              GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+  static const std::vector<GgmlType> types = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                              GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
   return types;
 }
 
@@ -83,6 +83,13 @@ uint16_t F16At(const uint8_t* p) {
 int PackedNibble(const uint8_t* p, int64_t c, int l) {
   const int t = l / 8, nibble = (l % 8) / 4;
   return (p[64 * t + 4 * c + l % 4] >> (4 * nibble)) & 0x0f;
+}
+
+// 16 if the fifth bit of element l (< 32) of row c is set in the eight u64 masks at p.
+int PackedFifthBit(const uint8_t* p, int64_t c, int l) {
+  uint64_t mask;
+  std::memcpy(&mask, p + 8 * (l / 4), sizeof(mask));
+  return static_cast<int>(((mask >> (4 * c + l % 4)) & 1) << 4);
 }
 
 // Element e of row c from block b of group g, decoded from the documented layout by hand and
@@ -100,20 +107,26 @@ float PackedElement(GgmlType type, const uint8_t* packed, int64_t nb, int64_t g,
     }
     case GgmlType::kQ5_0: {
       const uint8_t* block = packed + (g * nb + b) * kPackedQ5_0BlockBytes;
-      uint64_t mask;
-      std::memcpy(&mask, block + 288 + 8 * (e / 4), sizeof(mask));
-      const int q = PackedNibble(block + 32, c, e) | static_cast<int>(((mask >> (4 * c + e % 4)) & 1) << 4);
+      const int q = PackedNibble(block + 32, c, e) | PackedFifthBit(block + 288, c, e);
       return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(q - 16);
+    }
+    case GgmlType::kQ5_1: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ5_1BlockBytes;
+      const int q = PackedNibble(block + 64, c, e) | PackedFifthBit(block + 320, c, e);
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(q) + F16ToF32(F16At(block + 32 + 2 * c));
     }
     case GgmlType::kQ8_0: {
       const uint8_t* block = packed + (g * nb + b) * kPackedQ8_0BlockBytes;
       const auto q = static_cast<int8_t>(block[32 + 64 * (e / 4) + 4 * c + e % 4] ^ 0x80);
       return static_cast<float>(q) * F16ToF32(F16At(block + 2 * c));
     }
-    case GgmlType::kQ4_K: {
-      const uint8_t* block = packed + (g * nb + b) * kPackedQ4_KBlockBytes;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool q5 = type == GgmlType::kQ5_K;
+      const uint8_t* block = packed + (g * nb + b) * (q5 ? kPackedQ5_KBlockBytes : kPackedQ4_KBlockBytes);
       const int sb = e / 32;
-      const int q = PackedNibble(block + 320 + 256 * sb, c, e % 32);
+      const int q = PackedNibble(block + 320 + 256 * sb, c, e % 32) |
+                    (q5 ? PackedFifthBit(block + kPackedQ4_KBlockBytes + 64 * sb, c, e % 32) : 0);
       // gguf-py's order of roundings: (d * sc) * q - (dmin * m).
       return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(block[64 + 16 * sb + c]) * static_cast<float>(q) -
              F16ToF32(F16At(block + 32 + 2 * c)) * static_cast<float>(block[192 + 16 * sb + c]);
