@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "quant/matmul_tiling.h"
+
 namespace ember::quant {
 namespace {
 
@@ -15,6 +17,14 @@ namespace {
 constexpr __mmask16 kAll = 0xffff;
 constexpr int kTileRows = 4;  // activation rows per pass over a group's blocks
 constexpr int64_t kQ8_0BlockBytes = 34;
+
+// The packed matrix is one sequential stream per thread: each block requests the lines
+// kPrefetchBytes ahead of it, a few per block, rather than a group's worth in one burst before the
+// group (a burst of prefetches fills the line-fill buffers and stalls the loads behind it, as
+// matmul_tiling.h says of the row dots).
+void PrefetchAhead(const uint8_t* p, int64_t bytes) {
+  for (int64_t offset = 0; offset < bytes; offset += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + offset), _MM_HINT_T0);
+}
 
 // A Q8_0 activation row's Q8_0BlockSum array (gguf_dot.h Q8_0BlockSumsOffset).
 const uint8_t* BlockSums(const uint8_t* row, int64_t nb) { return row + (nb * kQ8_0BlockBytes + 7) / 8 * 8; }
@@ -80,6 +90,7 @@ void TileLegacy(int64_t nb, const uint8_t* group, const uint8_t* const* rows, fl
   for (int r = 0; r < kRows; ++r) acc[r] = second[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + b * kBlockBytes;
+    PrefetchAhead(block, kBlockBytes);
     const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
     const __m512 dm =
         kMin ? _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))) : d;
@@ -117,6 +128,7 @@ void TileQ8_0(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + b * kPackedQ8_0BlockBytes;
+    PrefetchAhead(block, kPackedQ8_0BlockBytes);
     const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
     __m512i q[8];
     for (int j = 0; j < 8; ++j) q[j] = _mm512_loadu_si512(block + 32 + 64 * j);
@@ -144,6 +156,7 @@ void TileQ45_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, flo
     __m512i sumi[kRows], summin[kRows];
     for (int r = 0; r < kRows; ++r) sumi[r] = summin[r] = _mm512_setzero_si512();
     for (int sb = 0; sb < 8; ++sb) {
+      PrefetchAhead(block + sb * kBlockBytes / 8, kBlockBytes / 8);
       const __m512i scale = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 64 + 16 * sb)));
       const __m512i min = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192 + 16 * sb)));
       const __m512i min_pair = _mm512_or_si512(min, _mm512_maskz_slli_epi32(kAll, min, 16));  // (m, m) as int16s
@@ -183,6 +196,7 @@ void TileQ6_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
     __m512i sumi[kRows], offset[kRows];
     for (int r = 0; r < kRows; ++r) sumi[r] = offset[r] = _mm512_setzero_si512();
     for (int sb = 0; sb < 8; ++sb) {
+      PrefetchAhead(block + sb * kPackedQ6_KBlockBytes / 8, kPackedQ6_KBlockBytes / 8);
       // Lane c: int16 (sc_2sb, sc_2sb+1); and each of them sign-extended to 32 bits.
       const __m512i pair = _mm512_maskz_cvtepi8_epi16(~__mmask32{0}, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32 + 32 * sb)));
       const __m512i scale_lo = _mm512_maskz_srai_epi32(kAll, _mm512_maskz_slli_epi32(kAll, pair, 16), 16);
@@ -218,16 +232,13 @@ void TileQ6_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
 }
 
 // Groups [group_begin, group_end): kTileRows activation rows per pass over a group's blocks,
-// then one at a time; the next group is prefetched while this one is reduced m times.
+// then one at a time.
 template <auto kTile, auto kTileOne>
 void Groups(const uint8_t* packed, int64_t n, int64_t nb, int64_t block_bytes, int64_t group_begin,
             int64_t group_end, const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
   const int64_t group_bytes = nb * block_bytes;
   for (int64_t g = group_begin; g < group_end; ++g) {
     const uint8_t* group = packed + g * group_bytes;
-    if (g + 1 < group_end) {
-      for (int64_t offset = 0; offset < group_bytes; offset += 64) __builtin_prefetch(group + group_bytes + offset);
-    }
     const int cols = static_cast<int>(std::min<int64_t>(kPackRows, n - g * kPackRows));
     float* out = y + g * kPackRows;
     int64_t i = 0;
