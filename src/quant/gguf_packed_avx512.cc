@@ -231,25 +231,47 @@ void TileQ6_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
   for (int r = 0; r < kRows; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, acc[r]);
 }
 
+// Each type's tiles as one class template argument: Tiles::template kFor<r> runs r rows.
+using TileFn = void (*)(int64_t nb, const uint8_t* group, const uint8_t* const* rows, float* y, int64_t ldy,
+                        int cols);
+template <Legacy kType>
+struct LegacyTiles {
+  template <int kRows>
+  static constexpr TileFn kFor = &TileLegacy<kType, kRows>;
+};
+struct Q8_0Tiles {
+  template <int kRows>
+  static constexpr TileFn kFor = &TileQ8_0<kRows>;
+};
+template <bool kFifthBit>
+struct Q45_KTiles {
+  template <int kRows>
+  static constexpr TileFn kFor = &TileQ45_K<kFifthBit, kRows>;
+};
+struct Q6_KTiles {
+  template <int kRows>
+  static constexpr TileFn kFor = &TileQ6_K<kRows>;
+};
+
 // Groups [group_begin, group_end): kTileRows activation rows per pass over a group's blocks,
-// then one at a time.
-template <auto kTile, auto kTileOne>
+// then the 1-3 rows left in one pass (a verification step of 5-7 tokens is one 4-row pass and
+// one more, not four more), each row's sequence the same whichever tile holds it.
+template <class Tiles>
 void Groups(const uint8_t* packed, int64_t n, int64_t nb, int64_t block_bytes, int64_t group_begin,
             int64_t group_end, const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
+  static_assert(kTileRows == 4);
+  constexpr TileFn kTiles[kTileRows] = {Tiles::template kFor<1>, Tiles::template kFor<2>, Tiles::template kFor<3>,
+                                        Tiles::template kFor<4>};
   const int64_t group_bytes = nb * block_bytes;
   for (int64_t g = group_begin; g < group_end; ++g) {
     const uint8_t* group = packed + g * group_bytes;
     const int cols = static_cast<int>(std::min<int64_t>(kPackRows, n - g * kPackRows));
     float* out = y + g * kPackRows;
-    int64_t i = 0;
     const uint8_t* rows[kTileRows];
-    for (; i + kTileRows <= m; i += kTileRows) {
-      for (int r = 0; r < kTileRows; ++r) rows[r] = act + (i + r) * act_bytes;
-      kTile(nb, group, rows, out + i * n, n, cols);
-    }
-    for (; i < m; ++i) {
-      rows[0] = act + i * act_bytes;
-      kTileOne(nb, group, rows, out + i * n, n, cols);
+    for (int64_t i = 0; i < m; i += kTileRows) {
+      const int tile = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
+      for (int r = 0; r < tile; ++r) rows[r] = act + (i + r) * act_bytes;
+      kTiles[tile - 1](nb, group, rows, out + i * n, n, cols);
     }
   }
 }
@@ -258,49 +280,49 @@ void Groups(const uint8_t* packed, int64_t n, int64_t nb, int64_t block_bytes, i
 
 void PackedRowsQ4_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileLegacy<Legacy::kQ4_0, kTileRows>, TileLegacy<Legacy::kQ4_0, 1>>(
+  Groups<LegacyTiles<Legacy::kQ4_0>>(
       packed, n, k / 32, kPackedQ4_0BlockBytes, group_begin, group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ4_1Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileLegacy<Legacy::kQ4_1, kTileRows>, TileLegacy<Legacy::kQ4_1, 1>>(
+  Groups<LegacyTiles<Legacy::kQ4_1>>(
       packed, n, k / 32, kPackedQ4_1BlockBytes, group_begin, group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ5_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileLegacy<Legacy::kQ5_0, kTileRows>, TileLegacy<Legacy::kQ5_0, 1>>(
+  Groups<LegacyTiles<Legacy::kQ5_0>>(
       packed, n, k / 32, kPackedQ5_0BlockBytes, group_begin, group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ5_1Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileLegacy<Legacy::kQ5_1, kTileRows>, TileLegacy<Legacy::kQ5_1, 1>>(
+  Groups<LegacyTiles<Legacy::kQ5_1>>(
       packed, n, k / 32, kPackedQ5_1BlockBytes, group_begin, group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ8_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileQ8_0<kTileRows>, TileQ8_0<1>>(packed, n, k / 32, kPackedQ8_0BlockBytes, group_begin, group_end, act,
+  Groups<Q8_0Tiles>(packed, n, k / 32, kPackedQ8_0BlockBytes, group_begin, group_end, act,
                                            m, act_bytes, y);
 }
 
 void PackedRowsQ4_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileQ45_K<false, kTileRows>, TileQ45_K<false, 1>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin,
+  Groups<Q45_KTiles<false>>(packed, n, k / 256, kPackedQ4_KBlockBytes, group_begin,
                                                            group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ5_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileQ45_K<true, kTileRows>, TileQ45_K<true, 1>>(packed, n, k / 256, kPackedQ5_KBlockBytes, group_begin,
+  Groups<Q45_KTiles<true>>(packed, n, k / 256, kPackedQ5_KBlockBytes, group_begin,
                                                          group_end, act, m, act_bytes, y);
 }
 
 void PackedRowsQ6_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups<TileQ6_K<kTileRows>, TileQ6_K<1>>(packed, n, k / 256, kPackedQ6_KBlockBytes, group_begin, group_end, act,
+  Groups<Q6_KTiles>(packed, n, k / 256, kPackedQ6_KBlockBytes, group_begin, group_end, act,
                                            m, act_bytes, y);
 }
 

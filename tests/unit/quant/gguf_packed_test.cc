@@ -199,7 +199,7 @@ TEST_F(GgufPackedTest, MatchesReferenceDots) {
   }
 }
 
-// Row i of a batch (4-row tiles and a one-row tail, 2 threads) equals that row alone on one
+// Row i of a batch (4-row tiles and a 2- or 3-row tail, 2 threads) equals that row alone on one
 // thread, and a matrix's leading rows give the same bits as the same rows inside a taller one.
 TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
   for (GgmlType type : PackedTypes()) {
@@ -209,13 +209,19 @@ TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
   const Packed w = RandomPacked(type, n, k, rng);
   const std::vector<float> x = RandomX(m, k, rng);
   std::vector<float> batched(static_cast<size_t>(m * n));
+  // 19 rows: four 4-row tiles and a 3-row one; the first 6: a 4-row and a 2-row tile.
+  std::vector<float> six(static_cast<size_t>(6 * n));
   ThreadPool::SetGlobalThreads(2);
   GgufMatMul(x.data(), m, w.matrix, batched.data());
+  GgufMatMul(x.data(), 6, w.matrix, six.data());
   ThreadPool::SetGlobalThreads(1);
   for (int64_t i = 0; i < m; ++i) {
     std::vector<float> single(static_cast<size_t>(n));
     GgufMatMul(x.data() + i * k, 1, w.matrix, single.data());
     EXPECT_EQ(std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float)), 0) << "row " << i;
+    if (i < 6) {
+      EXPECT_EQ(std::memcmp(single.data(), six.data() + i * n, n * sizeof(float)), 0) << "row " << i << " of 6";
+    }
   }
   QuantMatrix head{type, w.bytes.data(), 37, k, w.matrix.row_bytes};
   const std::shared_ptr<const void> head_packed = PackQuantMatrix(head);
