@@ -29,8 +29,8 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   linear.apply_ = &ApplyGguf;
   linear.read_row_ = &ReadGgufRow;
   linear.quant_ = weight;
-  // A type with a packed form (Q5_0, Q4_K) gets a repacked copy for the 16-row GEMM
-  // (quant/gguf_packed.h) while the avx512 variant is active.
+  // A type with a packed form (every quantized type, quant/gguf_packed.h) gets a repacked copy for
+  // the 16-row GEMM while the avx512 variant is active.
   linear.owner_ = quant::PackQuantMatrix(weight);
   linear.quant_.packed = linear.owner_.get();
   if (linear.owner_ != nullptr) {

@@ -32,7 +32,12 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
 
   const int64_t k = w.cols;
   const int64_t n = w.rows;
-  const int64_t act_bytes = ActivationRowBytes(w.type, k);
+  const GgufPackedForm* form = w.packed != nullptr && isa == Isa::kAvx512 ? kernels->packed : nullptr;
+  EMBER_CHECK(form != nullptr || w.packed == nullptr || isa != Isa::kAvx512, "GgufMatMul: packed {} matrix",
+              traits->name);
+  // The packed form may append its own per-row data (Q8_0's integer block sums) to each row.
+  const bool extend = form != nullptr && form->extend_activation != nullptr;
+  const int64_t act_bytes = ActivationRowBytes(w.type, k) + (extend ? form->extra_activation_bytes(k) : 0);
   const QuantizeActivationFn quantize = FindGgufKernels(*kernels->activation)->quantize_activation;
   // Reused across calls: a decode step makes hundreds of these and the row is small.
   thread_local std::vector<uint8_t> activations;
@@ -42,13 +47,14 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   pool.ParallelFor(
       m,
       [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) quantize(x + i * k, k, act + i * act_bytes);
+        for (int64_t i = begin; i < end; ++i) {
+          quantize(x + i * k, k, act + i * act_bytes);
+          if (extend) form->extend_activation(act + i * act_bytes, k);
+        }
       },
       std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, k * 4)));
 
-  if (w.packed != nullptr && isa == Isa::kAvx512) {
-    const GgufPackedForm* form = kernels->packed;
-    EMBER_CHECK(form != nullptr, "GgufMatMul: packed {} matrix", traits->name);
+  if (form != nullptr) {
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
     const int64_t group_bytes = form->bytes(kPackRows, k);
     pool.ParallelFor(

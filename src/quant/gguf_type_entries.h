@@ -34,8 +34,14 @@ int64_t ActivationRowBytesF32(int64_t n);
 int64_t ActivationRowBytesQ8_0(int64_t n);
 int64_t ActivationRowBytesQ8_K(int64_t n);
 
-// The repacked Q5_0 and Q4_K forms (gguf_packed.h).
+// The repacked forms (gguf_packed.h).
+extern const GgufPackedForm kPackedQ4_0;
+extern const GgufPackedForm kPackedQ4_1;
 extern const GgufPackedForm kPackedQ5_0;
+extern const GgufPackedForm kPackedQ5_1;
+extern const GgufPackedForm kPackedQ8_0;
 extern const GgufPackedForm kPackedQ4_K;
+extern const GgufPackedForm kPackedQ5_K;
+extern const GgufPackedForm kPackedQ6_K;
 
 }  // namespace ember::quant::entries

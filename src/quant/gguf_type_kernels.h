@@ -28,6 +28,11 @@ struct GgufPackedForm {
   // Output rows of 16-row groups [group_begin, group_end) (PackedRowsAvx512's contract).
   void (*rows_avx512)(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+  // Where the GEMM needs more per activation row than the activation format holds (Q8_0's
+  // integer block sums): the bytes appended to a row of k elements, and the function that
+  // fills them from the quantized row, or null.
+  int64_t (*extra_activation_bytes)(int64_t k) = nullptr;
+  void (*extend_activation)(uint8_t* row, int64_t k) = nullptr;
 };
 
 struct GgufTypeKernels {

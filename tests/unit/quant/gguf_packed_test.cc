@@ -1,4 +1,4 @@
-// The packed Q5_0 / Q4_K GEMMs (gguf_packed.h): the packing round-trips, the kernel matches the
+// The packed GEMMs (gguf_packed.h): the packing round-trips, the kernel matches the
 // reference dots within the gguf_dot_test bound, and its results do not depend on m, on which
 // rows share a tile, on the thread count or on n's padding (batch invariance).
 #include "quant/gguf_packed.h"
@@ -66,56 +66,105 @@ class GgufPackedTest : public ::testing::Test {
   std::string saved_;
 };
 
-// Unpacking the layout by hand gives back every row's dequantized values.
-TEST_F(GgufPackedTest, LayoutHoldsEveryElement) {
-  std::mt19937 rng(3);
-  const int64_t n = 21, k = 96, nb = k / 32;
-  const Packed w = RandomPacked(GgmlType::kQ5_0, n, k, rng);
-  const auto* packed = static_cast<const uint8_t*>(w.packed.get());
-  ASSERT_NE(packed, nullptr);
-  for (int64_t row = 0; row < n; ++row) {
-    std::vector<float> want(k);
-    ASSERT_TRUE(DequantizeRow(GgmlType::kQ5_0, w.bytes.data() + row * w.matrix.row_bytes, k, want.data()).ok());
-    const int64_t g = row / kPackRows, c = row % kPackRows;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = packed + (g * nb + b) * kPackedBlockBytes;
-      uint16_t d;
-      std::memcpy(&d, block + 2 * c, sizeof(d));
-      for (int e = 0; e < 32; ++e) {
-        const int t = e / 8, nibble = (e % 8) / 4;
-        const int low = (block[32 + 64 * t + 4 * c + e % 4] >> (4 * nibble)) & 0x0f;
-        uint64_t mask;
-        std::memcpy(&mask, block + 288 + 8 * (e / 4), sizeof(mask));
-        const int q = low | static_cast<int>(((mask >> (4 * c + e % 4)) & 1) << 4);
-        EXPECT_EQ(F16ToF32(d) * static_cast<float>(q - 16), want[b * 32 + e]) << "row " << row << " e " << b * 32 + e;
-      }
+// The types with a packed form (every one a GgufMatMul of an AVX-512 host uses).
+const std::vector<GgmlType>& PackedTypes() {
+  static const std::vector<GgmlType> types = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                              GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  return types;
+}
+
+uint16_t F16At(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Low four bits of element l (< 32) of row c in the nibble vectors at p (gguf_packed.h).
+int PackedNibble(const uint8_t* p, int64_t c, int l) {
+  const int t = l / 8, nibble = (l % 8) / 4;
+  return (p[64 * t + 4 * c + l % 4] >> (4 * nibble)) & 0x0f;
+}
+
+// 16 if the fifth bit of element l (< 32) of row c is set in the eight u64 masks at p.
+int PackedFifthBit(const uint8_t* p, int64_t c, int l) {
+  uint64_t mask;
+  std::memcpy(&mask, p + 8 * (l / 4), sizeof(mask));
+  return static_cast<int>(((mask >> (4 * c + l % 4)) & 1) << 4);
+}
+
+// Element e of row c from block b of group g, decoded from the documented layout by hand and
+// evaluated in DequantizeRow's (gguf-py's) order of roundings.
+float PackedElement(GgmlType type, const uint8_t* packed, int64_t nb, int64_t g, int64_t c, int64_t b, int e) {
+  switch (type) {
+    case GgmlType::kQ4_0: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ4_0BlockBytes;
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(PackedNibble(block + 32, c, e) - 8);
     }
+    case GgmlType::kQ4_1: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ4_1BlockBytes;
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(PackedNibble(block + 64, c, e)) +
+             F16ToF32(F16At(block + 32 + 2 * c));
+    }
+    case GgmlType::kQ5_0: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ5_0BlockBytes;
+      const int q = PackedNibble(block + 32, c, e) | PackedFifthBit(block + 288, c, e);
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(q - 16);
+    }
+    case GgmlType::kQ5_1: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ5_1BlockBytes;
+      const int q = PackedNibble(block + 64, c, e) | PackedFifthBit(block + 320, c, e);
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(q) + F16ToF32(F16At(block + 32 + 2 * c));
+    }
+    case GgmlType::kQ8_0: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ8_0BlockBytes;
+      const auto q = static_cast<int8_t>(block[32 + 64 * (e / 4) + 4 * c + e % 4] ^ 0x80);
+      return static_cast<float>(q) * F16ToF32(F16At(block + 2 * c));
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool q5 = type == GgmlType::kQ5_K;
+      const uint8_t* block = packed + (g * nb + b) * (q5 ? kPackedQ5_KBlockBytes : kPackedQ4_KBlockBytes);
+      const int sb = e / 32;
+      const int q = PackedNibble(block + 320 + 256 * sb, c, e % 32) |
+                    (q5 ? PackedFifthBit(block + kPackedQ4_KBlockBytes + 64 * sb, c, e % 32) : 0);
+      // gguf-py's order of roundings: (d * sc) * q - (dmin * m).
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(block[64 + 16 * sb + c]) * static_cast<float>(q) -
+             F16ToF32(F16At(block + 32 + 2 * c)) * static_cast<float>(block[192 + 16 * sb + c]);
+    }
+    case GgmlType::kQ6_K: {
+      const uint8_t* block = packed + (g * nb + b) * kPackedQ6_KBlockBytes;
+      const int sb = e / 32, l = e % 32, j = l / 4, u = j / 4, s = j % 4;
+      const uint8_t* sub = block + 288 + 384 * sb;
+      const int top = (sub[256 + 64 * u + 4 * c + l % 4] >> (2 * s)) & 3;
+      const int q = PackedNibble(sub, c, l) | top << 4;
+      const int group = e / 16;
+      const auto scale = static_cast<int8_t>(block[32 + 32 * (group / 2) + 2 * c + group % 2]);
+      return F16ToF32(F16At(block + 2 * c)) * static_cast<float>(scale) * static_cast<float>(q - 32);
+    }
+    default:
+      ADD_FAILURE() << "no packed layout for type " << static_cast<int>(type);
+      return 0.0f;
   }
 }
 
-// Unpacking the Q4_K layout by hand gives back every row's dequantized values.
-TEST_F(GgufPackedTest, Q4_KLayoutHoldsEveryElement) {
-  std::mt19937 rng(4);
-  const int64_t n = 19, k = 512, nb = k / 256;
-  const Packed w = RandomPacked(GgmlType::kQ4_K, n, k, rng);
-  const auto* packed = static_cast<const uint8_t*>(w.packed.get());
-  ASSERT_NE(packed, nullptr);
-  for (int64_t row = 0; row < n; ++row) {
-    std::vector<float> want(k);
-    ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_K, w.bytes.data() + row * w.matrix.row_bytes, k, want.data()).ok());
-    const int64_t g = row / kPackRows, c = row % kPackRows;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = packed + (g * nb + b) * kPackedQ4_KBlockBytes;
-      uint16_t d, dmin;
-      std::memcpy(&d, block + 2 * c, sizeof(d));
-      std::memcpy(&dmin, block + 32 + 2 * c, sizeof(dmin));
-      for (int e = 0; e < 256; ++e) {
-        const int sb = e / 32, l = e % 32, t = l / 8, nibble = (l % 8) / 4;
-        const int q = (block[320 + 256 * sb + 64 * t + 4 * c + l % 4] >> (4 * nibble)) & 0x0f;
-        // gguf-py's order of roundings: (d * sc) * q - (dmin * m).
-        const float value = F16ToF32(d) * static_cast<float>(block[64 + 16 * sb + c]) * static_cast<float>(q) -
-                            F16ToF32(dmin) * static_cast<float>(block[192 + 16 * sb + c]);
-        EXPECT_EQ(value, want[b * 256 + e]) << "row " << row << " e " << b * 256 + e;
+// Unpacking each layout by hand gives back every row's dequantized values.
+TEST_F(GgufPackedTest, LayoutHoldsEveryElement) {
+  for (GgmlType type : PackedTypes()) {
+    SCOPED_TRACE(static_cast<int>(type));
+    std::mt19937 rng(3);
+    const int64_t block = test_util::BlockElements(type);
+    const int64_t n = 21, k = 2 * block, nb = k / block;
+    const Packed w = RandomPacked(type, n, k, rng);
+    const auto* packed = static_cast<const uint8_t*>(w.packed.get());
+    ASSERT_NE(packed, nullptr);
+    for (int64_t row = 0; row < n; ++row) {
+      std::vector<float> want(k);
+      ASSERT_TRUE(DequantizeRow(type, w.bytes.data() + row * w.matrix.row_bytes, k, want.data()).ok());
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int e = 0; e < block; ++e) {
+          ASSERT_EQ(PackedElement(type, packed, nb, row / kPackRows, row % kPackRows, b, e), want[b * block + e])
+              << "row " << row << " e " << b * block + e;
+        }
       }
     }
   }
@@ -124,9 +173,9 @@ TEST_F(GgufPackedTest, Q4_KLayoutHoldsEveryElement) {
 TEST_F(GgufPackedTest, MatchesReferenceDots) {
   std::mt19937 rng(11);
   ThreadPool::SetGlobalThreads(2);
-  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kQ4_K}) {
-  for (int64_t k : type == GgmlType::kQ5_0 ? std::vector<int64_t>{32, 96, 640, 4096}
-                                           : std::vector<int64_t>{256, 1024, 2048}) {
+  for (GgmlType type : PackedTypes()) {
+  for (int64_t k : test_util::BlockElements(type) == 32 ? std::vector<int64_t>{32, 96, 640, 4096}
+                                                        : std::vector<int64_t>{256, 1024, 2048}) {
     for (int64_t n : {1, 16, 33, 100}) {
       const Packed w = RandomPacked(type, n, k, rng);
       for (int64_t m : {1, 5, 9}) {
@@ -150,23 +199,29 @@ TEST_F(GgufPackedTest, MatchesReferenceDots) {
   }
 }
 
-// Row i of a batch (4-row tiles and a one-row tail, 2 threads) equals that row alone on one
+// Row i of a batch (4-row tiles and a 2- or 3-row tail, 2 threads) equals that row alone on one
 // thread, and a matrix's leading rows give the same bits as the same rows inside a taller one.
 TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
-  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kQ4_K}) {
+  for (GgmlType type : PackedTypes()) {
   SCOPED_TRACE(static_cast<int>(type));
   std::mt19937 rng(5);
-  const int64_t k = type == GgmlType::kQ5_0 ? 640 : 1024, n = 300, m = 19;
+  const int64_t k = test_util::BlockElements(type) == 32 ? 640 : 1024, n = 300, m = 19;
   const Packed w = RandomPacked(type, n, k, rng);
   const std::vector<float> x = RandomX(m, k, rng);
   std::vector<float> batched(static_cast<size_t>(m * n));
+  // 19 rows: four 4-row tiles and a 3-row one; the first 6: a 4-row and a 2-row tile.
+  std::vector<float> six(static_cast<size_t>(6 * n));
   ThreadPool::SetGlobalThreads(2);
   GgufMatMul(x.data(), m, w.matrix, batched.data());
+  GgufMatMul(x.data(), 6, w.matrix, six.data());
   ThreadPool::SetGlobalThreads(1);
   for (int64_t i = 0; i < m; ++i) {
     std::vector<float> single(static_cast<size_t>(n));
     GgufMatMul(x.data() + i * k, 1, w.matrix, single.data());
     EXPECT_EQ(std::memcmp(single.data(), batched.data() + i * n, n * sizeof(float)), 0) << "row " << i;
+    if (i < 6) {
+      EXPECT_EQ(std::memcmp(single.data(), six.data() + i * n, n * sizeof(float)), 0) << "row " << i << " of 6";
+    }
   }
   QuantMatrix head{type, w.bytes.data(), 37, k, w.matrix.row_bytes};
   const std::shared_ptr<const void> head_packed = PackQuantMatrix(head);

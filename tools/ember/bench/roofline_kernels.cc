@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "quant/gguf_matmul.h"
+#include "quant/gguf_packed.h"
 
 namespace ember::tools::bench {
 namespace {
@@ -62,17 +63,18 @@ double BestSeconds(int reps, const std::function<void()>& body) {
 
 std::string Mib(int64_t bytes) { return fmt::format("{:.0f} MiB", bytes / 1048576.0); }
 
-// Sets every block's f16 scale fields (the first `scale_fields` u16 of the block) to ~0.01, so
-// that no path sees a NaN, infinity or subnormal; the quant bits stay random.
-void SetBlockScales(uint8_t* data, int64_t bytes, int64_t block_bytes, int scale_fields) {
+// Sets every block's f16 scale fields (`scale_fields` u16 from byte `scale_offset` of the block)
+// to ~0.01, so that no path sees a NaN, infinity or subnormal; the quant bits stay random.
+void SetBlockScales(uint8_t* data, int64_t bytes, int64_t block_bytes, int64_t scale_offset, int scale_fields) {
   const uint16_t scale = F32ToF16(0.01f);
   for (int64_t b = 0; b + block_bytes <= bytes; b += block_bytes) {
-    for (int f = 0; f < scale_fields; ++f) std::memcpy(data + b + 2 * f, &scale, 2);
+    for (int f = 0; f < scale_fields; ++f) std::memcpy(data + b + scale_offset + 2 * f, &scale, 2);
   }
 }
 
 struct QuantCase {
   GgmlType type;
+  int64_t scale_offset;  // bytes into the block
   int scale_fields;
 };
 
@@ -132,15 +134,21 @@ void MeasureDenseMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
 }
 
 void MeasureQuantMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
-  for (const QuantCase q : {QuantCase{GgmlType::kQ4_1, 2}, QuantCase{GgmlType::kQ8_0, 1}, QuantCase{GgmlType::kQ4_K, 2}}) {
+  // The types of SmolLM2 Q4_1 (Q4_1, Q8_0) and Gemma 3 Q4_K_M (Q4_K, Q5_0, Q6_K, Q8_0).
+  for (const QuantCase q : {QuantCase{GgmlType::kQ4_1, 0, 2}, QuantCase{GgmlType::kQ5_0, 0, 1},
+                            QuantCase{GgmlType::kQ8_0, 0, 1}, QuantCase{GgmlType::kQ4_K, 0, 2},
+                            QuantCase{GgmlType::kQ6_K, 208, 1}}) {
     const GgmlTypeTraits traits = *GgmlTypeInfo(static_cast<uint32_t>(q.type));
     const std::string tname(traits.name);
     const auto run = [&](int64_t m, int64_t k, int64_t n, Bound bound) {
       const int64_t row_bytes = *GgmlRowBytes(traits, k);
       auto w = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(n * row_bytes));
       FillRandom(w.get(), n * row_bytes);
-      SetBlockScales(w.get(), n * row_bytes, traits.block_bytes, q.scale_fields);
-      const quant::QuantMatrix matrix{q.type, w.get(), n, k, row_bytes};
+      SetBlockScales(w.get(), n * row_bytes, traits.block_bytes, q.scale_offset, q.scale_fields);
+      quant::QuantMatrix matrix{q.type, w.get(), n, k, row_bytes};
+      // As the models load it (model/linear.cc): the repacked copy where the host uses one.
+      const std::shared_ptr<const void> packed = quant::PackQuantMatrix(matrix);
+      matrix.packed = packed.get();
       const std::vector<float> x = RandomFloats(m * k, 4);
       std::vector<float> y(static_cast<size_t>(m * n));
       const int reps = bound == Bound::kMemory ? s.repetitions : s.compute_repetitions;
