@@ -143,33 +143,32 @@ void ExtendQ8_0Activation(uint8_t* row, int64_t k) {
 
 int64_t PackedQ4_KBytes(int64_t rows, int64_t cols) { return GroupedBytes(rows, cols / kQKK, kPackedQ4_KBlockBytes); }
 
+// Row c's Q4_K layout of a super-block (f16 d and dmin, the unpacked scales and mins, the
+// nibbles): all of a packed Q4_K block, and the first kPackedQ4_KBlockBytes of a Q5_K one.
+template <typename Block>
+void PutQ4_KPart(uint8_t* dst, int c, const Block& b) {
+  uint8_t scales[8], mins[8];
+  UnpackQ4KScales(b.scales, scales, mins);
+  PutF16(dst, c, b.d);
+  PutF16(dst + 32, c, b.dmin);
+  for (int sb = 0; sb < 8; ++sb) {
+    dst[64 + 16 * sb + c] = scales[sb];
+    dst[192 + 16 * sb + c] = mins[sb];
+    // Element 32 sb + l is nibble sb % 2 of qs[32 (sb / 2) + l].
+    PutNibbles(dst + 320 + 256 * sb, c, [&](int l) { return b.qs[32 * (sb / 2) + l] >> (4 * (sb % 2)); });
+  }
+}
+
 void PackQ4_K(const QuantMatrix& w, uint8_t* out) {
-  PackGroups<BlockQ4_K>(w, GgmlType::kQ4_K, kPackedQ4_KBlockBytes, out, [](uint8_t* dst, int c, const BlockQ4_K& b) {
-    uint8_t scales[8], mins[8];
-    UnpackQ4KScales(b.scales, scales, mins);
-    PutF16(dst, c, b.d);
-    PutF16(dst + 32, c, b.dmin);
-    for (int sb = 0; sb < 8; ++sb) {
-      dst[64 + 16 * sb + c] = scales[sb];
-      dst[192 + 16 * sb + c] = mins[sb];
-      // Element 32 sb + l is nibble sb % 2 of qs[32 (sb / 2) + l].
-      PutNibbles(dst + 320 + 256 * sb, c, [&](int l) { return b.qs[32 * (sb / 2) + l] >> (4 * (sb % 2)); });
-    }
-  });
+  PackGroups<BlockQ4_K>(w, GgmlType::kQ4_K, kPackedQ4_KBlockBytes, out, &PutQ4_KPart<BlockQ4_K>);
 }
 
 int64_t PackedQ5_KBytes(int64_t rows, int64_t cols) { return GroupedBytes(rows, cols / kQKK, kPackedQ5_KBlockBytes); }
 
 void PackQ5_K(const QuantMatrix& w, uint8_t* out) {
   PackGroups<BlockQ5_K>(w, GgmlType::kQ5_K, kPackedQ5_KBlockBytes, out, [](uint8_t* dst, int c, const BlockQ5_K& b) {
-    uint8_t scales[8], mins[8];
-    UnpackQ4KScales(b.scales, scales, mins);
-    PutF16(dst, c, b.d);
-    PutF16(dst + 32, c, b.dmin);
+    PutQ4_KPart(dst, c, b);
     for (int sb = 0; sb < 8; ++sb) {
-      dst[64 + 16 * sb + c] = scales[sb];
-      dst[192 + 16 * sb + c] = mins[sb];
-      PutNibbles(dst + 320 + 256 * sb, c, [&](int l) { return b.qs[32 * (sb / 2) + l] >> (4 * (sb % 2)); });
       // Bit 4 of element 32 sb + l is bit sb of qh[l].
       uint32_t bits = 0;
       for (int l = 0; l < 32; ++l) bits |= static_cast<uint32_t>((b.qh[l] >> sb) & 1) << l;

@@ -11,6 +11,7 @@
 
 #include "model/causal_lm.h"
 #include "support/engine_run.h"
+#include "unit/runner/local_engine_support.h"
 #include "runner/local_engine.h"
 
 namespace ember {
@@ -21,13 +22,7 @@ const std::string kTinyA = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_s
 using test::RunResult;
 using Result = RunResult;
 
-std::unique_ptr<LocalEngine> MakeEngine(const std::string& path, EngineOptions options) {
-  auto model = LoadModel(path);
-  EXPECT_TRUE(model.ok()) << model.status().message();
-  auto engine = LocalEngine::Create(std::move(*model), options);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
-  return std::move(*engine);
-}
+using test::MakeEngine;
 
 EngineOptions Options() {
   EngineOptions o;

@@ -14,6 +14,7 @@
 #include "runner/local_engine.h"
 #include "core/counter_random.h"
 #include "spec/draft_model_loader.h"
+#include "unit/runner/local_engine_support.h"
 #include "unit/spec/dspark_random_drafter.h"
 
 namespace ember {
@@ -64,8 +65,6 @@ class SamplingProposer final : public spec::Proposer {
 std::vector<std::map<int32_t, int>> Sample(const std::string& speculative_config, uint64_t first_seed,
                                            SpecDecodeCounters* spec, bool sampling_drafts = false,
                                            float temperature = 0.6f) {
-  auto model = LoadModel(kTinyA);
-  EXPECT_TRUE(model.ok());
   EngineOptions o;
   o.kv_cache_dtype = "f32";
   o.max_model_len = 64;
@@ -73,20 +72,19 @@ std::vector<std::map<int32_t, int>> Sample(const std::string& speculative_config
   o.max_num_batched_tokens = 512;
   o.kv_cache_memory_bytes = 64 << 20;
   o.speculative_config = speculative_config;
-  o.model_path = kTinyA;
-  auto engine = LocalEngine::Create(std::move(*model), o);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  std::unique_ptr<LocalEngine> engine = test::MakeEngine(kTinyA, o);
+  if (engine == nullptr) return {};
   if (sampling_drafts) {
     spec::DraftModelProposerOptions d;
     d.num_speculative_tokens = 3;
     d.max_num_seqs = o.max_num_seqs;
     d.max_model_len = o.max_model_len;
-    auto greedy = spec::LoadDraftModelProposer(kTinyA, kTinyA, (*engine)->model().info(), d);
+    auto greedy = spec::LoadDraftModelProposer(kTinyA, kTinyA, engine->model().info(), d);
     EXPECT_TRUE(greedy.ok()) << greedy.status().message();
-    (*engine)->runner().set_proposer(
-        std::make_unique<SamplingProposer>(std::move(*greedy), (*engine)->model().info().vocab_size));
+    engine->runner().set_proposer(
+        std::make_unique<SamplingProposer>(std::move(*greedy), engine->model().info().vocab_size));
   }
-  EngineCore& core = (*engine)->core();
+  EngineCore& core = engine->core();
   for (int i = 0; i < kRequests; ++i) {
     RequestInput in;
     in.prompt_token_ids = {17, 301, 44, 17, 301, 44, 17, 301};
