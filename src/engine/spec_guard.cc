@@ -23,27 +23,46 @@ std::string SpeculationGuard::BucketName(int64_t num_decodes) {
 
 bool SpeculationGuard::Learning(const Bucket& b) { return b.plain.steps < kMinSteps || b.spec.steps < kMinSteps; }
 
-bool SpeculationGuard::WouldAllow(const Bucket& b, int64_t decision) {
-  // Learning: alternate, so that both sides get steps even when the plan would always speculate.
-  if (Learning(b)) return decision % 2 == 0 || Explores(decision);
-  return b.off ? Explores(decision) : !Explores(decision);
+SpeculationGuard::Verdict SpeculationGuard::VerdictOf(int bucket) const {
+  const Bucket& b = buckets_[bucket];
+  if (!Learning(b)) return b.off ? Verdict::kOff : Verdict::kOn;
+  // Where the buckets disagree with the rule (a smaller one off, a larger one on), off wins: the
+  // bar is never slower.
+  for (int j = 0; j < bucket; ++j) {
+    if (!Learning(buckets_[j]) && buckets_[j].off) return Verdict::kOff;
+  }
+  for (int j = bucket + 1; j < kBuckets; ++j) {
+    if (!Learning(buckets_[j]) && !buckets_[j].off) return Verdict::kOn;
+  }
+  return Verdict::kLearning;
+}
+
+bool SpeculationGuard::WouldAllow(int bucket, int64_t decision) const {
+  switch (VerdictOf(bucket)) {
+    // Alternate, so that both sides get steps even when the plan would always speculate.
+    case Verdict::kLearning: return decision % 2 == 0 || Explores(decision);
+    case Verdict::kOff: return Explores(decision);
+    case Verdict::kOn: return !Explores(decision);
+  }
+  return false;
 }
 
 bool SpeculationGuard::Allow(int64_t num_decodes) {
-  Bucket& b = buckets_[BucketOf(num_decodes)];
-  return WouldAllow(b, b.decisions++);
+  const int i = BucketOf(num_decodes);
+  return WouldAllow(i, buckets_[i].decisions++);
 }
 
 bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
-  const Bucket& b = buckets_[BucketOf(num_decodes)];
+  const int i = BucketOf(num_decodes);
+  const Bucket& b = buckets_[i];
   const int64_t next = b.decisions;
-  // Lookups draft always: what they cost is nothing, and every draft, verified or not, measures
-  // acceptance.
-  if (!costly) return Explores(next) || !b.off || Learning(b);
+  // A lookup drafts wherever speculation is not off: what it costs is nothing, and every draft,
+  // verified or not, measures acceptance.
+  if (!costly) return Explores(next) || VerdictOf(i) != Verdict::kOff;
   // A costly proposer drafts only for a decision that may speculate, and while its plans verify
   // nothing, only for a probe once per kExplorePeriod decisions: the last decision of the period
-  // where the bucket is off (the exploring one), the one before it where it is on.
-  if (!WouldAllow(b, next)) return false;
+  // where the bucket is off (the exploring one), the one before it otherwise.
+  if (!WouldAllow(i, next)) return false;
   if (b.unverified < kMinSteps) return true;
   const int64_t phase = next % kExplorePeriod;
   return phase == kExplorePeriod - 1 || phase == kExplorePeriod - 2;
@@ -56,28 +75,29 @@ void SpeculationGuard::Planned(int64_t num_decodes, bool verified) {
 
 void SpeculationGuard::Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds) {
   if (num_decodes <= 0 || emitted <= 0 || !(seconds > 0.0)) return;
-  Bucket& b = buckets_[BucketOf(num_decodes)];
+  const int i = BucketOf(num_decodes);
+  Bucket& b = buckets_[i];
+  // A bucket's first verdict of its own continues the implied one (the hysteresis applies to it).
+  const bool was_off = VerdictOf(i) == Verdict::kOff;
   Side& side = speculated ? b.spec : b.plain;
   side.emitted = kDecay * side.emitted + static_cast<double>(emitted);
   side.seconds = kDecay * side.seconds + seconds;
   ++side.steps;
-  Judge(b, num_decodes);
+  const double ratio = RatioOf(b);
+  if (ratio <= 0.0) return;
+  b.off = was_off ? ratio < kHysteresis : ratio < 1.0;
+  if (b.off == was_off) return;
+  EMBER_LOG_INFO("speculative decoding {} at {}: {:.0f} tok/s speculating vs {:.0f} without", b.off ? "off" : "on",
+                 BucketName(num_decodes), b.spec.Rate(), b.plain.Rate());
 }
 
-double SpeculationGuard::Ratio(int64_t num_decodes) const {
-  const Bucket& b = buckets_[BucketOf(num_decodes)];
-  if (b.plain.steps < kMinSteps || b.spec.steps < kMinSteps || b.plain.Rate() <= 0.0) return 0.0;
+double SpeculationGuard::RatioOf(const Bucket& b) {
+  if (Learning(b) || b.plain.Rate() <= 0.0) return 0.0;
   return b.spec.Rate() / b.plain.Rate();
 }
 
-void SpeculationGuard::Judge(Bucket& b, int64_t num_decodes) {
-  const double ratio = Ratio(num_decodes);
-  if (ratio <= 0.0) return;
-  const bool off = b.off ? ratio < kHysteresis : ratio < 1.0;
-  if (off == b.off) return;
-  b.off = off;
-  EMBER_LOG_INFO("speculative decoding {} at {}: {:.0f} tok/s speculating vs {:.0f} without", off ? "off" : "on",
-                 BucketName(num_decodes), b.spec.Rate(), b.plain.Rate());
-}
+double SpeculationGuard::Ratio(int64_t num_decodes) const { return RatioOf(buckets_[BucketOf(num_decodes)]); }
+
+bool SpeculationGuard::off(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOff; }
 
 }  // namespace ember

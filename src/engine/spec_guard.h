@@ -16,7 +16,11 @@
 // rate is below the plain one is switched off, and back on only when clearly faster
 // (kHysteresis), so noise near parity does not flap it. One decision in kExplorePeriod takes the
 // other side, so each rate stays current and a bucket whose verdict has changed (longer
-// contexts, a quieter host) flips back. Exploring costs at most 1/kExplorePeriod of the gap it
+// contexts, a quieter host) flips back. A bucket without a verdict of its own starts from what its
+// neighbours imply, since speculation pays less the more requests a step verifies: a bucket
+// larger than one where it lost starts off, one smaller than a bucket where it paid starts on;
+// only a bucket that neither implies alternates to learn (arrivals and completions move a server
+// through many buckets, and learning each from scratch costs most where steps are fewest). Exploring costs at most 1/kExplorePeriod of the gap it
 // measures: 1.6% of a bucket where speculation is 25% slower.
 //
 // The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
@@ -58,7 +62,8 @@ class SpeculationGuard {
   // Speculating tokens/s over plain tokens/s in the bucket of `num_decodes`, 0 before both sides
   // have kMinSteps.
   double Ratio(int64_t num_decodes) const;
-  bool off(int64_t num_decodes) const { return buckets_[BucketOf(num_decodes)].off; }
+  // Speculation is off in the bucket of `num_decodes`: its own verdict, or one its neighbours imply.
+  bool off(int64_t num_decodes) const;
   // "2-3 decodes" for logs.
   static std::string BucketName(int64_t num_decodes);
 
@@ -74,12 +79,16 @@ class SpeculationGuard {
     int64_t unverified = 0;  // consecutive plans that verified nothing
     bool off = false;
   };
+  enum class Verdict { kLearning, kOn, kOff };
   static int BucketOf(int64_t num_decodes);
   static bool Learning(const Bucket& b);
-  // What Allow answers for the bucket's decision number `decision`.
-  static bool WouldAllow(const Bucket& b, int64_t decision);
+  static double RatioOf(const Bucket& b);
   static bool Explores(int64_t decision) { return decision % kExplorePeriod == kExplorePeriod - 1; }
-  void Judge(Bucket& b, int64_t num_decodes);
+  // The bucket's own verdict once both sides have kMinSteps; before that one a neighbour implies,
+  // else kLearning.
+  Verdict VerdictOf(int bucket) const;
+  // What Allow answers for the bucket's decision number `decision`.
+  bool WouldAllow(int bucket, int64_t decision) const;
 
   std::array<Bucket, kBuckets> buckets_{};
 };

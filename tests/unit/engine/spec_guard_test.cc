@@ -65,7 +65,9 @@ TEST(SpeculationGuard, BucketsAreSeparateAndAVerdictCanChange) {
   EXPECT_FALSE(guard.off(1));
   EXPECT_TRUE(guard.off(20));
   EXPECT_TRUE(guard.off(31));
-  EXPECT_FALSE(guard.off(32)) << "32-63 decodes is another bucket, still learning";
+  EXPECT_EQ(guard.Ratio(32), 0.0) << "32-63 decodes is another bucket, without a verdict of its own";
+  EXPECT_TRUE(guard.off(32)) << "larger than a bucket where speculation lost: off until it learns otherwise";
+  EXPECT_FALSE(guard.off(8)) << "between a bucket where it paid and one where it lost: learning";
   // The host got quieter for verify steps: exploration sees it and the bucket comes back on.
   RunSteps(guard, 20, 60 * SpeculationGuard::kExplorePeriod, 100, 130);
   EXPECT_FALSE(guard.off(20));
@@ -101,8 +103,31 @@ TEST(SpeculationGuard, CostlyDraftsOnlyForDecisionsThatMaySpeculate) {
     EXPECT_EQ(probes, 3);
     EXPECT_EQ(cheap, off ? 4 : n) << "a lookup drafts whenever a decision may use it";
     guard.Planned(4, true);
-    if (!off) EXPECT_TRUE(guard.WantsDrafts(4, true));
+    if (!off) {
+      EXPECT_TRUE(guard.WantsDrafts(4, true));
+    }
   }
+}
+
+// A bucket without a verdict starts from what its neighbours imply: larger than a bucket where
+// speculation lost, it starts off; smaller than one where it paid, on; between the two, or with
+// nothing to go by, it alternates. Its own verdict, once it has one, wins.
+TEST(SpeculationGuard, AnUnseenBucketStartsFromWhatItsNeighboursImply) {
+  const int64_t period = SpeculationGuard::kExplorePeriod;
+  SpeculationGuard guard;
+  RunSteps(guard, 1, 2 * SpeculationGuard::kMinSteps, 100, 150);  // 1 decode: pays
+  RunSteps(guard, 8, 2 * SpeculationGuard::kMinSteps, 100, 70);   // 8-15 decodes: loses
+  EXPECT_EQ(RunSteps(guard, 32, period, 100, 70), 1) << "off from its first decision: only the exploring one";
+  EXPECT_EQ(RunSteps(guard, 4, 2, 100, 100), 1) << "between 1 (on) and 8-15 (off): alternates";
+  SpeculationGuard other;
+  RunSteps(other, 16, 2 * SpeculationGuard::kMinSteps, 100, 150);  // 16-31 decodes: pays
+  EXPECT_EQ(RunSteps(other, 2, period, 100, 150), period - 1) << "on from its first decision";
+  // Its own measurements overrule the implied verdict: at 2-3 decodes speculation loses after all
+  // (kMinSteps of each side take 6 explorations, 6 periods).
+  RunSteps(other, 2, 8 * period, 100, 60);
+  EXPECT_TRUE(other.off(2));
+  EXPECT_FALSE(other.off(16));
+  EXPECT_TRUE(other.off(32)) << "and now 32-63, larger than 2-3, is implied off too";
 }
 
 // While learning, a costly proposer drafts for the alternate decisions that may speculate.
