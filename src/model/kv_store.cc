@@ -78,11 +78,11 @@ Expected<KvStore> KvStore::Create(kv::KvCacheConfig config) {
   const auto bytes = static_cast<size_t>(DTypeBytes(store.dtype_, rows * c.head_dim));
   store.tensors_.resize(c.layers_per_group);
   for (Tensor& t : store.tensors_) {
-    t.keys.assign(bytes, 0);
-    t.values.assign(bytes, 0);
+    t.keys = ZeroedArray<uint8_t>(bytes);
+    t.values = ZeroedArray<uint8_t>(bytes);
     if (c.dtype == kv::KvDtype::kFp8E4M3) {
-      t.key_scales.assign(rows, 0.0f);
-      t.value_scales.assign(rows, 0.0f);
+      t.key_scales = ZeroedArray<float>(static_cast<size_t>(rows));
+      t.value_scales = ZeroedArray<float>(static_cast<size_t>(rows));
     }
   }
   return store;

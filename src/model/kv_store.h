@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "core/zeroed_array.h"
+
 #include "core/status.h"
 #include "kernels/paged_attention.h"
 #include "kv/spec.h"
@@ -61,8 +63,9 @@ class KvStore {
  private:
   explicit KvStore(kv::KvCacheConfig config) : config_(std::move(config)) {}
   struct Tensor {
-    std::vector<uint8_t> keys, values;
-    std::vector<float> key_scales, value_scales;  // fp8 only
+    // Zeroed pages committed as blocks are first written: reserving the pool touches nothing.
+    ZeroedArray<uint8_t> keys, values;
+    ZeroedArray<float> key_scales, value_scales;  // fp8 only
   };
   void WriteRows(const float* src, int64_t count, const int64_t* slot_mapping, uint8_t* dst, float* scales) const;
   // Bytes of `part` of the first `rows` slots of `block` in physical tensor `tensor`: a const span
