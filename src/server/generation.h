@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,8 @@ class GenerationJob {
   std::optional<ChoiceDelta> Next(std::chrono::milliseconds timeout);
   bool done() const { return num_finished_ == choices_.size(); }
   void AbortAll();
+  // `wake` runs (on the engine thread) whenever an event for this job arrives; empty clears it.
+  void SetWaker(std::function<void()> wake) { stream_->SetListener(std::move(wake)); }
   const Usage& usage() const { return usage_; }
   size_t num_choices() const { return choices_.size(); }
 
