@@ -245,6 +245,7 @@ void HttpConnection::Refuse(const HttpRefusal& refusal) {
   phase_ = Phase::kHandling;
   stream_.expires_never();
   keep_alive_ = false;  // the rest of what it sent is not read
+  input_unread_ = true;
   HttpResponse response;
   server_->error_responder(refusal, response);
   SendWhole(std::move(response));
@@ -343,8 +344,11 @@ void HttpConnection::LingeringClose() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
   boost::system::error_code ignored;
+  // Only a refusal leaves the client's input unread; after a whole exchange with nothing more
+  // to read the connection closes now (a shutdown must not wait on clients that keep theirs open).
+  const size_t unread = stream_.socket().available(ignored);
+  if (peer_gone_ || (!input_unread_ && unread == 0)) return Close();
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  if (peer_gone_) return Close();
   auto sink = std::make_shared<std::array<char, 4096>>();
   auto drained = std::make_shared<size_t>(0);
   stream_.expires_after(kLinger);

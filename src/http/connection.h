@@ -77,6 +77,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool idle_wait_ = false;   // waiting for the first byte of a request
   bool watching_ = false;    // waiting for the peer while a response is pending
   bool peer_gone_ = false;   // the peer ended its side (or reset)
+  bool input_unread_ = false;  // refused mid-request: what the client still sends is unread
   unsigned version_ = 11;
 
   std::shared_ptr<DeferredBody> body_;

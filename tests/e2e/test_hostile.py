@@ -277,6 +277,8 @@ def read_response(sock, buffered=b""):
     lines = head.decode("latin-1").split("\r\n")
     headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
     status = int(lines[0].split()[1])
+    if status < 200 or status in (204, 304):
+        return status, headers, b"", rest  # no body
 
     def more():
         chunk = sock.recv(65536)
