@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <string_view>
 
 #include <boost/asio/connect.hpp>
@@ -75,7 +76,7 @@ Exchanged Exchange(const ServerTarget& target, bhttp::verb method, const std::st
   }
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::buffer_body> parser;
-  parser.body_limit(boost::none);  // a long stream is not an error
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a long stream is not an error
   std::array<char, 16384> piece;
   auto fail = [&](const char* step, beast::error_code e) {
     out.error = fmt::format("{}: {} failed: {}", target.origin, step, e.message());
