@@ -9,7 +9,6 @@
 namespace ember::server {
 
 namespace {
-constexpr std::chrono::milliseconds kNoWait(0);
 // A stream quiet this long (queued behind others) gets a comment, so proxies keep it open.
 constexpr std::chrono::seconds kKeepAlive(1);
 
@@ -51,7 +50,7 @@ class JobBody : public DeferredBody {
 
  private:
   bool PumpStream(std::string* chunk) {
-    while (std::optional<ChoiceDelta> delta = job_->Next(kNoWait)) {
+    while (std::optional<ChoiceDelta> delta = job_->Next()) {
       for (const auto& payload : stream_.on_delta(*delta)) *chunk += SseEvent(payload);
     }
     const auto now = std::chrono::steady_clock::now();
@@ -70,7 +69,7 @@ class JobBody : public DeferredBody {
   }
 
   bool PumpCollect(HttpResponse* response) {
-    while (std::optional<ChoiceDelta> delta = job_->Next(kNoWait)) collect_.on_delta(*delta);
+    while (std::optional<ChoiceDelta> delta = job_->Next()) collect_.on_delta(*delta);
     if (!job_->done()) return false;
     collect_.on_done(*job_, *response);
     return true;
