@@ -33,7 +33,8 @@ test-asan: setup models
 	@ctest --preset asan -j $(JOBS)
 
 # ThreadSanitizer over the suites where threads meet (build/tsan, -O1): the thread pool, the
-# engine core and client, the runner, the server's engine thread and watchdog.
+# engine core and client, the runner, the server's engine thread and watchdog, the HTTP server's
+# connections (their strands against a feeding thread) and the bench client against it.
 test-tsan: setup models
 	@cmake --preset tsan > /dev/null
 	@cmake --build --preset tsan -j $(JOBS)

@@ -7,11 +7,19 @@
 namespace ember::server {
 
 void RequestStream::Push(RequestOutput output) {
+  std::shared_ptr<std::function<void()>> listener;
   {
     std::lock_guard lock(mu_);
     events_.push_back(std::move(output));
+    listener = listener_;
   }
   cv_.notify_all();
+  if (listener) (*listener)();
+}
+
+void RequestStream::SetListener(std::function<void()> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = listener ? std::make_shared<std::function<void()>>(std::move(listener)) : nullptr;
 }
 
 bool RequestStream::Pop(RequestOutput* out, std::chrono::milliseconds timeout) {

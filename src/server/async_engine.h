@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -23,13 +24,17 @@ namespace ember::server {
 class RequestStream {
  public:
   void Push(RequestOutput output);
-  // Waits up to `timeout` for the next event; false on timeout.
+  // Waits up to `timeout` for the next event (0: only takes one that is there); false if none.
   bool Pop(RequestOutput* out, std::chrono::milliseconds timeout);
+  // Called (on the pushing thread, outside the lock) after every Push: how an HTTP connection
+  // learns that its stream has events without a thread waiting on it. Empty: none.
+  void SetListener(std::function<void()> listener);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> events_;
+  std::shared_ptr<std::function<void()>> listener_;  // guarded by mu_
 };
 
 class AsyncEngine {

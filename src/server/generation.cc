@@ -54,10 +54,10 @@ void GenerationJob::SubmitDeferredSiblings(int prompt_index) {
   }
 }
 
-std::optional<ChoiceDelta> GenerationJob::Next(std::chrono::milliseconds timeout) {
+std::optional<ChoiceDelta> GenerationJob::Next() {
   while (!done()) {
     RequestOutput event;
-    if (!stream_->Pop(&event, timeout)) return std::nullopt;
+    if (!stream_->Pop(&event, std::chrono::milliseconds(0))) return std::nullopt;
     size_t i = 0;
     while (i < choices_.size() && !(choices_[i].submitted && !choices_[i].finished && choices_[i].req == event.req)) ++i;
     if (i == choices_.size()) continue;  // a late event of a choice already finished by a stop string

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,10 +44,13 @@ class GenerationJob {
 
   // Submits the choices (the first of each prompt now, its siblings after its prompt is cached).
   void Start();
-  // Waits up to `timeout` for the next delta. nullopt on timeout or when every choice finished.
-  std::optional<ChoiceDelta> Next(std::chrono::milliseconds timeout);
+  // The next delta if one is ready (never waits: SetWaker says when to ask again); nullopt when
+  // none is, or when every choice finished.
+  std::optional<ChoiceDelta> Next();
   bool done() const { return num_finished_ == choices_.size(); }
   void AbortAll();
+  // `wake` runs (on the engine thread) whenever an event for this job arrives; empty clears it.
+  void SetWaker(std::function<void()> wake) { stream_->SetListener(std::move(wake)); }
   const Usage& usage() const { return usage_; }
   size_t num_choices() const { return choices_.size(); }
 

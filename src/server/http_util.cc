@@ -10,19 +10,19 @@
 
 namespace ember::server {
 
-void SendError(httplib::Response& res, const ApiError& error) {
+void SendError(HttpResponse& res, const ApiError& error) {
   res.status = error.http_status;
   // Messages are built from SafeText, but an error reply must never throw: replace, don't check.
   res.set_content(error.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status) {
+void SendJson(HttpResponse& res, const nlohmann::ordered_json& body, int status) {
   res.status = status;
   // Invalid UTF-8 from a model (a token cut mid-character at max_tokens) is replaced, never thrown.
   res.set_content(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
 }
 
-bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body) {
+bool GuardHandler(const HttpRequest& req, HttpResponse& res, const std::function<void()>& body) {
   std::string what;
   try {
     body();
@@ -33,11 +33,12 @@ bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std
     what = "an exception that is not a std::exception";
   }
   EMBER_LOG_ERROR("{} {} failed: {}", SafeText(req.method, 16), SafeText(req.path), SafeText(what, 512));
+  res.deferred.reset();
   SendError(res, InternalError("internal error while handling the request; the server log has the details"));
   return false;
 }
 
-std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req) {
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const HttpRequest& req) {
   return ParseJsonObject(req.body);
 }
 

@@ -5,22 +5,26 @@
 #include <string>
 #include <variant>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http/message.h"
 #include "server/protocol/api_error.h"
 #include "server/protocol/json_body.h"
 
 namespace ember::server {
 
-void SendError(httplib::Response& res, const ApiError& error);
+using http::DeferredBody;
+using http::HttpRequest;
+using http::HttpResponse;
+
+void SendError(HttpResponse& res, const ApiError& error);
 // Runs `body`; whatever it throws is logged and answered with a generic 500, and GuardHandler
 // returns false. The exception's text stays in the log: it may quote the request that caused it.
-bool GuardHandler(const httplib::Request& req, httplib::Response& res, const std::function<void()>& body);
-void SendJson(httplib::Response& res, const nlohmann::ordered_json& body, int status = 200);
+bool GuardHandler(const HttpRequest& req, HttpResponse& res, const std::function<void()>& body);
+void SendJson(HttpResponse& res, const nlohmann::ordered_json& body, int status = 200);
 // The request body as a JSON object (protocol/json_body.h: bounded depth, errors that name the
 // field and quote no request bytes).
-std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const httplib::Request& req);
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const HttpRequest& req);
 // "data: {json}\n\n"
 std::string SseEvent(const nlohmann::ordered_json& payload);
 // A random id with the given prefix ("cmpl-", "chatcmpl-").

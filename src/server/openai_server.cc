@@ -1,8 +1,9 @@
 #include "server/openai_server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
-#include <sys/socket.h>
+
+#include <algorithm>
+#include <thread>
 
 #include "server/access.h"
 #include "server/http_util.h"
@@ -11,24 +12,49 @@
 
 namespace ember::server {
 namespace {
-// Debian's compiled cpp-httplib listens with a backlog of 5: a burst of clients connecting at once
-// (64 streams starting together) overflowed the accept queue, and the connections the kernel
-// dropped failed with a read error before any request reached the engine. Listening again on
-// the bound socket widens the queue (the kernel caps it at net.core.somaxconn).
-constexpr int kListenBacklog = 4096;
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
+}
+
+http::HttpServerOptions HttpOptions(const ServerConfig& config) {
+  http::HttpServerOptions o;
+  o.host = config.host;
+  o.port = config.port;
+  o.limits.max_body_bytes = config.max_request_body_bytes;
+  o.limits.header_timeout = Millis(config.header_timeout_s);
+  o.limits.body_timeout = Millis(config.body_timeout_s);
+  o.max_connections = config.max_connections;
+  o.io_threads = config.io_threads;
+  o.handler_threads = config.handler_threads;
+  o.shutdown_timeout = Millis(config.shutdown_timeout_s);
+  return o;
+}
+
+// The HTTP server's own refusals (413, 431, 400 bad HTTP, 503 past --max-connections) in
+// OpenAI's error shape.
+void RefusalBody(const http::HttpRefusal& refusal, HttpResponse& res) {
+  ApiError e;
+  switch (refusal.status) {
+    case 413: e = PayloadTooLarge(refusal.message); break;
+    case 415: e = UnsupportedMediaType(refusal.message); break;
+    case 503: e = ServiceUnavailable(refusal.message); break;
+    case 500: e = InternalError(refusal.message); break;
+    default:
+      e = BadRequest(refusal.message);
+      e.http_status = refusal.status;
+  }
+  SendError(res, e);
+}
+
 }  // namespace
 
-OpenAiServer::OpenAiServer(ServingContext* context) : context_(context), http_(std::make_unique<httplib::Server>()) {
-  const ServerConfig& config = context_->config;
-  http_->new_task_queue = [threads = config.http_threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(config.max_request_body_bytes);
-  http_->set_read_timeout(30, 0);
-  http_->set_keep_alive_timeout(30);
-  http_->set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
-    listen_fd_ = sock;  // the last socket created is the one that bound
-  });
+OpenAiServer::OpenAiServer(ServingContext* context)
+    : context_(context), loopback_(IsLoopbackHost(context->config.host)) {
   RegisterRoutes();
+  http_ = std::make_unique<http::HttpServer>(
+      HttpOptions(context_->config), [this](const HttpRequest& req, HttpResponse& res) { Handle(req, res); },
+      RefusalBody);
 }
 
 OpenAiServer::~OpenAiServer() = default;
@@ -36,90 +62,65 @@ OpenAiServer::~OpenAiServer() = default;
 void OpenAiServer::Route(const std::string& method, const std::string& path, Handler handler) {
   std::string& allowed = allowed_methods_[path];
   allowed += (allowed.empty() ? "" : ", ") + method;
-  auto guarded = [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    GuardHandler(req, res, [&] { handler(req, res); });
-  };
-  if (method == "GET") {
-    http_->Get(path, std::move(guarded));
-  } else {
-    http_->Post(path, std::move(guarded));
+  routes_[path][method] = std::move(handler);
+}
+
+bool OpenAiServer::PreRoute(const HttpRequest& req, HttpResponse& res) {
+  const ServingContext& ctx = *context_;
+  if (auto e = CheckHost(req.header("Host"), loopback_)) return SendError(res, *e), true;
+  const std::string origin = req.header("Origin");
+  if (auto e = CheckOrigin(origin, ctx.config.allowed_origins)) return SendError(res, *e), true;
+  if (!origin.empty()) {
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
   }
+  if (req.method == "OPTIONS") {
+    // A CORS preflight (which never carries the key) or a plain question about the route.
+    const auto known = allowed_methods_.find(req.path);
+    if (known == allowed_methods_.end()) return false;  // 404
+    res.set_header("Allow", known->second + ", OPTIONS");
+    if (!origin.empty()) {
+      res.set_header("Access-Control-Allow-Methods", known->second);
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+    }
+    res.status = 204;
+    return true;
+  }
+  if (auto e = CheckContentType(req.method, req.header("Content-Type"))) return SendError(res, *e), true;
+  if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return false;
+  if (ApiKeyMatches(req.header("Authorization"), ctx.config.api_key)) return false;
+  SendError(res, Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
+  return true;
+}
+
+void OpenAiServer::Handle(const HttpRequest& req, HttpResponse& res) {
+  GuardHandler(req, res, [&] {
+    if (PreRoute(req, res)) return;
+    const std::string method = SafeText(req.method, 16), path = SafeText(req.path);
+    const auto route = routes_.find(req.path);
+    if (route == routes_.end()) return SendError(res, NotFound(fmt::format("no route {} {}", method, path)));
+    const auto handler = route->second.find(req.method);
+    if (handler == route->second.end()) {
+      const std::string& allowed = allowed_methods_.at(req.path);
+      res.set_header("Allow", allowed);
+      return SendError(res, MethodNotAllowed(fmt::format("{} is not allowed on {}; use {}", method, path, allowed)));
+    }
+    handler->second(req, res);
+  });
 }
 
 void OpenAiServer::RegisterRoutes() {
   ServingContext& ctx = *context_;
-  // Before routing, on every request (access.h): Host, Origin (and the CORS answer for allowed
-  // origins), Content-Type, then the API key on every /v1 path (unknown ones too).
-  const bool loopback = IsLoopbackHost(ctx.config.host);
-  http_->set_pre_routing_handler([this, &ctx, loopback](const httplib::Request& req, httplib::Response& res) {
-    bool handled = false;
-    const bool ok = GuardHandler(req, res, [&] {
-      auto refuse = [&](const ApiError& e) {
-        SendError(res, e);
-        handled = true;
-      };
-      if (auto e = CheckHost(req.get_header_value("Host"), loopback)) return refuse(*e);
-      const std::string origin = req.get_header_value("Origin");
-      if (auto e = CheckOrigin(origin, ctx.config.allowed_origins)) return refuse(*e);
-      if (!origin.empty()) {
-        res.set_header("Access-Control-Allow-Origin", origin);
-        res.set_header("Vary", "Origin");
-      }
-      if (req.method == "OPTIONS") {
-        // A CORS preflight (which never carries the key) or a plain question about the route.
-        const auto known = allowed_methods_.find(req.path);
-        if (known == allowed_methods_.end()) return;  // 404
-        res.set_header("Allow", known->second + ", OPTIONS");
-        if (!origin.empty()) {
-          res.set_header("Access-Control-Allow-Methods", known->second);
-          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-          res.set_header("Access-Control-Max-Age", "600");
-        }
-        res.status = 204;
-        handled = true;
-        return;
-      }
-      if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"))) return refuse(*e);
-      if (ctx.config.api_key.empty() || req.path.rfind("/v1", 0) != 0) return;
-      if (ApiKeyMatches(req.get_header_value("Authorization"), ctx.config.api_key)) return;
-      refuse(Unauthorized("invalid or missing API key: send 'Authorization: Bearer <key>'"));
-    });
-    return handled || !ok ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Statuses httplib sets itself (404 unknown path, 413 body too large, 400 bad HTTP) get an
-  // OpenAI-style body too; a known path asked with another method is a 405 naming the right ones.
-  // httplib calls this outside its own exception handling, so it is guarded like a route.
-  http_->set_error_handler([this, &ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    GuardHandler(req, res, [&] {
-      ApiError e;
-      const std::string method = SafeText(req.method, 16), path = SafeText(req.path);
-      if (res.status == 404) {
-        if (const auto known = allowed_methods_.find(req.path); known != allowed_methods_.end()) {
-          e = MethodNotAllowed(fmt::format("{} is not allowed on {}; use {}", method, path, known->second));
-          res.set_header("Allow", known->second);
-        } else {
-          e = NotFound(fmt::format("no route {} {}", method, path));
-        }
-      } else if (res.status == 413) {
-        e = PayloadTooLarge(fmt::format("the request body exceeds {} bytes", ctx.config.max_request_body_bytes));
-      } else {
-        e = BadRequest(fmt::format("HTTP error {}", res.status));
-        e.http_status = res.status;
-      }
-      SendError(res, e);
-    });
-  });
-
-  auto route = [&ctx](void (*handler)(ServingContext&, const httplib::Request&, httplib::Response&)) {
-    return [&ctx, handler](const httplib::Request& req, httplib::Response& res) { handler(ctx, req, res); };
+  auto route = [&ctx](void (*handler)(ServingContext&, const HttpRequest&, HttpResponse&)) {
+    return [&ctx, handler](const HttpRequest& req, HttpResponse& res) { handler(ctx, req, res); };
   };
   Route("POST", "/v1/completions", route(HandleCompletions));
   Route("POST", "/v1/chat/completions", route(HandleChatCompletions));
   Route("GET", "/v1/models", route(HandleModels));
   Route("POST", "/tokenize", route(HandleTokenize));
   Route("POST", "/detokenize", route(HandleDetokenize));
-  Route("GET", "/health", [this, &ctx](const httplib::Request&, httplib::Response& res) {
+  Route("GET", "/health", [this, &ctx](const HttpRequest&, HttpResponse& res) {
     if (!ready_) return SendError(res, ServiceUnavailable("the model is loading"));
     if (!ctx.engine->alive()) return SendError(res, ServiceUnavailable("the engine loop has stopped"));
     if (const std::string stall = ctx.engine->StallMessage(); !stall.empty()) {
@@ -127,35 +128,17 @@ void OpenAiServer::RegisterRoutes() {
     }
     res.status = 200;
   });
-  Route("GET", "/version", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"version", "0.1.0"}}); });
-  Route("GET", "/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+  Route("GET", "/version", [](const HttpRequest&, HttpResponse& res) { SendJson(res, {{"version", "0.1.0"}}); });
+  Route("GET", "/metrics", [&ctx](const HttpRequest&, HttpResponse& res) {
     res.set_content(ctx.metrics->Render(), "text/plain; version=0.0.4");
   });
-  Route("GET", "/openapi.json", [](const httplib::Request&, httplib::Response& res) { SendJson(res, OpenApiDocument()); });
+  Route("GET", "/openapi.json", [](const HttpRequest&, HttpResponse& res) { SendJson(res, OpenApiDocument()); });
 }
 
-Expected<int> OpenAiServer::Bind() {
-  const ServerConfig& config = context_->config;
-  int port = config.port;
-  if (port == 0) {
-    port = http_->bind_to_any_port(config.host);
-  } else if (!http_->bind_to_port(config.host, port)) {
-    port = -1;
-  }
-  if (port < 0) {
-    return IoError(fmt::format("cannot listen on {}:{}: the address is in use or not available; choose another "
-                               "--host/--port",
-                               config.host, config.port));
-  }
-  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
-  return port;
-}
+Expected<int> OpenAiServer::Bind() { return http_->Bind(); }
 
-Status OpenAiServer::Serve() {
-  if (!http_->listen_after_bind()) return IoError("the HTTP server stopped with an error");
-  return Status::Ok();
-}
+Status OpenAiServer::Serve() { return http_->Serve(); }
 
-void OpenAiServer::Stop() { http_->stop(); }
+void OpenAiServer::Stop() { http_->Stop(); }
 
 }  // namespace ember::server

@@ -31,7 +31,16 @@ struct ServerConfig {
   // max_tokens of a chat request that names none (a completions request gets OpenAI's 16); either
   // is cut to what the context has left. Filling the context instead let one request run minutes.
   int32_t default_max_tokens = 1024;
-  int http_threads = 128;               // concurrent connections served (streams hold one each)
+  // The HTTP front end (http/server.h): connections open at most (503 past it), the time a
+  // request's header (counted from the wait for it, idle keep-alive included) and its body may
+  // take, the shutdown's wait for requests in flight, and the threads: I/O (every connection and
+  // stream) and route handlers (parsing, templates, tokenizing).
+  size_t max_connections = 8192;
+  double header_timeout_s = 30;
+  double body_timeout_s = 30;
+  double shutdown_timeout_s = 30;
+  int io_threads = 1;
+  int handler_threads = 2;
   bool enable_prefix_caching = true;    // lets n > 1 share the prompt's blocks
   SamplingParams default_sampling;      // the model's generation config; requests override
 };

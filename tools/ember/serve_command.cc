@@ -1,6 +1,8 @@
 // ember serve MODEL: the OpenAI-compatible server (src/server) over a LocalEngine.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -60,6 +62,21 @@ Status ApplyGenerationConfig(const ServeOptions& o, SamplingParams* defaults) {
   return Status::Ok();
 }
 
+// Each connection holds a descriptor: the soft limit (often 1024) is raised towards the hard one
+// so that --max-connections can be reached (with room for the model files and the listener).
+void RaiseDescriptorLimit(size_t max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
+  if (limit.rlim_cur >= want) return;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < want) {
+    EMBER_LOG_WARN("the descriptor limit ({}) is below --max-connections {}: connections past it wait in the "
+                   "accept queue", static_cast<uint64_t>(limit.rlim_cur), max_connections);
+  }
+}
+
 int RunServe(ServeOptions& o) {
   // SIGINT/SIGTERM are taken by a watcher thread; every other thread inherits the blocked mask.
   sigset_t signals;
@@ -69,6 +86,7 @@ int RunServe(ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (Status s = o.flags.Finish(); !s.ok()) return Fail(s);
+  RaiseDescriptorLimit(o.server.max_connections);
   if (o.server.api_key.empty() && !o.api_key_env.empty()) {
     if (const char* key = std::getenv(o.api_key_env.c_str())) o.server.api_key = key;
   }
@@ -137,8 +155,14 @@ int RunServe(ServeOptions& o) {
     int received = 0;
     sigwait(&signals, &received);
     if (exiting) return;
-    EMBER_LOG_INFO("received {}: finishing requests in flight, then exiting", received == SIGINT ? "SIGINT" : "SIGTERM");
+    EMBER_LOG_INFO("received {}: finishing requests in flight (at most {} s; a second signal exits now)",
+                   received == SIGINT ? "SIGINT" : "SIGTERM", o.server.shutdown_timeout_s);
     http.Stop();
+    sigwait(&signals, &received);
+    if (exiting) return;
+    // The second signal: the operator does not want to wait.
+    std::fprintf(stderr, "received a second signal: exiting at once\n");
+    _exit(128 + received);
   });
   EMBER_LOG_INFO("serving '{}' (output parser: {}) on http://{}:{}{}", context.config.served_model_name, parser,
                  o.server.host, *port, o.server.api_key.empty() ? "" : " (API key required)");
@@ -147,7 +171,7 @@ int RunServe(ServeOptions& o) {
   async_engine.Stop();
   exiting = true;
   if (watcher.joinable()) {
-    // The watcher may still wait for a signal if the server stopped for another reason.
+    // The watcher may still wait for a (first or second) signal.
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
   }
@@ -180,6 +204,25 @@ void RegisterServeCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--max-request-body", o->server.max_request_body_bytes, "Largest request body in bytes");
+  cmd->add_option("--max-connections", o->server.max_connections,
+                  "Connections open at once; past it a new one gets 503 and is closed")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->server.header_timeout_s,
+                  "Seconds a connection may wait for and send a request's header (idle keep-alive included)")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o->server.body_timeout_s, "Seconds a request's body may take to arrive")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->server.shutdown_timeout_s,
+                  "On SIGTERM/SIGINT, seconds requests in flight may finish before they are aborted")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->server.handler_threads,
+                  "Threads that run route handlers (parsing, chat templates, tokenizing); connections need none")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--max-n", o->server.max_n, "Largest n (choices per request)")->check(CLI::Range(1, 1024));
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens,
                   "max_tokens of a chat completion that sets none (completions: 16), cut to the context left")

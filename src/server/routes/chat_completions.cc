@@ -44,7 +44,7 @@ std::string FinishReason(const TextDelta& d, bool has_tool_calls) {
 
 }  // namespace
 
-void HandleChatCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
+void HandleChatCompletions(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
   SamplingParams defaults = context.config.default_sampling;
@@ -165,39 +165,48 @@ void HandleChatCompletions(ServingContext& context, const httplib::Request& req,
     return StreamJob(res, job, std::move(format));
   }
 
-  const size_t n = job->num_choices();
-  std::vector<std::string> texts(n);
-  std::vector<std::vector<LogprobEntry>> logprobs(n);
-  std::vector<TextDelta> last(n);
-  std::string error;
-  CollectJob(*job, [&](const ChoiceDelta& d) {
-    texts[d.choice] += d.delta.text;
-    for (const LogprobEntry& e : d.delta.logprobs) logprobs[d.choice].push_back(e);
+  struct Collected {
+    std::vector<std::string> texts;
+    std::vector<std::vector<LogprobEntry>> logprobs;
+    std::vector<TextDelta> last;
+    std::string error;
+  };
+  auto acc = std::make_shared<Collected>();
+  acc->texts.resize(job->num_choices());
+  acc->logprobs.resize(job->num_choices());
+  acc->last.resize(job->num_choices());
+  CollectFormat format;
+  format.on_delta = [acc](const ChoiceDelta& d) {
+    acc->texts[d.choice] += d.delta.text;
+    for (const LogprobEntry& e : d.delta.logprobs) acc->logprobs[d.choice].push_back(e);
     if (d.delta.finished) {
-      last[d.choice] = d.delta;
-      if (d.delta.finish_reason == "error" && error.empty()) error = d.delta.error;
+      acc->last[d.choice] = d.delta;
+      if (d.delta.finish_reason == "error" && acc->error.empty()) acc->error = d.delta.error;
     }
-  });
-  if (!error.empty()) return SendError(res, BadRequest(error));
-  json out_choices = json::array();
-  for (size_t i = 0; i < n; ++i) {
-    const ParsedOutput p = parse(texts[i], true);
-    json message = {{"role", "assistant"}};
-    message["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
-    if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
-    if (!p.tool_calls.empty()) {
-      json calls = json::array();
-      for (size_t k = 0; k < p.tool_calls.size(); ++k) calls.push_back(ToolCallJson(p.tool_calls[k], k, false));
-      message["tool_calls"] = calls;
+  };
+  format.on_done = [=](const GenerationJob& j, HttpResponse& out) {
+    if (!acc->error.empty()) return SendError(out, BadRequest(acc->error));
+    json out_choices = json::array();
+    for (size_t i = 0; i < j.num_choices(); ++i) {
+      const ParsedOutput p = parse(acc->texts[i], true);
+      json message = {{"role", "assistant"}};
+      message["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
+      if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
+      if (!p.tool_calls.empty()) {
+        json calls = json::array();
+        for (size_t k = 0; k < p.tool_calls.size(); ++k) calls.push_back(ToolCallJson(p.tool_calls[k], k, false));
+        message["tool_calls"] = calls;
+      }
+      json choice = {{"index", i}, {"message", message},
+                     {"logprobs", want_logprobs ? json{{"content", LogprobsJson(acc->logprobs[i])}} : json()},
+                     {"finish_reason", FinishReason(acc->last[i], !p.tool_calls.empty())}};
+      choice["stop_reason"] = StopReason(acc->last[i]);
+      out_choices.push_back(std::move(choice));
     }
-    json choice = {{"index", i}, {"message", message},
-                   {"logprobs", want_logprobs ? json{{"content", LogprobsJson(logprobs[i])}} : json()},
-                   {"finish_reason", FinishReason(last[i], !p.tool_calls.empty())}};
-    choice["stop_reason"] = StopReason(last[i]);
-    out_choices.push_back(std::move(choice));
-  }
-  SendJson(res, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-                 {"choices", out_choices}, {"usage", UsageJson(job->usage())}});
+    SendJson(out, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+                   {"choices", out_choices}, {"usage", UsageJson(j.usage())}});
+  };
+  CollectJob(res, job, std::move(format));
 }
 
 }  // namespace ember::server

@@ -34,7 +34,7 @@ struct CompletionLogprobs {
 
 }  // namespace
 
-void HandleCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
+void HandleCompletions(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
   auto parsed = ParseCompletionRequest(std::get<json>(body), context.config.default_sampling);
@@ -108,29 +108,43 @@ void HandleCompletions(ServingContext& context, const httplib::Request& req, htt
     return StreamJob(res, job, std::move(format));
   }
 
-  std::vector<CompletionLogprobs> logprobs(job->num_choices());
-  std::vector<int64_t> offsets(job->num_choices(), 0);
-  std::vector<json> finish(job->num_choices()), stop_reason(job->num_choices());
-  std::vector<std::string> text_acc(job->num_choices());
-  std::string error;
-  CollectJob(*job, [&](const ChoiceDelta& d) {
-    text_acc[d.choice] += d.delta.text;
-    logprobs[d.choice].Add(d.delta.logprobs, &offsets[d.choice]);
+  struct Collected {
+    std::vector<CompletionLogprobs> logprobs;
+    std::vector<int64_t> offsets;
+    std::vector<json> finish, stop_reason;
+    std::vector<std::string> text;
+    std::string error;
+  };
+  auto acc = std::make_shared<Collected>();
+  const size_t n = job->num_choices();
+  acc->logprobs.resize(n);
+  acc->offsets.assign(n, 0);
+  acc->finish.resize(n);
+  acc->stop_reason.resize(n);
+  acc->text.resize(n);
+  CollectFormat format;
+  format.on_delta = [acc](const ChoiceDelta& d) {
+    acc->text[d.choice] += d.delta.text;
+    acc->logprobs[d.choice].Add(d.delta.logprobs, &acc->offsets[d.choice]);
     if (d.delta.finished) {
-      finish[d.choice] = d.delta.finish_reason;
-      stop_reason[d.choice] = StopReason(d.delta);
-      if (d.delta.finish_reason == "error" && error.empty()) error = d.delta.error;
+      acc->finish[d.choice] = d.delta.finish_reason;
+      acc->stop_reason[d.choice] = StopReason(d.delta);
+      if (d.delta.finish_reason == "error" && acc->error.empty()) acc->error = d.delta.error;
     }
-  });
-  if (!error.empty()) return SendError(res, BadRequest(error));
-  json out_choices = json::array();
-  for (size_t i = 0; i < job->num_choices(); ++i) {
-    const std::string text = (request.echo ? prompt_texts[prompt_of_choice[i]] : "") + text_acc[i];
-    out_choices.push_back({{"index", i}, {"text", text}, {"logprobs", want_logprobs ? logprobs[i].ToJson() : json()},
-                           {"finish_reason", finish[i]}, {"stop_reason", stop_reason[i]}});
-  }
-  SendJson(res, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                 {"choices", out_choices}, {"usage", UsageJson(job->usage())}});
+  };
+  format.on_done = [=, echo = request.echo](const GenerationJob& j, HttpResponse& out) {
+    if (!acc->error.empty()) return SendError(out, BadRequest(acc->error));
+    json out_choices = json::array();
+    for (size_t i = 0; i < j.num_choices(); ++i) {
+      const std::string text = (echo ? prompt_texts[prompt_of_choice[i]] : "") + acc->text[i];
+      out_choices.push_back({{"index", i}, {"text", text},
+                             {"logprobs", want_logprobs ? acc->logprobs[i].ToJson() : json()},
+                             {"finish_reason", acc->finish[i]}, {"stop_reason", acc->stop_reason[i]}});
+    }
+    SendJson(out, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                   {"choices", out_choices}, {"usage", UsageJson(j.usage())}});
+  };
+  CollectJob(res, job, std::move(format));
 }
 
 }  // namespace ember::server

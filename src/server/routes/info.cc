@@ -11,7 +11,7 @@ namespace ember::server {
 
 using json = nlohmann::ordered_json;
 
-void HandleModels(ServingContext& context, const httplib::Request&, httplib::Response& res) {
+void HandleModels(ServingContext& context, const HttpRequest&, HttpResponse& res) {
   const std::string& name = context.config.served_model_name;
   SendJson(res, {{"object", "list"},
                  {"data", json::array({{{"id", name},
@@ -22,7 +22,7 @@ void HandleModels(ServingContext& context, const httplib::Request&, httplib::Res
                                         {"max_model_len", context.config.max_model_len}}})}});
 }
 
-void HandleTokenize(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
+void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
   const json& b = std::get<json>(body);
@@ -41,7 +41,7 @@ void HandleTokenize(ServingContext& context, const httplib::Request& req, httpli
   SendJson(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context.config.max_model_len}});
 }
 
-void HandleDetokenize(ServingContext& context, const httplib::Request& req, httplib::Response& res) {
+void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
   const json& b = std::get<json>(body);

@@ -1,17 +1,23 @@
 // Every HTTP route of `ember serve`, one handler per endpoint family.
 #pragma once
 
-#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "http/message.h"
 
 #include "server/serving_context.h"
 
 namespace ember::server {
 
-void HandleCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res);
-void HandleChatCompletions(ServingContext& context, const httplib::Request& req, httplib::Response& res);
-void HandleModels(ServingContext& context, const httplib::Request& req, httplib::Response& res);
-void HandleTokenize(ServingContext& context, const httplib::Request& req, httplib::Response& res);
-void HandleDetokenize(ServingContext& context, const httplib::Request& req, httplib::Response& res);
+using http::DeferredBody;
+using http::HttpRequest;
+using http::HttpResponse;
+
+void HandleCompletions(ServingContext& context, const HttpRequest& req, HttpResponse& res);
+void HandleChatCompletions(ServingContext& context, const HttpRequest& req, HttpResponse& res);
+void HandleModels(ServingContext& context, const HttpRequest& req, HttpResponse& res);
+void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
+void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
 // The OpenAPI 3 description of the routes above.
 nlohmann::ordered_json OpenApiDocument();
 

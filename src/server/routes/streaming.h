@@ -1,19 +1,24 @@
-// Runs a GenerationJob to the end for one HTTP response: either collects every choice
-// (non-streaming) or streams Server-Sent Events, ending with `data: [DONE]`. A client that goes
-// away mid-stream is noticed at the next write (keep-alive comments go out while the engine is
-// busy elsewhere) and its requests are aborted, which frees their KV blocks.
+// Runs a GenerationJob to the end for one HTTP response, as a DeferredBody the connection pumps
+// whenever the engine has events for it (no thread waits on a job): either streamed as
+// Server-Sent Events ending with `data: [DONE]`, or collected into one JSON response at the end.
+// A client that goes away aborts the job (the connection sees its end of stream at once),
+// which frees its KV blocks; an aborted stream still ends with finish_reason and [DONE].
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "server/generation.h"
+#include "http/message.h"
 
 namespace ember::server {
+
+using http::DeferredBody;
+using http::HttpRequest;
+using http::HttpResponse;
 
 struct StreamFormat {
   // SSE payloads for one delta (may be none, e.g. text held back).
@@ -22,14 +27,20 @@ struct StreamFormat {
   std::function<std::vector<nlohmann::ordered_json>(const GenerationJob&)> on_done;
 };
 
-void StreamJob(httplib::Response& res, std::shared_ptr<GenerationJob> job, StreamFormat format);
+struct CollectFormat {
+  std::function<void(const ChoiceDelta&)> on_delta;
+  // Writes the response once every choice has finished.
+  std::function<void(const GenerationJob&, HttpResponse&)> on_done;
+};
+
+// The response streams the job as SSE.
+void StreamJob(HttpResponse& res, std::shared_ptr<GenerationJob> job, StreamFormat format);
+// The response is the job's result, written by `format.on_done` when it ends.
+void CollectJob(HttpResponse& res, std::shared_ptr<GenerationJob> job, CollectFormat format);
 
 // OpenAI's usage object (with prompt_tokens_details.cached_tokens when the prefix cache helped).
 nlohmann::ordered_json UsageJson(const Usage& usage);
 // vLLM's stop_reason: the stop string or stop token that ended a choice, null otherwise.
 nlohmann::ordered_json StopReason(const TextDelta& delta);
-
-// Runs the job to the end on this thread, passing each delta to `on_delta`.
-void CollectJob(GenerationJob& job, const std::function<void(const ChoiceDelta&)>& on_delta);
 
 }  // namespace ember::server

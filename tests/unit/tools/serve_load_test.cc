@@ -1,69 +1,99 @@
-// The client against an in-process fake OpenAI server (cpp-httplib): streaming, token packing,
+// The client against an in-process fake OpenAI server (src/http): streaming, token packing,
 // HTTP errors, both load modes.
 #include "tools/ember/bench/serve_load.h"
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
 #include <limits>
 #include <thread>
 
+#include "http/server.h"
+
 namespace ember::tools::bench {
 namespace {
+
+// A stream written 7 bytes per pump (each its own chunk), so that events straddle the client's
+// reads; it wakes its connection again after each piece.
+class PiecewiseBody : public http::DeferredBody {
+ public:
+  explicit PiecewiseBody(std::string text) : text_(std::move(text)) {}
+  bool streaming() const override { return true; }
+  void SetWaker(std::function<void()> wake) override { wake_ = std::move(wake); }
+  bool Pump(std::string* chunk, http::HttpResponse*) override {
+    *chunk = text_.substr(at_, 7);
+    at_ += chunk->size();
+    if (at_ < text_.size()) wake_();
+    return at_ >= text_.size();
+  }
+  void Abort() override {}
+
+ private:
+  std::string text_;
+  size_t at_ = 0;
+  std::function<void()> wake_;
+};
 
 class FakeServer {
  public:
   // Streams max_tokens tokens, `tokens_per_chunk` per SSE event, then usage and [DONE].
-  explicit FakeServer(int tokens_per_chunk) {
-    server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})", "application/json");
-    });
-    server_.Post("/v1/completions", [this, tokens_per_chunk](const httplib::Request& req, httplib::Response& res) {
-      ++requests_;
-      const auto body = nlohmann::json::parse(req.body);
-      if (body["model"] != "fake-model") {
-        res.status = 404;
-        res.set_content(R"({"error":{"message":"no such model"}})", "application/json");
-        return;
-      }
-      EXPECT_TRUE(body["stream"].get<bool>());
-      EXPECT_TRUE(body["ignore_eos"].get<bool>());
-      EXPECT_TRUE(body["stream_options"]["include_usage"].get<bool>());
-      const int64_t max_tokens = body["max_tokens"];
-      const int64_t prompt_tokens = static_cast<int64_t>(body["prompt"].get<std::string>().size());
-      res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
-        std::string out = ": keep-alive\n\n";
-        for (int64_t sent = 0; sent < max_tokens; sent += tokens_per_chunk) {
-          std::string text;
-          for (int64_t t = sent; t < std::min<int64_t>(max_tokens, sent + tokens_per_chunk); ++t) text += " tok";
-          out += "data: " + nlohmann::json({{"choices", {{{"index", 0}, {"text", text}}}}}).dump() + "\n\n";
-        }
-        out += "data: " +
-               nlohmann::json({{"choices", nlohmann::json::array()},
-                               {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens}}}})
-                   .dump() +
-               "\n\ndata: [DONE]\n\n";
-        // Odd-sized writes, so events straddle the client's reads.
-        for (size_t at = 0; at < out.size(); at += 7) sink.write(out.data() + at, std::min<size_t>(7, out.size() - at));
-        sink.done();
-        return true;
-      });
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  explicit FakeServer(int tokens_per_chunk)
+      : server_({.host = "127.0.0.1", .port = 0},
+                [this, tokens_per_chunk](const http::HttpRequest& req, http::HttpResponse& res) {
+                  Handle(req, res, tokens_per_chunk);
+                },
+                [](const http::HttpRefusal& refusal, http::HttpResponse& res) {
+                  res.status = refusal.status;
+                  res.set_content(refusal.message, "text/plain");
+                }) {
+    port_ = *server_.Bind();
+    thread_ = std::thread([this] { (void)server_.Serve(); });
   }
   ~FakeServer() {
-    server_.stop();
+    server_.Stop();
     thread_.join();
   }
   ServerTarget target() const { return *ParseBaseUrl("http://127.0.0.1:" + std::to_string(port_), ""); }
   int requests() const { return requests_; }
 
  private:
-  httplib::Server server_;
+  void Handle(const http::HttpRequest& req, http::HttpResponse& res, int tokens_per_chunk) {
+    if (req.method == "GET" && req.path == "/v1/models") {
+      return res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})",
+                             "application/json");
+    }
+    if (req.method != "POST" || req.path != "/v1/completions") {
+      res.status = 404;
+      return;
+    }
+    ++requests_;
+    const auto body = nlohmann::json::parse(req.body);
+    if (body["model"] != "fake-model") {
+      res.status = 404;
+      return res.set_content(R"({"error":{"message":"no such model"}})", "application/json");
+    }
+    EXPECT_TRUE(body["stream"].get<bool>());
+    EXPECT_TRUE(body["ignore_eos"].get<bool>());
+    EXPECT_TRUE(body["stream_options"]["include_usage"].get<bool>());
+    const int64_t max_tokens = body["max_tokens"];
+    const int64_t prompt_tokens = static_cast<int64_t>(body["prompt"].get<std::string>().size());
+    std::string out = ": keep-alive\n\n";
+    for (int64_t sent = 0; sent < max_tokens; sent += tokens_per_chunk) {
+      std::string text;
+      for (int64_t t = sent; t < std::min<int64_t>(max_tokens, sent + tokens_per_chunk); ++t) text += " tok";
+      out += "data: " + nlohmann::json({{"choices", {{{"index", 0}, {"text", text}}}}}).dump() + "\n\n";
+    }
+    out += "data: " +
+           nlohmann::json({{"choices", nlohmann::json::array()},
+                           {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens}}}})
+               .dump() +
+           "\n\ndata: [DONE]\n\n";
+    res.content_type = "text/event-stream";
+    res.deferred = std::make_shared<PiecewiseBody>(std::move(out));
+  }
+
+  http::HttpServer server_;
   int port_ = 0;
   std::thread thread_;
   std::atomic<int> requests_{0};

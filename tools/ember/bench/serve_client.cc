@@ -1,27 +1,115 @@
 #include "tools/ember/bench/serve_client.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
+#include <array>
 #include <chrono>
-#include <memory>
+#include <functional>
+#include <limits>
+#include <string_view>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 
 #include "tools/ember/bench/sse_parser.h"
 
 namespace ember::tools::bench {
 namespace {
 
-constexpr int kConnectTimeoutSeconds = 10;
-// A request at the back of a deep queue may wait minutes for its first token.
-constexpr int kReadTimeoutSeconds = 900;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
 
-std::unique_ptr<httplib::Client> MakeClient(const ServerTarget& target) {
-  auto client = std::make_unique<httplib::Client>(target.origin);
-  client->set_connection_timeout(kConnectTimeoutSeconds, 0);
-  client->set_read_timeout(kReadTimeoutSeconds, 0);
-  client->set_keep_alive(false);
-  if (!target.api_key.empty()) client->set_bearer_token_auth(target.api_key);
-  return client;
+constexpr auto kConnectTimeout = std::chrono::seconds(10);
+// A request at the back of a deep queue may wait minutes for its first token.
+constexpr auto kReadTimeout = std::chrono::seconds(900);
+
+struct Exchanged {
+  int status = 0;     // 0: no response
+  std::string error;  // set when the exchange failed
+};
+
+// One request on a fresh connection (llama-server closes idle keep-alive connections under a
+// client that reuses them), on its own I/O context so that every wait has a timeout. Each piece
+// of the response body goes to `on_body` as it arrives (false stops reading).
+Exchanged Exchange(const ServerTarget& target, bhttp::verb method, const std::string& path, std::string body,
+                   const std::function<bool(int status, std::string_view)>& on_body) {
+  Exchanged out;
+  const size_t scheme_end = target.origin.find("://");
+  if (target.origin.compare(0, scheme_end, "http") != 0) {
+    out.error = fmt::format("{}: only http:// servers are supported", target.origin);
+    return out;
+  }
+  const std::string authority = target.origin.substr(scheme_end + 3);
+  const size_t colon = authority.rfind(':');
+  const bool has_port = colon != std::string::npos && authority.find(']', colon) == std::string::npos;
+  std::string host = has_port ? authority.substr(0, colon) : authority;
+  const std::string port = has_port ? authority.substr(colon + 1) : "80";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+
+  asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+  const auto endpoints = asio::ip::tcp::resolver(ioc).resolve(host, port, ec);
+  if (ec) {
+    out.error = fmt::format("{}: cannot resolve: {}", target.origin, ec.message());
+    return out;
+  }
+  bhttp::request<bhttp::string_body> request(method, path, 11);
+  request.set(bhttp::field::host, authority);
+  request.set(bhttp::field::connection, "close");
+  if (!target.api_key.empty()) request.set(bhttp::field::authorization, "Bearer " + target.api_key);
+  if (method == bhttp::verb::post) {
+    request.set(bhttp::field::content_type, "application/json");
+    request.set(bhttp::field::accept, "text/event-stream");
+    request.body() = std::move(body);
+    request.prepare_payload();
+  }
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a long stream is not an error
+  std::array<char, 16384> piece;
+  auto fail = [&](const char* step, beast::error_code e) {
+    out.error = fmt::format("{}: {} failed: {}", target.origin, step, e.message());
+  };
+  std::function<void()> read_body = [&] {
+    if (parser.is_done()) return;
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    stream.expires_after(kReadTimeout);
+    bhttp::async_read_some(stream, buffer, parser, [&](beast::error_code e, size_t) {
+      if (e == bhttp::error::need_buffer) e = {};
+      const size_t n = piece.size() - parser.get().body().size;
+      if (n > 0 && !on_body(out.status, std::string_view(piece.data(), n))) return;
+      if (e == bhttp::error::end_of_stream || e == asio::error::eof) return;  // ended by the close
+      if (e) return fail("reading the response", e);
+      read_body();
+    });
+  };
+  stream.expires_after(kConnectTimeout);
+  stream.async_connect(endpoints, [&](beast::error_code e, const asio::ip::tcp::endpoint&) {
+    if (e) return fail("connecting", e);
+    stream.expires_after(kReadTimeout);
+    bhttp::async_write(stream, request, [&](beast::error_code e2, size_t) {
+      if (e2) return fail("sending the request", e2);
+      bhttp::async_read_header(stream, buffer, parser, [&](beast::error_code e3, size_t) {
+        if (e3) return fail("reading the response", e3);
+        out.status = parser.get().result_int();
+        read_body();
+      });
+    });
+  });
+  ioc.run();
+  return out;
 }
 
 }  // namespace
@@ -46,17 +134,18 @@ Expected<ServerTarget> ParseBaseUrl(const std::string& base_url, const std::stri
 }
 
 Expected<std::string> DiscoverModel(const ServerTarget& target) {
-  auto client = MakeClient(target);
   const std::string path = target.path_prefix + "/v1/models";
-  httplib::Result res = client->Get(path.c_str());
-  if (!res) {
-    return IoError(fmt::format("GET {}{}: {}; is the server up?", target.origin, path, httplib::to_string(res.error())));
-  }
-  const auto body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-  if (res->status != 200 || !body.is_object() || !body.contains("data") || !body["data"].is_array() ||
+  std::string text;
+  const Exchanged res = Exchange(target, bhttp::verb::get, path, "", [&](int, std::string_view piece) {
+    text.append(piece);
+    return text.size() < (16u << 20);
+  });
+  if (!res.error.empty()) return IoError(fmt::format("GET {}{}: {}; is the server up?", target.origin, path, res.error));
+  const auto body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (res.status != 200 || !body.is_object() || !body.contains("data") || !body["data"].is_array() ||
       body["data"].empty() || !body["data"][0].contains("id")) {
     return IoError(fmt::format("GET {}{} answered {} without a model list; pass --model NAME", target.origin, path,
-                               res->status));
+                               res.status));
   }
   return body["data"][0]["id"].get<std::string>();
 }
@@ -103,33 +192,22 @@ RequestResult SendCompletion(const ServerTarget& target, const std::string& mode
   const auto since_start = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  auto client = MakeClient(target);
   SseParser parser;
-  int status = 0;
   std::string error_body;
   bool stream_ok = true;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = target.path_prefix + "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.set_header("Accept", "text/event-stream");
-  req.response_handler = [&](const httplib::Response& response) {
-    status = response.status;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
-    const double now = since_start();
-    if (status != 200) {
-      error_body.append(data, length);
-      return true;
-    }
-    for (const std::string& event : parser.Feed(std::string_view(data, length))) {
-      if (!ApplyStreamEvent(event, now, &result)) stream_ok = false;
-    }
-    return stream_ok;  // false stops reading: the request has failed
-  };
-  httplib::Result res = client->send(req);
+  const Exchanged res = Exchange(target, bhttp::verb::post, target.path_prefix + "/v1/completions", body.dump(),
+                                 [&](int status, std::string_view data) {
+                                   const double now = since_start();
+                                   if (status != 200) {
+                                     error_body.append(data);
+                                     return true;
+                                   }
+                                   for (const std::string& event : parser.Feed(data)) {
+                                     if (!ApplyStreamEvent(event, now, &result)) stream_ok = false;
+                                   }
+                                   return stream_ok;  // false stops reading: the request has failed
+                                 });
+  const int status = res.status;
   result.latency = since_start();
   for (const std::string& event : parser.Finish()) {
     if (stream_ok && !ApplyStreamEvent(event, result.latency, &result)) stream_ok = false;
@@ -137,8 +215,8 @@ RequestResult SendCompletion(const ServerTarget& target, const std::string& mode
   if (!stream_ok) return result;  // error already set
   if (status != 0 && status != 200) {
     result.error = fmt::format("HTTP {}: {}", status, error_body.substr(0, 200));
-  } else if (!res) {
-    result.error = fmt::format("{}: {}", target.origin, httplib::to_string(res.error()));
+  } else if (!res.error.empty()) {
+    result.error = res.error;
   } else if (result.chunks == 0) {
     result.error = "no tokens streamed";
   } else {
