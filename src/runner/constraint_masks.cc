@@ -36,9 +36,13 @@ ConstraintMasks::State* ConstraintMasks::Find(const RunnerRequest& r) {
   const TokenConstraint& c = *r.sampling.constraint;
   EMBER_CHECK(c.vocab_size() == vocab_size_, "a {} constraint compiled for {} tokens, the model has {}", c.kind(),
               c.vocab_size(), vocab_size_);
-  // The request's own stop tokens end it like EOS does, so the grammar lets them through too.
-  std::vector<int32_t> stops = eos_token_ids_;
+  // The grammar lets through, once complete, exactly the tokens that end this request (its EOS
+  // and stop_token_ids), so that a whole output stops there. With none (ignore_eos and no stop
+  // ids), the model's EOS ids.
+  std::vector<int32_t> stops;
+  if (r.eos_token_id >= 0 && !r.sampling.ignore_eos) stops.push_back(r.eos_token_id);
   stops.insert(stops.end(), r.sampling.stop_token_ids.begin(), r.sampling.stop_token_ids.end());
+  if (stops.empty()) stops = eos_token_ids_;
   State s;
   s.matcher = c.NewMatcher(stops);
   s.bitmask.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0);

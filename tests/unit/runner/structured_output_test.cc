@@ -57,7 +57,14 @@ std::string Text(const std::vector<std::string>& vocab, const std::vector<int32_
   return s;
 }
 
-std::vector<RequestInput> Mixed(int32_t vocab, const std::shared_ptr<const TokenConstraint>& constraint, bool with_constrained) {
+// Ends a request the way the server does: the first EOS id as its EOS, the others as stop tokens.
+void StopsLikeTheServer(const std::vector<int32_t>& eos, RequestInput* in) {
+  in->eos_token_id = eos.empty() ? -1 : eos[0];
+  for (size_t i = 1; i < eos.size(); ++i) in->sampling.stop_token_ids.push_back(eos[i]);
+}
+
+std::vector<RequestInput> Mixed(int32_t vocab, const std::vector<int32_t>& eos,
+                                const std::shared_ptr<const TokenConstraint>& constraint, bool with_constrained) {
   std::vector<RequestInput> inputs;
   std::mt19937 rng(3);
   for (int i = 0; i < 6; ++i) {
@@ -73,6 +80,7 @@ std::vector<RequestInput> Mixed(int32_t vocab, const std::shared_ptr<const Token
     if (constrained) {
       if (!with_constrained) continue;
       in.sampling.constraint = constraint;
+      StopsLikeTheServer(eos, &in);
     } else {
       in.sampling.ignore_eos = true;
     }
@@ -90,8 +98,9 @@ TEST(StructuredOutput, TinyModelFollowsRegexAndLeavesOthersAlone) {
     auto engine = test::MakeEngine(test::kTinyMuseA, o);
     ASSERT_NE(engine, nullptr);
     const int32_t vocab = static_cast<int32_t>(engine->model().info().vocab_size);
-    const std::vector<int32_t>& eos = engine->eos_token_ids();
-    ASSERT_FALSE(eos.empty());
+    // The tiny model's config names no EOS its vocabulary has: its last id plays that part.
+    const std::vector<int32_t> eos =
+        engine->eos_token_ids().empty() ? std::vector<int32_t>{vocab - 1} : engine->eos_token_ids();
     const std::vector<std::string> words = SyntheticVocabulary(vocab, eos);
     structured::ConstraintCompiler compiler(words, eos);
     structured::ConstraintSpec regex;
@@ -100,7 +109,7 @@ TEST(StructuredOutput, TinyModelFollowsRegexAndLeavesOthersAlone) {
     auto constraint = compiler.Compile(regex);
     ASSERT_TRUE(constraint.ok()) << constraint.status().message();
 
-    const std::vector<RequestInput> mixed = Mixed(vocab, *constraint, true);
+    const std::vector<RequestInput> mixed = Mixed(vocab, eos, *constraint, true);
     const auto results = test::RunToCompletion(engine->core(), mixed);
     const std::regex re(pattern);
     int constrained = 0;
@@ -119,7 +128,7 @@ TEST(StructuredOutput, TinyModelFollowsRegexAndLeavesOthersAlone) {
     // The unconstrained requests are bitwise what they are alone.
     auto alone_engine = test::MakeEngine(test::kTinyMuseA, o);
     ASSERT_NE(alone_engine, nullptr);
-    const std::vector<RequestInput> alone = Mixed(vocab, nullptr, false);
+    const std::vector<RequestInput> alone = Mixed(vocab, eos, nullptr, false);
     const auto alone_results = test::RunToCompletion(alone_engine->core(), alone);
     size_t k = 0;
     for (size_t i = 0; i < mixed.size(); ++i) {
@@ -156,6 +165,7 @@ TEST(StructuredOutput, SmolLM2JsonSchema) {
     in.sampling.temperature = i == 0 ? 0.0f : 1.0f;
     in.sampling.seed = 7 + i;
     in.sampling.constraint = *constraint;
+    StopsLikeTheServer(engine->eos_token_ids(), &in);
     inputs.push_back(std::move(in));
   }
   const auto results = test::RunToCompletion(engine->core(), inputs);
