@@ -365,10 +365,11 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
   }
   constexpr double kProposeDecay = 0.9;
-  // The proposer's cost when it drafts (a step that drafted nothing says nothing about it).
+  // The proposer's per-step cost when it drafts (a step that drafted nothing says nothing about
+  // it), without one-off catch-ups.
   if (output.propose_seconds > 0.0) {
-    propose_seconds_ = propose_seconds_ == 0.0 ? output.propose_seconds
-                                               : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * output.propose_seconds;
+    const double per_step = output.propose_seconds - output.propose_catch_up_seconds;
+    propose_seconds_ = propose_seconds_ == 0.0 ? per_step : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * per_step;
   }
   if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
       scheduled.total_num_scheduled_tokens > 0) {

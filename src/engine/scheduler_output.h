@@ -77,6 +77,9 @@ struct ModelRunnerOutput {
   std::vector<std::vector<int32_t>> draft_token_ids;
   std::vector<std::vector<float>> draft_confidences;
   double propose_seconds = 0.0;  // the proposer's wall time this step (adaptive speculation's cost)
+  // Of which one-off catch-up (spec::Proposer::last_catch_up_seconds): left out of the per-step
+  // cost the plan uses, kept in the step time the guard measures.
+  double propose_catch_up_seconds = 0.0;
   double execute_seconds = 0.0;  // the whole Execute, proposer included (EngineCore measures it)
 };
 

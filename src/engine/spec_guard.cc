@@ -21,19 +21,32 @@ std::string SpeculationGuard::BucketName(int64_t num_decodes) {
   return lo == 1 ? "1 decode" : fmt::format("{}-{} decodes", lo, 2 * lo - 1);
 }
 
+bool SpeculationGuard::Learning(const Bucket& b) { return b.plain.steps < kMinSteps || b.spec.steps < kMinSteps; }
+
+bool SpeculationGuard::WouldAllow(const Bucket& b, int64_t decision) {
+  // Learning: alternate, so that both sides get steps even when the plan would always speculate.
+  if (Learning(b)) return decision % 2 == 0 || Explores(decision);
+  return b.off ? Explores(decision) : !Explores(decision);
+}
+
 bool SpeculationGuard::Allow(int64_t num_decodes) {
   Bucket& b = buckets_[BucketOf(num_decodes)];
-  const int64_t decision = b.decisions++;
-  // Learning: alternate, so that both sides get steps even when the plan would always speculate.
-  if (b.plain.steps < kMinSteps || b.spec.steps < kMinSteps) return decision % 2 == 0 || Explores(decision);
-  return b.off ? Explores(decision) : !Explores(decision);
+  return WouldAllow(b, b.decisions++);
 }
 
 bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   const Bucket& b = buckets_[BucketOf(num_decodes)];
-  if (Explores(b.decisions)) return true;  // the next decision explores: it needs drafts ready
-  if (costly && b.unverified >= kMinSteps) return false;
-  return !b.off || b.plain.steps < kMinSteps || b.spec.steps < kMinSteps;
+  const int64_t next = b.decisions;
+  // Lookups draft always: what they cost is nothing, and every draft, verified or not, measures
+  // acceptance.
+  if (!costly) return Explores(next) || !b.off || Learning(b);
+  // A costly proposer drafts only for a decision that may speculate, and while its plans verify
+  // nothing, only for a probe once per kExplorePeriod decisions: the last decision of the period
+  // where the bucket is off (the exploring one), the one before it where it is on.
+  if (!WouldAllow(b, next)) return false;
+  if (b.unverified < kMinSteps) return true;
+  const int64_t phase = next % kExplorePeriod;
+  return phase == kExplorePeriod - 1 || phase == kExplorePeriod - 2;
 }
 
 void SpeculationGuard::Planned(int64_t num_decodes, bool verified) {

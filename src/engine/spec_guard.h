@@ -20,11 +20,12 @@
 // measures: 1.6% of a bucket where speculation is 25% slower.
 //
 // The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
-// WantsDrafts), so the comparison is against no speculation at all, the bar. Drafting
-// also stops, when the proposer is costly (a draft model), in a bucket where the plan itself has
-// verified nothing for kMinSteps decisions: drafts nobody verifies are pure cost (at 4 requests a
-// SmolLM2 drafter that was never verified made its target 0.4x as fast). The exploring steps
-// still draft, so acceptance keeps being measured and the plan can change its mind.
+// WantsDrafts), so the comparison is against no speculation at all, the bar. A costly
+// proposer (a draft model) drafts only for decisions that may speculate, and where the plan
+// itself has verified nothing for kMinSteps decisions, only for one probing decision per
+// kExplorePeriod: drafts nobody verifies are pure cost (at 4 requests a SmolLM2 drafter that was
+// never verified made its target 0.4x as fast). The probe is a decision the guard allows, so the
+// plan sees fresh drafts and their measured acceptance and can change its mind.
 #pragma once
 
 #include <array>
@@ -45,7 +46,8 @@ class SpeculationGuard {
   bool Allow(int64_t num_decodes);
   // Should the requests of such a step draft for the next one? False in a bucket that is off,
   // except before the step that will explore it.
-  // `costly`: the proposer's time is a noticeable part of a step (not a lookup).
+  // `costly`: the proposer's time is a noticeable part of a step (not a lookup): then only for a
+  // decision the guard allows, and while plans verify nothing only for a probe (see above).
   bool WantsDrafts(int64_t num_decodes, bool costly = false) const;
   // The plan for a step of `num_decodes` decodes verified drafts (or not).
   void Planned(int64_t num_decodes, bool verified);
@@ -73,6 +75,9 @@ class SpeculationGuard {
     bool off = false;
   };
   static int BucketOf(int64_t num_decodes);
+  static bool Learning(const Bucket& b);
+  // What Allow answers for the bucket's decision number `decision`.
+  static bool WouldAllow(const Bucket& b, int64_t decision);
   static bool Explores(int64_t decision) { return decision % kExplorePeriod == kExplorePeriod - 1; }
   void Judge(Bucket& b, int64_t num_decodes);
 

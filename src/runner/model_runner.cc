@@ -196,6 +196,7 @@ void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const Sch
     }
   }
   result->propose_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result->propose_catch_up_seconds = std::min(result->propose_seconds, proposer_->last_catch_up_seconds());
 }
 
 void ModelRunner::AddPromptLogprobs(const std::vector<const RunnerRequest*>& requests, const BuiltBatch& built,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -119,6 +120,7 @@ DraftModelProposer::DraftModelProposer(std::unique_ptr<CausalLM> drafter, KvStor
 void DraftModelProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   EMBER_CHECK(inputs.size() == drafts.size());
   const size_t per_batch = static_cast<size_t>(options_.max_num_seqs);
+  catch_up_excess_seconds_ = 0.0;
   for (size_t first = 0; first < inputs.size(); first += per_batch) {
     const size_t count = std::min(per_batch, inputs.size() - first);
     ProposeBatch(inputs.subspan(first, count), drafts.subspan(first, count));
@@ -182,6 +184,8 @@ void DraftModelProposer::ProposeBatch(std::span<const ProposalInput> inputs, std
 
   // Catch-up: every request's tokens the drafter has not computed, in as few forwards as the
   // step limit allows; a request's last token yields its first draft.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point catch_up_start = Clock::now();
   while (true) {
     scheduled_.clear();
     int64_t budget = options_.max_num_batched_tokens;
@@ -200,8 +204,10 @@ void DraftModelProposer::ProposeBatch(std::span<const ProposalInput> inputs, std
     }
   }
 
+  const Clock::time_point drafting_start = Clock::now();
+  int32_t drafting_forwards = 0;
   // Drafting: each forward feeds every request still drafting its newest draft token.
-  for (int32_t step = 1;; ++step) {
+  for (int32_t step = 1;; ++step, ++drafting_forwards) {
     scheduled_.clear();
     for (Active& a : actives_) {
       if (a.num_to_draft <= step) continue;
@@ -212,6 +218,16 @@ void DraftModelProposer::ProposeBatch(std::span<const ProposalInput> inputs, std
     if (Status s = RunForward(scheduled_); !s.ok()) return fail(s);
     for (const Scheduled& s : scheduled_) AppendDraftToken(*s.active, drafts[s.active->input]);
   }
+  // A drafter that is up to date catches up 1 + accepted tokens per request, in one forward that
+  // costs about what a drafting forward does; the rest of the catch-up is a one-off (a prompt, the
+  // steps it did not draft in) that planning must not read as the price of every step.
+  const Clock::time_point end = Clock::now();
+  const double catch_up = std::chrono::duration<double>(drafting_start - catch_up_start).count();
+  if (drafting_forwards > 0) {
+    const double per_forward = std::chrono::duration<double>(end - drafting_start).count() / drafting_forwards;
+    draft_forward_seconds_ = draft_forward_seconds_ == 0.0 ? per_forward : 0.8 * draft_forward_seconds_ + 0.2 * per_forward;
+  }
+  if (draft_forward_seconds_ > 0.0) catch_up_excess_seconds_ += std::max(0.0, catch_up - draft_forward_seconds_);
 }
 
 Status DraftModelProposer::RunForward(std::span<Scheduled> scheduled) {

@@ -60,6 +60,7 @@ class DraftModelProposer final : public Proposer {
   std::string_view name() const override { return "draft_model"; }
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
+  double last_catch_up_seconds() const override { return catch_up_excess_seconds_; }
 
   const CausalLM& drafter() const { return *drafter_; }
   const kv::KvCacheConfig& kv_config() const { return kv_.config(); }
@@ -109,6 +110,11 @@ class DraftModelProposer final : public Proposer {
   DraftKvBlocks blocks_;
   DraftModelProposerOptions options_;
   std::unordered_map<RequestId, RequestState> states_;
+  // The last Propose call's catch-up time beyond one forward (last_catch_up_seconds), and the
+  // decayed mean seconds of a drafting forward, which prices that one forward when a call drafts
+  // a single token.
+  double catch_up_excess_seconds_ = 0.0;
+  double draft_forward_seconds_ = 0.0;
   // Reused across forwards so a steady-state call allocates little.
   ForwardBatch batch_;
   ForwardOutput output_;

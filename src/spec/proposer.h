@@ -100,6 +100,13 @@ class Proposer {
   // drafts[i] answers inputs[i] (the caller sizes `drafts` and clears each entry first).
   virtual void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) = 0;
 
+  // Seconds of the last Propose call spent catching up beyond what a proposer whose state was
+  // current would have spent: a drafter model computing a new request's whole prompt, or the
+  // tokens of steps it did not draft in. Adaptive speculation plans with the per-step cost
+  // without these one-off costs (a plan that charged a prompt's catch-up to every step would
+  // conclude drafting never pays, and stop drafting, and so never learn otherwise).
+  virtual double last_catch_up_seconds() const { return 0.0; }
+
   // The step that verified `req`'s previous draft kept `num_accepted` of its `num_drafted` tokens.
   virtual void OnVerified(RequestId req, int32_t num_drafted, int32_t num_accepted) {
     (void)req, (void)num_drafted, (void)num_accepted;

@@ -76,22 +76,45 @@ TEST(SpeculationGuard, BucketsAreSeparateAndAVerdictCanChange) {
   EXPECT_TRUE(guard.off(20));
 }
 
-// A costly proposer (a draft model) stops drafting where the plan has verified nothing for a
-// while, except before the exploring decisions; a lookup keeps drafting; a verified plan resumes.
-TEST(SpeculationGuard, CostlyDraftsStopWhereNothingIsVerified) {
-  SpeculationGuard guard;
-  int64_t costly = 0, cheap = 0;
-  const int64_t n = 4 * SpeculationGuard::kExplorePeriod;
-  for (int64_t s = 0; s < n; ++s) {
-    costly += guard.WantsDrafts(4, /*costly=*/true);
-    cheap += guard.WantsDrafts(4, /*costly=*/false);
-    guard.Allow(4);
-    guard.Planned(4, false);
+// A costly proposer (a draft model) drafts only for decisions that may speculate (a draft no
+// decision verifies is pure cost), and where the plan has verified nothing for kMinSteps
+// decisions only for one probe per kExplorePeriod, which the guard lets speculate so the plan
+// sees fresh drafts; a lookup keeps drafting; a verified plan resumes.
+TEST(SpeculationGuard, CostlyDraftsOnlyForDecisionsThatMaySpeculate) {
+  for (const bool off : {false, true}) {
+    SCOPED_TRACE(off ? "bucket off" : "bucket on");
+    SpeculationGuard guard;
+    RunSteps(guard, 4, 2 * SpeculationGuard::kMinSteps, 100, off ? 80 : 150);
+    ASSERT_EQ(guard.off(4), off);
+    int64_t wasted = 0, probes = 0, cheap = 0;
+    const int64_t n = 4 * SpeculationGuard::kExplorePeriod;
+    for (int64_t s = 0; s < n; ++s) {
+      const bool costly = guard.WantsDrafts(4, /*costly=*/true);
+      cheap += guard.WantsDrafts(4, /*costly=*/false);
+      const bool allowed = guard.Allow(4);
+      wasted += costly && !allowed;
+      if (s >= SpeculationGuard::kMinSteps) probes += costly;
+      guard.Planned(4, false);
+    }
+    EXPECT_EQ(wasted, 0) << "drafted for decisions that could not speculate";
+    // Decisions 18..75 of the bucket hold three whole periods' probes.
+    EXPECT_EQ(probes, 3);
+    EXPECT_EQ(cheap, off ? 4 : n) << "a lookup drafts whenever a decision may use it";
+    guard.Planned(4, true);
+    if (!off) EXPECT_TRUE(guard.WantsDrafts(4, true));
   }
-  EXPECT_EQ(cheap, n);
-  EXPECT_EQ(costly, SpeculationGuard::kMinSteps + 4) << "the first kMinSteps, then one before each of the 4 explorations";
-  guard.Planned(4, true);
-  EXPECT_TRUE(guard.WantsDrafts(4, true));
+}
+
+// While learning, a costly proposer drafts for the alternate decisions that may speculate.
+TEST(SpeculationGuard, CostlyDraftsWhileLearning) {
+  SpeculationGuard guard;
+  int64_t costly = 0;
+  for (int64_t s = 0; s < SpeculationGuard::kMinSteps; ++s) {
+    costly += guard.WantsDrafts(4, /*costly=*/true);
+    EXPECT_EQ(guard.Allow(4), s % 2 == 0);
+    guard.Planned(4, true);
+  }
+  EXPECT_EQ(costly, SpeculationGuard::kMinSteps / 2);
 }
 
 TEST(SpeculationGuard, IgnoresEmptyStepsAndNamesBuckets) {
