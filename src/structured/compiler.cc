@@ -26,15 +26,17 @@ constexpr bool kAnyWhitespace = false;
 
 std::string DefaultObjectSchema() { return R"({"type": "object", "additionalProperties": true})"; }
 
-// Parses `schema` and refuses what xgrammar would silently ignore.
-Status CheckSchema(const std::string& schema, const char* what) {
+// Parses `schema`, refuses what xgrammar would silently ignore and returns the schema to compile
+// (formats tightened, schema_check.h).
+Expected<std::string> CheckSchema(const std::string& schema, const char* what) {
   nlohmann::json parsed = nlohmann::json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return InvalidArgument(fmt::format("{} is not valid JSON", what));
   if (!parsed.is_object() && !parsed.is_boolean()) return InvalidArgument(fmt::format("{} must be an object", what));
   if (auto unsupported = FindUnsupportedKeyword(parsed)) {
     return InvalidArgument(fmt::format("{}: {}", what, *unsupported));
   }
-  return Status::Ok();
+  TightenFormats(parsed);
+  return parsed.dump();
 }
 
 xgrammar::Grammar SchemaGrammar(const std::string& schema) {
@@ -111,12 +113,17 @@ Expected<std::shared_ptr<const TokenConstraint>> ConstraintCompiler::Compile(con
     }
   }
   using K = ConstraintSpec::Kind;
-  if (spec.kind == K::kJsonSchema) EMBER_RETURN_IF_ERROR(CheckSchema(spec.text, "the JSON schema"));
+  ConstraintSpec checked = spec;  // schemas as compiled: checked and tightened
+  if (spec.kind == K::kJsonSchema) {
+    EMBER_ASSIGN_OR_RETURN(checked.text, CheckSchema(spec.text, "the JSON schema"));
+  }
   if (spec.kind == K::kChoice && spec.choices.empty()) return InvalidArgument("'choice' must not be empty");
   if (spec.kind == K::kToolCall) {
     if (spec.tool_calls.empty()) return InvalidArgument("no function to call");
-    for (const ToolCallShape& t : spec.tool_calls) {
-      if (!t.parameters_schema.empty()) EMBER_RETURN_IF_ERROR(CheckSchema(t.parameters_schema, "a tool's parameters"));
+    for (ToolCallShape& t : checked.tool_calls) {
+      if (!t.parameters_schema.empty()) {
+        EMBER_ASSIGN_OR_RETURN(t.parameters_schema, CheckSchema(t.parameters_schema, "a tool's parameters"));
+      }
     }
   }
   const auto start = std::chrono::steady_clock::now();
@@ -124,7 +131,7 @@ Expected<std::shared_ptr<const TokenConstraint>> ConstraintCompiler::Compile(con
   try {
     // The grammar engine serialises nothing between compiles; the lock is only for the cache.
     std::lock_guard<std::mutex> lock(compile_mu_);
-    constraint = MakeXgrammarConstraint(impl_->Build(spec), spec.kind_name(), vocab_size_);
+    constraint = MakeXgrammarConstraint(impl_->Build(checked), spec.kind_name(), vocab_size_);
   } catch (const std::exception& e) {
     return InvalidArgument(fmt::format("invalid {}: {}", spec.kind_name(), e.what()));
   }

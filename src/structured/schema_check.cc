@@ -66,4 +66,20 @@ std::optional<std::string> Walk(const nlohmann::json& s, const std::string& path
 
 std::optional<std::string> FindUnsupportedKeyword(const nlohmann::json& schema) { return Walk(schema, ""); }
 
+void TightenFormats(nlohmann::json& schema) {
+  static const std::string kOctet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+  if (schema.is_array()) {
+    for (nlohmann::json& item : schema) TightenFormats(item);
+    return;
+  }
+  if (!schema.is_object()) return;
+  if (schema.value("format", nlohmann::json()) == "ipv4" && !schema.contains("pattern")) {
+    schema.erase("format");
+    schema["pattern"] = "^" + kOctet + "(\\." + kOctet + "){3}$";
+  }
+  for (auto& [key, value] : schema.items()) {
+    if (key != "enum" && key != "const" && key != "default" && key != "examples") TightenFormats(value);
+  }
+}
+
 }  // namespace ember::structured

@@ -14,4 +14,9 @@ namespace ember::structured {
 // Also refuses a string `format` xgrammar has no pattern for.
 std::optional<std::string> FindUnsupportedKeyword(const nlohmann::json& schema);
 
+// Replaces string formats whose xgrammar pattern is looser than the JSON Schema reference
+// validators with an exact `pattern`: "ipv4" (xgrammar allows leading zeros, "020.1.1.1", which
+// Python's ipaddress and the `jsonschema` package refuse). Schemas that give a pattern keep it.
+void TightenFormats(nlohmann::json& schema);
+
 }  // namespace ember::structured

@@ -125,6 +125,27 @@ TEST(ConstraintCompiler, JsonSchemaWalksFollowTheSchema) {
   }
 }
 
+// xgrammar's own ipv4 pattern allows leading zeros ("020.1.1.1"), which reference validators
+// refuse; ember tightens it (TightenFormats). Checked octet by octet here.
+TEST(ConstraintCompiler, Ipv4FormatHasNoLeadingZeros) {
+  const std::vector<std::string> outputs =
+      Walk(Spec(ConstraintSpec::Kind::kJsonSchema, R"({"type": "string", "format": "ipv4"})"), 60, 40, false);
+  ASSERT_GE(outputs.size(), 50u);
+  for (const std::string& text : outputs) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_string()) << text;
+    std::string ip = j.get<std::string>() + ".";
+    int octets = 0;
+    for (size_t at = 0, dot; (dot = ip.find('.', at)) != std::string::npos; at = dot + 1, ++octets) {
+      const std::string octet = ip.substr(at, dot - at);
+      ASSERT_FALSE(octet.empty()) << text;
+      EXPECT_TRUE(octet.size() == 1 || octet[0] != '0') << text;
+      EXPECT_LE(std::stoi(octet), 255) << text;
+    }
+    EXPECT_EQ(octets, 4) << text;
+  }
+}
+
 TEST(ConstraintCompiler, RegexWalksMatchStdRegex) {
   const std::string pattern = "[a-c]{2,4}-(x|yz)[0-9]+";
   const std::vector<std::string> outputs = Walk(Spec(ConstraintSpec::Kind::kRegex, pattern), 40, 60, true);
