@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/token_constraint.h"
 
 namespace ember {
 
@@ -41,6 +43,11 @@ struct SamplingParams {
   // before it, plus the top-k at that position (0 = only the prompt token). Such a request
   // skips the prefix cache, since cached positions are never computed.
   std::optional<int32_t> prompt_logprobs;
+  // Structured output (response_format, structured_outputs, a forced tool call): the tokens the
+  // grammar allows, masked before sampling and before logprobs; null = unconstrained. Compiled
+  // once per schema and shared by every request that uses it. Constrained requests never
+  // speculate (runner/README.md).
+  std::shared_ptr<const TokenConstraint> constraint;
 
   // Checks ranges and combinations against the model's vocabulary size; the message names the field.
   Status Validate(int64_t vocab_size) const;

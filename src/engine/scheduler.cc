@@ -335,6 +335,7 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
       data.output_token_ids.assign(req->output_token_ids().begin(), req->output_token_ids().end());
       data.sampling = req->sampling();
       data.sampling.seed = req->seed();  // resolved: the runner always gets one
+      data.eos_token_id = req->eos_token_id();
       data.block_ids = kv_->Blocks(req->index());
       data.num_computed_tokens = req->num_computed_tokens();
       out.new_reqs.push_back(std::move(data));

@@ -18,6 +18,7 @@ struct NewRequestData {  // first schedule of a request, or its resumption after
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> output_token_ids;  // non-empty when resuming a preempted request
   SamplingParams sampling;          // seed always set: the client's, or one the engine drew
+  int32_t eos_token_id = -1;         // the request's EOS (ends it unless ignore_eos); -1 for none
   kv::KvBlocks block_ids;            // every block the request holds, per group
   int64_t num_computed_tokens = 0;   // prefix-cache hit length (block aligned)
 };

@@ -13,19 +13,20 @@ ModelRunner::ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_
     : model_(model),
       kv_(kv),
       states_(static_cast<int>(kv->config().groups.size())),
-      sampler_(model->info().vocab_size, std::move(eos_token_ids)) {}
+      sampler_(model->info().vocab_size, eos_token_ids),
+      masks_(model->info().vocab_size, eos_token_ids) {}
 
 void ModelRunner::set_proposer(std::unique_ptr<spec::Proposer> proposer) { proposer_ = std::move(proposer); }
 
 ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   ModelRunnerOutput result;
   result.step_id = output.step_id;
-  if (proposer_) {
-    states_.ForEachDropped(output, [&](const RunnerRequest& r, bool finished) {
-      proposer_->OnReleased(r.req, r.tokens, r.num_prompt_tokens, finished);
-      draft_distributions_.erase(r.req);
-    });
-  }
+  states_.ForEachDropped(output, [&](const RunnerRequest& r, bool finished) {
+    masks_.Drop(r.req);
+    if (!proposer_) return;
+    proposer_->OnReleased(r.req, r.tokens, r.num_prompt_tokens, finished);
+    draft_distributions_.erase(r.req);
+  });
   // The scheduler and runner disagreeing about requests is ember's bug, not the user's.
   const Status applied = states_.Apply(output);
   EMBER_CHECK(applied.ok(), "{}", applied.message());
@@ -39,6 +40,13 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
       BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
   const std::span<const int32_t> tap_layers = proposer_ ? proposer_->TargetHiddenStateLayers() : std::span<const int32_t>();
   built.batch.hidden_state_layers.assign(tap_layers.begin(), tap_layers.end());
+
+  // Grammar masks of constrained requests are computed while the forward pass runs.
+  sampled_.assign(requests.size(), nullptr);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (built.logits_row_of_request[i] >= 0) sampled_[i] = requests[i];
+  }
+  masks_.Start(sampled_);
 
   // Token ids and positions were validated at admission and bounded by max_model_len, so a
   // failure here is a bug too.
@@ -69,10 +77,14 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
   checks.clear();
   static const std::vector<int32_t> kNoDraft;
   const int64_t vocab = model_->info().vocab_size;
+  first_row_.assign(requests.size(), -1);
   for (size_t i = 0; i < requests.size(); ++i) {
     if (built.logits_row_of_request[i] < 0) continue;
     RunnerRequest& r = *requests[i];
     const std::vector<int32_t>& draft = output.scheduled_spec_tokens.empty() ? kNoDraft : output.scheduled_spec_tokens[i];
+    // Constrained requests are never proposed for (Propose), so they never verify drafts.
+    EMBER_CHECK(r.sampling.constraint == nullptr || draft.empty(), "request {} is constrained and has a draft", r.req);
+    first_row_[i] = static_cast<int64_t>(rows.size());
     // The distributions the proposer drew these drafts from, if it said (kept from its Propose).
     const auto q = draft_distributions_.find(r.req);
     const bool has_q = !draft.empty() && q != draft_distributions_.end() &&
@@ -95,8 +107,9 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
       checks.push_back(check);
     }
   }
-  std::vector<VerifiedToken> verified = sampler_.Verify(std::span<float>(forward_.logits.data(), rows.size() * vocab),
-                                                        rows, checks, &ThreadPool::Global());
+  const std::span<float> logits(forward_.logits.data(), rows.size() * vocab);
+  masks_.Apply(requests, first_row_, logits);
+  std::vector<VerifiedToken> verified = sampler_.Verify(logits, rows, checks, &ThreadPool::Global());
 
   size_t next_row = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -113,6 +126,7 @@ void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, c
       result->sampled_token_ids[i].push_back(token.token_id);
       if (token.logprobs) result->logprobs[i].push_back(std::move(*token.logprobs));
     }
+    if (r.sampling.constraint != nullptr) masks_.Accept(r, result->sampled_token_ids[i]);
     if (!draft.empty() && proposer_) {
       proposer_->OnVerified(r.req, static_cast<int32_t>(draft.size()), static_cast<int32_t>(accepted));
     }
@@ -150,6 +164,9 @@ void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const Sch
     const int32_t want = output.num_tokens_to_propose[i];
     if (want <= 0 || result->sampled_token_ids[i].empty()) continue;
     const RunnerRequest& r = *requests[i];
+    // Structured outputs do not speculate: a draft would have to be checked against the grammar
+    // token by token and the matcher rolled back on rejection; plain decoding keeps them exact.
+    if (r.sampling.constraint != nullptr) continue;
     inputs.push_back({.req = r.req,
                       .tokens = r.tokens,
                       .num_prompt_tokens = r.num_prompt_tokens,

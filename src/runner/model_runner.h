@@ -15,6 +15,7 @@
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
 #include "runner/batch_builder.h"
+#include "runner/constraint_masks.h"
 #include "runner/request_state.h"
 #include "runner/sampler/sampler.h"
 #include "spec/proposer.h"
@@ -56,10 +57,13 @@ class ModelRunner : public Executor {
   KvStore* kv_;
   RequestStates states_;
   Sampler sampler_;
+  ConstraintMasks masks_;  // structured outputs: per-request grammar matchers and their masks
   ForwardOutput forward_;  // reused across steps
   std::unique_ptr<spec::Proposer> proposer_;
   std::vector<SamplerRow> rows_;      // reused across steps
   std::vector<DraftToVerify> checks_; // reused across steps
+  std::vector<RunnerRequest*> sampled_;  // per scheduled request: itself when it samples this step, else null
+  std::vector<int64_t> first_row_;       // per scheduled request: its first sampled row, -1 for none
   // Per request, the distributions its last draft was drawn from (proposers that sample), until
   // the next step verifies it.
   std::unordered_map<RequestIndex, std::vector<float>> draft_distributions_;

@@ -24,6 +24,7 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     r.num_prompt_tokens = static_cast<int64_t>(n.prompt_token_ids.size());
     r.sampling = n.sampling;
     r.seed = n.sampling.seed.value_or(0);
+    r.eos_token_id = n.eos_token_id;
     r.block_ids = n.block_ids.per_group;
     r.num_computed_tokens = n.num_computed_tokens;
     requests_[n.req] = std::move(r);

@@ -20,6 +20,7 @@ struct RunnerRequest {
   int64_t num_prompt_tokens = 0;
   SamplingParams sampling;
   uint64_t seed = 0;
+  int32_t eos_token_id = -1;  // what ends the request besides sampling.stop_token_ids (unless ignore_eos)
   std::vector<std::vector<kv::BlockId>> block_ids;  // per KV group
   int64_t num_computed_tokens = 0;
 

@@ -12,6 +12,7 @@
 #include "server/async_engine.h"
 #include "server/metrics.h"
 #include "server/output_parsers/output_parser.h"
+#include "structured/compiler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,6 +54,9 @@ struct ServingModel {
   int32_t eos_token_id = -1;
   std::vector<int32_t> extra_stop_token_ids;    // end-of-turn tokens besides EOS
   int64_t vocab_size = 0;
+  // Compiles structured-output constraints over this model's vocabulary (cached); null: such
+  // requests answer 400.
+  structured::ConstraintCompiler* constraints = nullptr;
   int64_t created_unix = 0;                     // for /v1/models
 };
 

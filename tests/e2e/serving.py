@@ -11,6 +11,7 @@ import time
 
 CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
 SMOLLM = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA = CACHE / "gemma-3-270m-q4_k_m.gguf"
 
 
 def free_port():
@@ -20,10 +21,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, ember_bin, *args):
+    def __init__(self, ember_bin, *args, model=SMOLLM, name="smollm"):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [str(ember_bin), "serve", str(SMOLLM), "--port", str(self.port), "--served-model-name", "smollm",
+            [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
              "--max-model-len", "512", "--kv-cache-memory", "64MiB", *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 120

@@ -141,7 +141,7 @@ def test_info_routes(server):
     ('{"model": "smollm", "prompt": "hi", "max_tokens": 600}', 400, "max_tokens"),
     ('{"model": "other", "prompt": "hi"}', 404, "model"),
     ('{"model": "smollm", "prompt": [99999999]}', 400, "prompt"),
-    ('{"model": "smollm", "prompt": "hi", "response_format": {"type": "json_object"}}', 400, "response_format"),
+    ('{"model": "smollm", "prompt": "hi", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}', 400, "response_format"),
 ])
 def test_bad_requests_get_openai_errors(server, body, status, param):
     got, payload = server.request("POST", "/v1/completions", raw=body)

@@ -31,6 +31,26 @@ class HermesParser : public OutputParser {
     return "";
   }
 
+  // After the prefix: (for "required") the name and `", "arguments": `, then the arguments, then
+  // the object's close and the tag's.
+  std::vector<structured::ToolCallShape> ForcedCallShapes(const std::string& tool_choice, const std::string& function,
+                                                          const nlohmann::ordered_json& tools) const override {
+    std::vector<structured::ToolCallShape> shapes;
+    if (tool_choice != "named" && tool_choice != "required") return shapes;
+    for (const auto& t : tools) {
+      const std::string name = t["function"]["name"].get<std::string>();
+      if (tool_choice == "named" && name != function) continue;
+      structured::ToolCallShape shape;
+      // The prefix opened the name's string: the rest of it is the JSON-escaped name minus its quote.
+      if (tool_choice == "required") shape.before = nlohmann::json(name).dump().substr(1) + ", \"arguments\": ";
+      const auto& f = t["function"];
+      if (f.contains("parameters") && f["parameters"].is_object()) shape.parameters_schema = f["parameters"].dump();
+      shape.after = std::string("}\n") + kClose;
+      shapes.push_back(std::move(shape));
+    }
+    return shapes;
+  }
+
   ParsedOutput Parse(const std::string& text, bool final, const nlohmann::ordered_json&) const override {
     ParsedOutput out;
     const std::string open = kOpen, close = kClose;

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "structured/constraint_spec.h"
+
 namespace ember::server {
 
 struct ParsedToolCall {
@@ -40,6 +42,14 @@ class OutputParser {
   // continues inside a call: tool_choice "required" or "named" (`function`). Without constrained
   // decoding this is how a call is forced; "" when the format cannot force it.
   virtual std::string ForcedPrefix(const std::string& tool_choice, const std::string& function) const { return ""; }
+  // What may follow ForcedPrefix so that the call parses: for each function the call may name,
+  // the text up to its arguments, their JSON schema (the function's parameters) and the text that
+  // closes the call. The route constrains decoding to these; empty when the format cannot.
+  virtual std::vector<structured::ToolCallShape> ForcedCallShapes(const std::string& tool_choice,
+                                                                  const std::string& function,
+                                                                  const nlohmann::ordered_json& tools) const {
+    return {};
+  }
 };
 
 // What a parser file registers: its --tool-call-parser name, a factory, and how "auto" recognises

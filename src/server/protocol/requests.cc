@@ -4,6 +4,7 @@
 
 #include "server/protocol/field_reader.h"
 #include "server/protocol/safe_text.h"
+#include "server/protocol/structured_outputs.h"
 
 namespace ember::server {
 namespace {
@@ -31,14 +32,6 @@ void RejectUnsupported(const nlohmann::ordered_json& body, FieldReader& r) {
     const nlohmann::ordered_json& v = body["best_of"];
     const nlohmann::ordered_json n = body.value("n", nlohmann::ordered_json(1));
     if (v != n) r.Fail(BadRequest("'best_of' other than n is not supported", "best_of"));
-  }
-  if (r.Has("response_format")) {
-    const nlohmann::ordered_json& v = body["response_format"];
-    if (StringMember(v, "type") != "text") {
-      r.Fail(BadRequest("'response_format' json_object / json_schema (structured output) is not supported yet; "
-                        "omit it or use {\"type\": \"text\"}",
-                        "response_format"));
-    }
   }
 }
 
@@ -76,6 +69,7 @@ void ParseCommon(const nlohmann::ordered_json& body, FieldReader& r, CommonReque
   if (r.Has("cache_salt") && c->cache_salt.empty()) r.Fail(BadRequest("'cache_salt' must not be empty", "cache_salt"));
   r.String("user", &c->user);
   RejectUnsupported(body, r);
+  ParseStructuredOutputs(body, r, c);
 }
 
 void ReadMaxTokens(FieldReader& r, std::string_view key, CommonRequest* c) {

@@ -15,6 +15,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/protocol/api_error.h"
+#include "structured/constraint_spec.h"
 
 namespace ember::server {
 
@@ -28,6 +29,9 @@ struct CommonRequest {
   int32_t priority = 0;
   std::string cache_salt;
   std::string user;
+  // Structured output (structured_outputs.h); compiled per choice by MakeChoices.
+  std::optional<structured::ConstraintSpec> constraint;
+  std::string constraint_field;     // the request field it came from, for 400s
 };
 
 struct Prompt {

@@ -88,6 +88,23 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
   const OutputParser& parser = *context.model.output_parser;
   const std::string forced = tools_enabled ? parser.ForcedPrefix(request.tool_choice, request.forced_function) : "";
   prompt_text += forced;
+  if (!forced.empty()) {
+    // A forced call is constrained to parse: the function's name and its parameters' schema.
+    std::vector<structured::ToolCallShape> shapes =
+        parser.ForcedCallShapes(request.tool_choice, request.forced_function, request.tools);
+    if (!shapes.empty()) {
+      if (request.common.constraint) {
+        return SendError(res, BadRequest(fmt::format("'{}' cannot be combined with tool_choice \"{}\"",
+                                                     request.common.constraint_field, request.tool_choice),
+                                         "tool_choice"));
+      }
+      structured::ConstraintSpec spec;
+      spec.kind = structured::ConstraintSpec::Kind::kToolCall;
+      spec.tool_calls = std::move(shapes);
+      request.common.constraint = std::move(spec);
+      request.common.constraint_field = "tools";
+    }
+  }
   // The template writes BOS itself when the model wants one.
   std::vector<std::vector<int32_t>> prompts = {tokenizer.Encode(prompt_text, /*add_special=*/false,
                                                                 /*parse_special=*/true)};
@@ -106,8 +123,10 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
     ParsedOutput out = parser.Parse(forced + text, final, tools);
     if (!tools_enabled) out.tool_calls.clear();
     // A forced call (tool_choice required or named) answers with calls only, as OpenAI does;
-    // whatever the model writes after the call is not part of the answer.
-    if (!forced.empty()) out.content.clear();
+    // whatever the model writes after the call is not part of the answer. A call cut short
+    // (max_tokens) did not parse: its text stays as content, with finish_reason "length", rather
+    // than vanish.
+    if (!forced.empty() && (!out.tool_calls.empty() || !final)) out.content.clear();
     return out;
   };
 

@@ -53,6 +53,15 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
                                                             const std::vector<std::vector<int32_t>>& prompts) {
   const int64_t max_len = context.config.max_model_len;
   const SamplingParams& sampling = request.sampling;  // n was checked by Admit
+  std::shared_ptr<const TokenConstraint> constraint;
+  if (request.constraint) {
+    if (context.model.constraints == nullptr) {
+      return BadRequest("structured outputs are not available on this server", request.constraint_field);
+    }
+    auto compiled = context.model.constraints->Compile(*request.constraint);
+    if (!compiled.ok()) return BadRequest(std::string(compiled.status().message()), request.constraint_field);
+    constraint = *compiled;
+  }
   std::vector<ChoiceSpec> choices;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int64_t prompt_len = static_cast<int64_t>(prompts[p].size());
@@ -80,6 +89,7 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
                         "max_tokens");
     }
     s.n = 1;
+    s.constraint = constraint;
     // End-of-turn tokens stop generation like EOS does (and are masked like it under min_tokens).
     if (!s.ignore_eos) {
       for (int32_t id : context.model.extra_stop_token_ids) s.stop_token_ids.push_back(id);

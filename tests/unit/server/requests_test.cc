@@ -83,7 +83,7 @@ TEST(CompletionRequestTest, WrongTypesNameTheField) {
                         Case{R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias"},
                         Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
                         Case{R"({"prompt": "x", "suffix": "y"})", "suffix"},
-                        Case{R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"}}) {
+                        Case{R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format"}}) {
     const ApiError e = Err(ParseCompletionRequest(json::parse(c.body)));
     EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
     EXPECT_EQ(e.http_status, 400);
