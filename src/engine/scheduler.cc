@@ -169,14 +169,9 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     candidates.push_back({static_cast<int32_t>(max), &req->acceptance(), req->draft().confidences()});
   }
   guard_step_.num_decodes = base_emitted;
-  // A step that also prefills (a running prompt's next chunk, or waiting prompts that will take
-  // the rest of the budget) is not one the guard can learn from, and its draft tokens would take
-  // budget from those prompts: it speculates only where the guard's verdict is already on.
-  // Every decode-only step is a decision, drafts or not: the guard's exploration schedule counts
-  // them, and a switched-off bucket, which stops drafting, must still reach its next exploration.
-  const bool prefills = base_tokens > base_emitted || !waiting_.empty();
-  const bool allowed = !config_.adaptive_speculation || base_emitted == 0 ||
-                       (prefills ? guard_.On(base_emitted) : guard_.Allow(base_emitted));
+  // Every step with decodes is a decision, drafts or not: the guard's exploration schedule counts
+  // steps, and a switched-off bucket, which stops drafting, must still reach its next exploration.
+  const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
   if (candidates.empty()) {
     if (base_emitted > 0) guard_.Planned(base_emitted, false);
     return;

@@ -100,6 +100,4 @@ double SpeculationGuard::Ratio(int64_t num_decodes) const { return RatioOf(bucke
 
 bool SpeculationGuard::off(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOff; }
 
-bool SpeculationGuard::On(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOn; }
-
 }  // namespace ember

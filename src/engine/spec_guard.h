@@ -64,8 +64,6 @@ class SpeculationGuard {
   double Ratio(int64_t num_decodes) const;
   // Speculation is off in the bucket of `num_decodes`: its own verdict, or one its neighbours imply.
   bool off(int64_t num_decodes) const;
-  // ... or on (neither while the bucket is learning). Steps that also prefill speculate only then.
-  bool On(int64_t num_decodes) const;
   // "2-3 decodes" for logs.
   static std::string BucketName(int64_t num_decodes);
 
