@@ -81,6 +81,15 @@ void FieldReader::Uint64(std::string_view key, std::optional<uint64_t>* out) {
     *out = static_cast<uint64_t>(v->get<int64_t>());
     return;
   }
+  // A whole number written with a fraction or an exponent (3.0, 1e3) is an integer too, as JSON
+  // Schema says, when it fits: [-2^63, 2^64).
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d >= -0x1p63 && d < 0x1p64) {
+      *out = d < 0 ? static_cast<uint64_t>(static_cast<int64_t>(d)) : static_cast<uint64_t>(d);
+      return;
+    }
+  }
   TypeError(key, "an integer");
 }
 
@@ -91,6 +100,15 @@ void FieldReader::Float(std::string_view key, float* out) {
   const double d = v->get<double>();
   if (!std::isfinite(d)) return TypeError(key, "a finite number");
   *out = static_cast<float>(d);
+}
+
+void FieldReader::Double(std::string_view key, std::optional<double>* out) {
+  const nlohmann::ordered_json* v = Get(key);
+  if (v == nullptr) return;
+  if (!v->is_number()) return TypeError(key, "a number");
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) return TypeError(key, "a finite number");
+  *out = d;
 }
 
 void FieldReader::String(std::string_view key, std::string* out) {

@@ -25,6 +25,7 @@ class FieldReader {
   void Int(std::string_view key, std::optional<int32_t>* out);
   void Uint64(std::string_view key, std::optional<uint64_t>* out);
   void Float(std::string_view key, float* out);
+  void Double(std::string_view key, std::optional<double>* out);  // finite
   void String(std::string_view key, std::string* out);
   // A string or an array of strings (OpenAI's `stop`).
   void StringOrStrings(std::string_view key, std::vector<std::string>* out);

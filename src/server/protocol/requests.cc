@@ -2,101 +2,165 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "server/protocol/field_reader.h"
+#include "server/protocol/request_fields.h"
 #include "server/protocol/safe_text.h"
 #include "server/protocol/structured_outputs.h"
 
 namespace ember::server {
 namespace {
 
+using json = nlohmann::ordered_json;
+
 // obj[key] when it is a string, else "". (nlohmann's value(key, "") throws when the member is
 // there with another type, which a client controls.)
-std::string StringMember(const nlohmann::ordered_json& obj, const char* key) {
+std::string StringMember(const json& obj, const char* key) {
   if (!obj.is_object()) return "";
   const auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-bool IsObjectWithStringMember(const nlohmann::ordered_json& obj, const char* key) {
+bool IsObjectWithStringMember(const json& obj, const char* key) {
   return obj.is_object() && obj.contains(key) && obj[key].is_string();
 }
 
-// Fields of the OpenAI API that ember does not implement yet: rejected, not ignored, so a client
-// never believes it got behaviour it did not.
-void RejectUnsupported(const nlohmann::ordered_json& body, FieldReader& r) {
-  if (r.Has("logit_bias") && !body["logit_bias"].empty()) {
-    r.Fail(BadRequest("'logit_bias' is not supported yet", "logit_bias"));
-  }
-  if (r.Has("suffix")) r.Fail(BadRequest("'suffix' is not supported", "suffix"));
-  if (r.Has("best_of")) {
-    const nlohmann::ordered_json& v = body["best_of"];
-    const nlohmann::ordered_json n = body.value("n", nlohmann::ordered_json(1));
-    if (v != n) r.Fail(BadRequest("'best_of' other than n is not supported", "best_of"));
+// OpenAI's sampling fields and vLLM's extras; the ranges are SamplingParams::Validate's.
+const std::vector<Field<SamplingParams>>& SamplingFields() {
+  static const std::vector<Field<SamplingParams>> fields = {
+      {"n", &SamplingParams::n, "choices per prompt; at most --max-n", {.min = 1, .max = SamplingParams::kMaxN}},
+      {"temperature", &SamplingParams::temperature, "0 is greedy",
+       {.min = 0, .max = SamplingParams::kMaxTemperature}},
+      {"top_p", &SamplingParams::top_p, "nucleus sampling: the smallest set of tokens with this much probability",
+       {.min = 0, .max = 1, .exclusive_min = true}},
+      {"top_k", &SamplingParams::top_k, "the k most likely tokens only; 0 or -1 is off", {.min = -1}},
+      {"min_p", &SamplingParams::min_p, "tokens at least this fraction of the most likely one's probability",
+       {.min = 0, .max = 1}},
+      {"presence_penalty", &SamplingParams::presence_penalty, "OpenAI's presence penalty", {.min = -2, .max = 2}},
+      {"frequency_penalty", &SamplingParams::frequency_penalty, "OpenAI's frequency penalty", {.min = -2, .max = 2}},
+      {"repetition_penalty", &SamplingParams::repetition_penalty,
+       "vLLM's repetition penalty over prompt and output tokens; 1 is off", {.min = 0, .exclusive_min = true}},
+      {"seed", &SamplingParams::seed, "the same seed gives the same tokens"},
+      {"min_tokens", &SamplingParams::min_tokens, "EOS and stop tokens are masked until this many; at most max_tokens",
+       {.min = 0}},
+      {"ignore_eos", &SamplingParams::ignore_eos, "keep generating past EOS"},
+      {"stop_token_ids", &SamplingParams::stop_token_ids, "token ids that stop generation (in the vocabulary)",
+       {.min = 0}},
+      {"stop", &SamplingParams::stop, "stop strings (at most 1024 bytes each), not part of the output",
+       {.min_length = 1, .max_items = SamplingParams::kMaxStopStrings}},
+      {"include_stop_str_in_output", &SamplingParams::include_stop_str_in_output,
+       "keep the matched stop string in the output"},
+  };
+  return fields;
+}
+
+const std::vector<Field<CommonRequest>>& StreamOptionsFields() {
+  static const std::vector<Field<CommonRequest>> fields = {
+      {"include_usage", &CommonRequest::include_usage, "a last chunk with the usage and no choices"},
+  };
+  return fields;
+}
+
+json ObjectSchema(const std::vector<Field<CommonRequest>>& fields) {
+  json schema;
+  AddFieldsSchema(fields, CommonRequest{}, &schema);
+  return schema;
+}
+
+// The fields every generation request has; the order is the parse order (stream before
+// stream_options, n before best_of: SamplingFields are read first).
+const std::vector<Field<CommonRequest>>& CommonFields() {
+  static const std::vector<Field<CommonRequest>> fields = [] {
+    std::vector<Field<CommonRequest>> f = {
+        {"model", &CommonRequest::model, "the served model's name (another is a 404); empty or absent: that one"},
+        {"max_tokens", &CommonRequest::max_tokens,
+         "tokens to generate at most; prompt + max_tokens must fit the context. Absent: 16 for completions, "
+         "--default-max-tokens for chat, cut to the context left",
+         {.min = 1}},
+        {"stream", &CommonRequest::stream, "answer as server-sent events (text/event-stream)"},
+        {"stream_options", CustomField<CommonRequest>{
+                               [](const json& v, FieldReader& r, CommonRequest* c) {
+                                 if (!v.is_object()) {
+                                   return r.Fail(BadRequest("'stream_options' must be an object", "stream_options"));
+                                 }
+                                 FieldReader o(v);
+                                 ReadFields(v, o, StreamOptionsFields(), c);
+                                 if (o.error()) r.Fail(*o.error());
+                                 if (!c->stream) {
+                                   r.Fail(BadRequest("'stream_options' is only allowed when 'stream' is true",
+                                                     "stream_options"));
+                                 }
+                               },
+                               [] { return ObjectSchema(StreamOptionsFields()); }},
+         "only with stream: true"},
+        {"priority", &CommonRequest::priority, "lower runs first"},
+        {"cache_salt", &CommonRequest::cache_salt, "prefix-cache isolation: only requests with the same salt share",
+         {.min_length = 1}},
+        {"user", &CommonRequest::user, "an end-user id (unused)"},
+        // Fields of the OpenAI API that ember does not implement yet: refused, not ignored, so a
+        // client never believes it got behaviour it did not.
+        {"logit_bias", CustomField<CommonRequest>{
+                           [](const json& v, FieldReader& r, CommonRequest*) {
+                             if (!v.empty()) r.Fail(BadRequest("'logit_bias' is not supported yet", "logit_bias"));
+                           },
+                           [] {
+                             return json{{"anyOf", json::array({{{"type", "object"}, {"maxProperties", 0}},
+                                                                {{"type", "array"}, {"maxItems", 0}}})}};
+                           }},
+         "not supported yet: only an empty one is accepted"},
+        {"suffix", CustomField<CommonRequest>{
+                       [](const json&, FieldReader& r, CommonRequest*) {
+                         r.Fail(BadRequest("'suffix' is not supported", "suffix"));
+                       },
+                       [] { return json{{"type", "null"}}; }},
+         "not supported"},
+        {"best_of", CustomField<CommonRequest>{
+                        [](const json&, FieldReader& r, CommonRequest* c) {
+                          std::optional<int32_t> best_of;
+                          r.Int("best_of", &best_of);
+                          if (best_of && *best_of != c->sampling.n) {
+                            r.Fail(BadRequest("'best_of' other than n is not supported", "best_of"));
+                          }
+                        },
+                        [] { return json{{"type", "integer"}}; }},
+         "only equal to n is supported"},
+    };
+    for (const Field<CommonRequest>& s : StructuredOutputFields()) f.push_back(s);
+    return f;
+  }();
+  return fields;
+}
+
+void ReadCommon(const json& body, FieldReader& r, CommonRequest* c) {
+  ReadFields(body, r, SamplingFields(), &c->sampling);
+  ReadFields(body, r, CommonFields(), c);
+  if (c->max_tokens) {
+    c->sampling.max_tokens = *c->max_tokens;
+    c->max_tokens_given = true;
   }
 }
 
-void ParseCommon(const nlohmann::ordered_json& body, FieldReader& r, CommonRequest* c) {
-  r.String("model", &c->model);
-  SamplingParams& s = c->sampling;
-  r.Int("n", &s.n);
-  r.Float("temperature", &s.temperature);
-  r.Float("top_p", &s.top_p);
-  r.Int("top_k", &s.top_k);
-  r.Float("min_p", &s.min_p);
-  r.Float("presence_penalty", &s.presence_penalty);
-  r.Float("frequency_penalty", &s.frequency_penalty);
-  r.Float("repetition_penalty", &s.repetition_penalty);
-  r.Uint64("seed", &s.seed);
-  r.Int("min_tokens", &s.min_tokens);
-  r.Bool("ignore_eos", &s.ignore_eos);
-  r.IntArray("stop_token_ids", &s.stop_token_ids);
-  r.StringOrStrings("stop", &s.stop);
-  r.Bool("include_stop_str_in_output", &s.include_stop_str_in_output);
-  r.Bool("stream", &c->stream);
-  if (r.Has("stream_options")) {
-    const nlohmann::ordered_json& options = body["stream_options"];
-    if (!options.is_object()) {
-      r.Fail(BadRequest("'stream_options' must be an object", "stream_options"));
-    } else {
-      FieldReader o(options);
-      o.Bool("include_usage", &c->include_usage);
-      if (o.error()) r.Fail(*o.error());
-      if (!c->stream) r.Fail(BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options"));
-    }
-  }
-  r.Int("priority", &c->priority);
-  r.String("cache_salt", &c->cache_salt);
-  if (r.Has("cache_salt") && c->cache_salt.empty()) r.Fail(BadRequest("'cache_salt' must not be empty", "cache_salt"));
-  r.String("user", &c->user);
-  RejectUnsupported(body, r);
-  ParseStructuredOutputs(body, r, c);
+void AddCommonSchema(const SamplingParams& defaults, json* schema) {
+  AddFieldsSchema(SamplingFields(), defaults, schema);
+  AddFieldsSchema(CommonFields(), CommonRequest{}, schema);
 }
 
-void ReadMaxTokens(FieldReader& r, std::string_view key, CommonRequest* c) {
-  std::optional<int32_t> value;
-  r.Int(key, &value);
-  if (!value) return;
-  if (*value < 1) r.Fail(BadRequest(fmt::format("'{}' must be at least 1, got {}", key, *value), std::string(key)));
-  c->sampling.max_tokens = *value;
-  c->max_tokens_given = true;
-}
-
-bool IsTokenArray(const nlohmann::ordered_json& v) {
+bool IsTokenArray(const json& v) {
   if (!v.is_array() || v.empty()) return false;
-  for (const nlohmann::ordered_json& t : v) {
+  for (const json& t : v) {
     if (!t.is_number_integer()) return false;
   }
   return true;
 }
 
-void ParsePrompt(const nlohmann::ordered_json& body, FieldReader& r, std::vector<Prompt>* prompts) {
-  if (!r.Has("prompt")) return r.Fail(BadRequest("'prompt' is required", "prompt"));
-  const nlohmann::ordered_json& p = body["prompt"];
+void ReadPrompt(const json& p, FieldReader& r, CompletionRequest* c) {
+  std::vector<Prompt>* prompts = &c->prompts;
   const std::string kShape = "'prompt' must be a string, an array of strings, an array of token ids, or an array "
                              "of arrays of token ids";
-  auto add_tokens = [&](const nlohmann::ordered_json& ids) {
+  auto add_tokens = [&](const json& ids) {
     Prompt prompt;
-    for (const nlohmann::ordered_json& t : ids) {
+    for (const json& t : ids) {
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id > INT32_MAX) return r.Fail(BadRequest(fmt::format("token id {} is out of range", id), "prompt"));
       prompt.token_ids.push_back(static_cast<int32_t>(id));
@@ -108,7 +172,7 @@ void ParsePrompt(const nlohmann::ordered_json& body, FieldReader& r, std::vector
   } else if (IsTokenArray(p)) {
     add_tokens(p);
   } else if (p.is_array() && !p.empty()) {
-    for (const nlohmann::ordered_json& item : p) {
+    for (const json& item : p) {
       if (item.is_string()) {
         prompts->push_back({item.get<std::string>(), {}});
       } else if (IsTokenArray(item)) {
@@ -124,10 +188,10 @@ void ParsePrompt(const nlohmann::ordered_json& body, FieldReader& r, std::vector
 
 // Flattens OpenAI content parts ([{"type": "text", "text": ...}]) to a string, as vLLM does for
 // text-only models; other part types are refused until ember has multimodal inputs.
-std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
+std::optional<ApiError> NormalizeMessages(json& messages) {
   if (!messages.is_array() || messages.empty()) return BadRequest("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < messages.size(); ++i) {
-    nlohmann::ordered_json& m = messages[i];
+    json& m = messages[i];
     const std::string where = fmt::format("messages[{}]", i);
     if (!m.is_object()) return BadRequest(where + " must be an object", "messages");
     if (!m.contains("role") || !m["role"].is_string()) return BadRequest(where + ".role must be a string", "messages");
@@ -145,11 +209,11 @@ std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
       }
       return BadRequest(where + ".content is required", "messages");
     }
-    nlohmann::ordered_json& content = m["content"];
+    json& content = m["content"];
     if (content.is_string()) continue;
     if (!content.is_array()) return BadRequest(where + ".content must be a string or an array of parts", "messages");
     std::string text;
-    for (const nlohmann::ordered_json& part : content) {
+    for (const json& part : content) {
       if (StringMember(part, "type") != "text" || !IsObjectWithStringMember(part, "text")) {
         return BadRequest(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported; "
                                   "image, audio and video inputs are not available yet",
@@ -163,37 +227,34 @@ std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
   return std::nullopt;
 }
 
-void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompletionRequest* c) {
-  if (r.Has("tools")) {
-    const nlohmann::ordered_json& tools = body["tools"];
-    if (!tools.is_array()) return r.Fail(BadRequest("'tools' must be an array", "tools"));
-    for (const nlohmann::ordered_json& t : tools) {
-      if (StringMember(t, "type") != "function" || !t.contains("function") ||
-          !IsObjectWithStringMember(t["function"], "name")) {
-        return r.Fail(BadRequest("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tools"));
-      }
-      const nlohmann::ordered_json& function = t["function"];
-      if (function.contains("parameters") && !function["parameters"].is_null() && !function["parameters"].is_object()) {
-        return r.Fail(BadRequest("a tool's function.parameters must be a JSON Schema object", "tools"));
-      }
+void ReadTools(const json& tools, FieldReader& r, ChatCompletionRequest* c) {
+  if (!tools.is_array()) return r.Fail(BadRequest("'tools' must be an array", "tools"));
+  for (const json& t : tools) {
+    if (StringMember(t, "type") != "function" || !t.contains("function") ||
+        !IsObjectWithStringMember(t["function"], "name")) {
+      return r.Fail(BadRequest("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tools"));
     }
-    if (!tools.empty()) c->tools = tools;
+    const json& function = t["function"];
+    if (function.contains("parameters") && !function["parameters"].is_null() && !function["parameters"].is_object()) {
+      return r.Fail(BadRequest("a tool's function.parameters must be a JSON Schema object", "tools"));
+    }
   }
-  c->tool_choice = c->tools.is_null() ? "none" : "auto";
-  if (!r.Has("tool_choice")) return;
-  const nlohmann::ordered_json& choice = body["tool_choice"];
+  if (!tools.empty()) c->tools = tools;
+}
+
+// After ReadTools (the table's order): without tool_choice, "auto" when there are tools.
+void ReadToolChoice(const json& choice, FieldReader& r, ChatCompletionRequest* c) {
+  const char* kShape = "'tool_choice' must be \"auto\", \"none\", \"required\" or a named function";
   if (choice.is_string()) {
     const std::string s = choice.get<std::string>();
-    if (s != "auto" && s != "none" && s != "required") {
-      return r.Fail(BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice"));
-    }
+    if (s != "auto" && s != "none" && s != "required") return r.Fail(BadRequest(kShape, "tool_choice"));
     c->tool_choice = s;
   } else if (StringMember(choice, "type") == "function" && choice.contains("function") &&
              IsObjectWithStringMember(choice["function"], "name")) {
     c->tool_choice = "named";
     c->forced_function = choice["function"]["name"].get<std::string>();
   } else {
-    return r.Fail(BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice"));
+    return r.Fail(BadRequest(kShape, "tool_choice"));
   }
   if (c->tool_choice != "none" && c->tools.is_null()) {
     return r.Fail(BadRequest("'tool_choice' needs 'tools'", "tool_choice"));
@@ -208,60 +269,233 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
   }
 }
 
+json TokenIdsSchema() {
+  return {{"type", "array"}, {"minItems", 1},
+          {"items", {{"type", "integer"}, {"minimum", 0}, {"maximum", std::numeric_limits<int32_t>::max()}}}};
+}
+
+json PromptSchema() {
+  const json text = {{"type", "string"}};
+  return {{"anyOf", json::array({text, TokenIdsSchema(),
+                                 {{"type", "array"}, {"minItems", 1},
+                                  {"items", {{"anyOf", json::array({text, TokenIdsSchema()})}}}}})}};
+}
+
+const std::vector<Field<CompletionRequest>>& CompletionFields() {
+  static const std::vector<Field<CompletionRequest>> fields = {
+      {"prompt", CustomField<CompletionRequest>{ReadPrompt, PromptSchema},
+       "a string, strings, token ids, or arrays of token ids (in the vocabulary); at most "
+       "--max-prompts-per-request prompts",
+       {}, /*required=*/true},
+      {"echo", &CompletionRequest::echo, "the prompt's text before the completion"},
+      {"logprobs", &CompletionRequest::logprobs, "log probabilities of the chosen token and this many top tokens",
+       {.min = 0, .max = SamplingParams::kMaxLogprobs}},
+  };
+  return fields;
+}
+
+json TextPartsSchema() {
+  return {{"type", "array"},
+          {"items",
+           {{"type", "object"},
+            {"properties", {{"type", {{"const", "text"}}}, {"text", {{"type", "string"}}}}},
+            {"required", {"type", "text"}}}}};
+}
+
+json MessagesSchema() {
+  const json content = {{"anyOf", json::array({{{"type", "string"}}, TextPartsSchema()})}};
+  const json tool_calls = {
+      {"type", "array"},
+      {"items",
+       {{"type", "object"},
+        {"properties",
+         {{"id", {{"type", "string"}}},
+          {"type", {{"const", "function"}}},
+          {"function",
+           {{"type", "object"},
+            {"properties", {{"name", {{"type", "string"}}}, {"arguments", {{"type", "string"}}}}},
+            {"required", {"name", "arguments"}}}}}},
+        {"required", {"type", "function"}}}}};
+  // Content is required but for an assistant's, which may be null or absent (tool calls only).
+  const json others = {{"type", "object"},
+                       {"properties",
+                        {{"role", {{"enum", {"system", "developer", "user", "tool"}}}},
+                         {"content", content},
+                         {"name", {{"type", "string"}}},
+                         {"tool_call_id", {{"type", "string"}}}}},
+                       {"required", {"role", "content"}}};
+  const json assistant = {{"type", "object"},
+                          {"properties",
+                           {{"role", {{"const", "assistant"}}},
+                            {"content", {{"anyOf", json::array({content, {{"type", "null"}}})}}},
+                            {"name", {{"type", "string"}}},
+                            {"tool_calls", tool_calls}}},
+                          {"required", {"role"}}};
+  return {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", json::array({others, assistant})}}}};
+}
+
+json ToolsSchema() {
+  return {{"type", "array"},
+          {"items",
+           {{"type", "object"},
+            {"properties",
+             {{"type", {{"const", "function"}}},
+              {"function",
+               {{"type", "object"},
+                {"properties",
+                 {{"name", {{"type", "string"}}},
+                  {"description", {{"type", "string"}}},
+                  {"parameters", {{"type", {"object", "null"}}}}}},
+                {"required", {"name"}}}}}},
+            {"required", {"type", "function"}}}}};
+}
+
+json ToolChoiceSchema() {
+  return {{"anyOf",
+           json::array({{{"enum", {"auto", "none", "required"}}},
+                        {{"type", "object"},
+                         {"properties",
+                          {{"type", {{"const", "function"}}},
+                           {"function",
+                            {{"type", "object"},
+                             {"properties", {{"name", {{"type", "string"}}}}},
+                             {"required", {"name"}}}}}},
+                         {"required", {"type", "function"}}}})}};
+}
+
+const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
+  static const std::vector<Field<ChatCompletionRequest>> fields = {
+      {"messages", CustomField<ChatCompletionRequest>{
+                       [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
+                         c->messages = v;
+                         if (auto error = NormalizeMessages(c->messages)) r.Fail(*error);
+                       },
+                       MessagesSchema},
+       "the conversation; content is a string or text parts (no images, audio or video yet)", {}, /*required=*/true},
+      {"max_completion_tokens", &ChatCompletionRequest::max_completion_tokens,
+       "the newer name of max_tokens; wins over it", {.min = 1}},
+      {"tools", CustomField<ChatCompletionRequest>{ReadTools, ToolsSchema}, "functions the model may call"},
+      {"tool_choice", CustomField<ChatCompletionRequest>{ReadToolChoice, ToolChoiceSchema},
+       "auto (the default with tools), none, required, or {\"type\": \"function\", \"function\": {\"name\"}} "
+       "naming one of tools"},
+      {"logprobs", &ChatCompletionRequest::logprobs, "log probabilities of the chosen tokens"},
+      {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs",
+       {.min = 0, .max = SamplingParams::kMaxLogprobs}},
+      {"add_generation_prompt", &ChatCompletionRequest::add_generation_prompt,
+       "end the prompt with the assistant's turn"},
+      {"continue_final_message", &ChatCompletionRequest::continue_final_message,
+       "continue the last message instead (add_generation_prompt must then be false)"},
+      {"chat_template_kwargs", CustomField<ChatCompletionRequest>{
+                                   [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
+                                     if (!v.is_object()) {
+                                       return r.Fail(BadRequest("'chat_template_kwargs' must be an object",
+                                                                "chat_template_kwargs"));
+                                     }
+                                     c->chat_template_kwargs = v;
+                                   },
+                                   [] { return json{{"type", "object"}}; }},
+       "extra variables for the chat template"},
+  };
+  return fields;
+}
+
+const std::vector<Field<TokenizeRequest>>& TokenizeFields() {
+  static const std::vector<Field<TokenizeRequest>> fields = {
+      {"model", &TokenizeRequest::model, "the served model's name (another is a 404); empty or absent: that one"},
+      {"prompt", &TokenizeRequest::prompt, "the text to tokenize", {}, /*required=*/true},
+      {"add_special_tokens", &TokenizeRequest::add_special_tokens, "add the tokenizer's BOS and the like"},
+  };
+  return fields;
+}
+
+const std::vector<Field<DetokenizeRequest>>& DetokenizeFields() {
+  static const std::vector<Field<DetokenizeRequest>> fields = {
+      {"model", &DetokenizeRequest::model, "the served model's name (another is a 404); empty or absent: that one"},
+      {"tokens", &DetokenizeRequest::tokens, "token ids (in the vocabulary)", {.min = 0}, /*required=*/true},
+  };
+  return fields;
+}
+
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
-                                                                 const SamplingParams& defaults) {
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const json& body, const SamplingParams& defaults) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   CompletionRequest c;
   c.common.sampling = defaults;
   FieldReader r(body);
-  ParseCommon(body, r, &c.common);
-  ReadMaxTokens(r, "max_tokens", &c.common);
+  ReadCommon(body, r, &c.common);
+  ReadFields(body, r, CompletionFields(), &c);
   if (!c.common.max_tokens_given) c.common.sampling.max_tokens = 16;  // OpenAI's default for completions
-  ParsePrompt(body, r, &c.prompts);
-  r.Bool("echo", &c.echo);
-  std::optional<int32_t> logprobs;
-  r.Int("logprobs", &logprobs);
-  if (logprobs) c.common.sampling.logprobs = *logprobs;
+  if (c.logprobs) c.common.sampling.logprobs = *c.logprobs;
   if (r.error()) return *r.error();
   return c;
 }
 
-std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body,
+std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const json& body,
                                                                          const SamplingParams& defaults) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   ChatCompletionRequest c;
   c.common.sampling = defaults;
   FieldReader r(body);
-  ParseCommon(body, r, &c.common);
-  ReadMaxTokens(r, "max_tokens", &c.common);
-  ReadMaxTokens(r, "max_completion_tokens", &c.common);  // the newer name wins
-  if (!r.Has("messages")) return BadRequest("'messages' is required", "messages");
-  c.messages = body["messages"];
-  if (auto error = NormalizeMessages(c.messages)) r.Fail(*error);
-  ParseTools(body, r, &c);
-  bool want_logprobs = false;
-  r.Bool("logprobs", &want_logprobs);
-  std::optional<int32_t> top_logprobs;
-  r.Int("top_logprobs", &top_logprobs);
-  if (top_logprobs && !want_logprobs) r.Fail(BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
-  if (want_logprobs) c.common.sampling.logprobs = top_logprobs.value_or(0);
-  r.Bool("add_generation_prompt", &c.add_generation_prompt);
-  r.Bool("continue_final_message", &c.continue_final_message);
+  ReadCommon(body, r, &c.common);
+  ReadFields(body, r, ChatFields(), &c);
+  if (c.max_completion_tokens) {  // the newer name wins
+    c.common.sampling.max_tokens = *c.max_completion_tokens;
+    c.common.max_tokens_given = true;
+  }
+  if (!r.Has("tool_choice")) c.tool_choice = c.tools.is_null() ? "none" : "auto";
+  if (c.top_logprobs && !c.logprobs) r.Fail(BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
+  if (c.logprobs) c.common.sampling.logprobs = c.top_logprobs.value_or(0);
   if (c.add_generation_prompt && c.continue_final_message) {
     r.Fail(BadRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true",
                       "continue_final_message"));
   }
-  if (r.Has("chat_template_kwargs")) {
-    if (!body["chat_template_kwargs"].is_object()) {
-      r.Fail(BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
-    } else {
-      c.chat_template_kwargs = body["chat_template_kwargs"];
-    }
-  }
   if (r.error()) return *r.error();
   return c;
+}
+
+std::variant<TokenizeRequest, ApiError> ParseTokenizeRequest(const json& body) {
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  TokenizeRequest t;
+  FieldReader r(body);
+  ReadFields(body, r, TokenizeFields(), &t);
+  if (r.error()) return *r.error();
+  return t;
+}
+
+std::variant<DetokenizeRequest, ApiError> ParseDetokenizeRequest(const json& body) {
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  DetokenizeRequest d;
+  FieldReader r(body);
+  ReadFields(body, r, DetokenizeFields(), &d);
+  if (r.error()) return *r.error();
+  return d;
+}
+
+json CompletionRequestSchema(const SamplingParams& defaults) {
+  json schema;
+  AddCommonSchema(defaults, &schema);
+  AddFieldsSchema(CompletionFields(), CompletionRequest{}, &schema);
+  return schema;
+}
+
+json ChatCompletionRequestSchema(const SamplingParams& defaults) {
+  json schema;
+  AddCommonSchema(defaults, &schema);
+  AddFieldsSchema(ChatFields(), ChatCompletionRequest{}, &schema);
+  return schema;
+}
+
+json TokenizeRequestSchema() {
+  json schema;
+  AddFieldsSchema(TokenizeFields(), TokenizeRequest{}, &schema);
+  return schema;
+}
+
+json DetokenizeRequestSchema() {
+  json schema;
+  AddFieldsSchema(DetokenizeFields(), DetokenizeRequest{}, &schema);
+  return schema;
 }
 
 }  // namespace ember::server

@@ -1,6 +1,9 @@
 // The OpenAI request bodies ember accepts, parsed from JSON into native values. This folder is the
 // only place JSON exists (ARCHITECTURE.md); the engine sees SamplingParams and token ids.
 //
+// Every field is a row of a table in requests.cc (request_fields.h): the parsers read bodies
+// through the tables and the *Schema functions below write the OpenAPI request schemas from them.
+//
 // Fields follow the OpenAI API plus vLLM's extras (top_k, min_p, repetition_penalty, min_tokens,
 // ignore_eos, stop_token_ids, priority, cache_salt, include_stop_str_in_output). Unknown fields are
 // ignored, as OpenAI and vLLM do; fields ember does not implement yet are rejected with a message
@@ -9,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +28,7 @@ struct CommonRequest {
   std::string model;
   SamplingParams sampling;          // without max_tokens in the request: the route's default
   bool max_tokens_given = false;    // false: max_tokens is a default, cut to what the context has left
+  std::optional<int32_t> max_tokens;  // as sent; sampling.max_tokens holds the one in effect
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   int32_t priority = 0;
@@ -43,6 +48,7 @@ struct CompletionRequest {
   CommonRequest common;
   std::vector<Prompt> prompts;      // `prompt`: a string, strings, token ids, or arrays of token ids
   bool echo = false;
+  std::optional<int32_t> logprobs;  // as sent; copied into sampling
 };
 
 struct ChatCompletionRequest {
@@ -55,6 +61,21 @@ struct ChatCompletionRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // As sent; copied into common.
+  std::optional<int32_t> max_completion_tokens;
+  bool logprobs = false;
+  std::optional<int32_t> top_logprobs;
+};
+
+struct TokenizeRequest {
+  std::string model;
+  std::string prompt;
+  bool add_special_tokens = true;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
 };
 
 // Parse and validate a request body. Fields the request leaves out keep their value in `defaults`
@@ -64,5 +85,13 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann:
                                                                  const SamplingParams& defaults = {});
 std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const nlohmann::ordered_json& body,
                                                                          const SamplingParams& defaults = {});
+std::variant<TokenizeRequest, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body);
+std::variant<DetokenizeRequest, ApiError> ParseDetokenizeRequest(const nlohmann::ordered_json& body);
+
+// The JSON Schemas of those bodies, written from the tables the parsers read; `defaults` as above.
+nlohmann::ordered_json CompletionRequestSchema(const SamplingParams& defaults = {});
+nlohmann::ordered_json ChatCompletionRequestSchema(const SamplingParams& defaults = {});
+nlohmann::ordered_json TokenizeRequestSchema();
+nlohmann::ordered_json DetokenizeRequestSchema();
 
 }  // namespace ember::server

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "server/protocol/safe_text.h"
+
 namespace ember::server {
 namespace {
 
@@ -65,52 +67,105 @@ std::optional<ApiError> ReadResponseFormat(const json& v, ConstraintSpec* spec, 
     spec->text = *text;
   } else {
     return BadRequest(fmt::format("'response_format' type '{}' is not one of text, json_object, json_schema",
-                                  type.substr(0, 64)),
+                                  SafeText(type)),
                       field);
   }
   *constrained = true;
   return std::nullopt;
 }
 
-}  // namespace
-
-void ParseStructuredOutputs(const json& body, FieldReader& r, CommonRequest* c) {
-  ConstraintSpec spec;
-  std::vector<std::string> given;  // the fields that asked for a constraint
-  if (r.Has("response_format")) {
-    bool constrained = false;
-    if (auto e = ReadResponseFormat(body["response_format"], &spec, &constrained)) return r.Fail(*e);
-    if (constrained) given.push_back("response_format");
-  }
-  if (r.Has("structured_outputs")) {
-    const json& so = body["structured_outputs"];
-    if (!so.is_object()) return r.Fail(BadRequest("'structured_outputs' must be an object", "structured_outputs"));
-    for (const auto& [key, value] : so.items()) {
-      if (value.is_null()) continue;
-      if (key != "json" && key != "regex" && key != "choice" && key != "grammar" && key != "json_object") {
-        // whitespace_pattern, structural_tag and the like: refused rather than ignored.
-        return r.Fail(BadRequest(fmt::format("'structured_outputs.{}' is not supported", key.substr(0, 64)),
-                                 "structured_outputs"));
-      }
-      if (key == "json_object" && value == false) continue;
-      if (auto e = ReadKey(key, value, "structured_outputs." + key, &spec)) return r.Fail(*e);
-      given.push_back("structured_outputs." + key);
-    }
-  }
-  for (const char* key : {"json", "regex", "choice", "grammar"}) {
-    const std::string field = std::string("guided_") + key;
-    if (!r.Has(field)) continue;
-    if (auto e = ReadKey(key, body[field], field, &spec)) return r.Fail(*e);
-    given.push_back(field);
-  }
-  if (given.empty()) return;
-  if (given.size() > 1) {
-    return r.Fail(BadRequest(fmt::format("only one structured output may be asked for; got '{}' and '{}'", given[0],
-                                         given[1]),
-                             given[1]));
+// Records the constraint `field` asks for; a second one is a 400.
+void Give(const std::string& field, ConstraintSpec spec, FieldReader& r, CommonRequest* c) {
+  if (c->constraint) {
+    return r.Fail(BadRequest(fmt::format("only one structured output may be asked for; got '{}' and '{}'",
+                                         c->constraint_field, field),
+                             field));
   }
   c->constraint = std::move(spec);
-  c->constraint_field = given[0];
+  c->constraint_field = field;
+}
+
+void ReadResponseFormatField(const json& v, FieldReader& r, CommonRequest* c) {
+  ConstraintSpec spec;
+  bool constrained = false;
+  if (auto e = ReadResponseFormat(v, &spec, &constrained)) return r.Fail(*e);
+  if (constrained) Give("response_format", std::move(spec), r, c);
+}
+
+void ReadStructuredOutputs(const json& so, FieldReader& r, CommonRequest* c) {
+  if (!so.is_object()) return r.Fail(BadRequest("'structured_outputs' must be an object", "structured_outputs"));
+  for (const auto& [key, value] : so.items()) {
+    if (value.is_null()) continue;
+    if (key != "json" && key != "regex" && key != "choice" && key != "grammar" && key != "json_object") {
+      // whitespace_pattern, structural_tag and the like: refused rather than ignored.
+      return r.Fail(BadRequest(fmt::format("'structured_outputs.{}' is not supported", SafeText(key, 64)),
+                               "structured_outputs"));
+    }
+    if (key == "json_object" && value == false) continue;
+    ConstraintSpec spec;
+    if (auto e = ReadKey(key, value, "structured_outputs." + key, &spec)) return r.Fail(*e);
+    Give("structured_outputs." + key, std::move(spec), r, c);
+  }
+}
+
+template <const char* kKey>
+void ReadGuided(const json& v, FieldReader& r, CommonRequest* c) {
+  const std::string field = std::string("guided_") + kKey;
+  ConstraintSpec spec;
+  if (auto e = ReadKey(kKey, v, field, &spec)) return r.Fail(*e);
+  Give(field, std::move(spec), r, c);
+}
+
+constexpr char kJson[] = "json", kRegex[] = "regex", kChoice[] = "choice", kGrammar[] = "grammar";
+
+// A JSON schema, as ReadKey's SchemaText takes it (its JSON text in a string is accepted too).
+json SchemaSchema() { return {{"type", {"object", "boolean"}}}; }
+json PatternSchema() { return {{"type", "string"}, {"minLength", 1}}; }
+json ChoiceSchema() { return {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "string"}}}}; }
+
+json ResponseFormatSchema() {
+  return {{"oneOf",
+           json::array(
+               {{{"type", "object"},
+                 {"properties", {{"type", {{"enum", {"text", "json_object"}}}}}},
+                 {"required", {"type"}}},
+                {{"type", "object"},
+                 {"properties",
+                  {{"type", {{"const", "json_schema"}}},
+                   {"json_schema",
+                    {{"type", "object"},
+                     {"properties", {{"name", {{"type", "string"}}}, {"schema", SchemaSchema()}}},
+                     {"required", {"schema"}}}}}},
+                 {"required", {"type", "json_schema"}}}})}};
+}
+
+json StructuredOutputsSchema() {
+  auto nullable = [](json s) { return json{{"anyOf", json::array({std::move(s), {{"type", "null"}}})}}; };
+  return {{"type", "object"},
+          {"properties",
+           {{"json", nullable(SchemaSchema())},
+            {"regex", nullable(PatternSchema())},
+            {"choice", nullable(ChoiceSchema())},
+            {"grammar", nullable(PatternSchema())},
+            {"json_object", {{"type", {"boolean", "null"}}}}}},
+          {"additionalProperties", {{"type", "null"}}}};
+}
+
+}  // namespace
+
+const std::vector<Field<CommonRequest>>& StructuredOutputFields() {
+  static const std::vector<Field<CommonRequest>> fields = {
+      {"response_format", CustomField<CommonRequest>{ReadResponseFormatField, ResponseFormatSchema},
+       "OpenAI's: text, json_object, or json_schema with a schema the output follows"},
+      {"structured_outputs", CustomField<CommonRequest>{ReadStructuredOutputs, StructuredOutputsSchema},
+       "vLLM's: one of json (a schema), regex, choice, grammar (Lark/EBNF) or json_object"},
+      {"guided_json", CustomField<CommonRequest>{ReadGuided<kJson>, SchemaSchema}, "vLLM's older name of structured_outputs.json"},
+      {"guided_regex", CustomField<CommonRequest>{ReadGuided<kRegex>, PatternSchema}, "vLLM's older structured_outputs.regex"},
+      {"guided_choice", CustomField<CommonRequest>{ReadGuided<kChoice>, ChoiceSchema}, "vLLM's older structured_outputs.choice"},
+      {"guided_grammar", CustomField<CommonRequest>{ReadGuided<kGrammar>, PatternSchema},
+       "vLLM's older structured_outputs.grammar"},
+  };
+  return fields;
 }
 
 }  // namespace ember::server

@@ -18,7 +18,8 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
 void HandleModels(ServingContext& context, const HttpRequest& req, HttpResponse& res);
 void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
 void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
-// The OpenAPI 3 description of the routes above.
-nlohmann::ordered_json OpenApiDocument();
+// The OpenAPI 3.1 description of every route, for this server's configuration (defaults, the
+// API key).
+nlohmann::ordered_json OpenApiDocument(const ServerConfig& config);
 
 }  // namespace ember::server

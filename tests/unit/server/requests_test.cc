@@ -92,6 +92,44 @@ TEST(CompletionRequestTest, WrongTypesNameTheField) {
   EXPECT_EQ(Err(ParseCompletionRequest(json::parse("[1]"))).http_status, 400);
 }
 
+// The ranges of the field tables are checked while parsing, so a request out of range is a 400
+// naming the field before any admission (and what the OpenAPI document says, openapi_test.cc).
+TEST(CompletionRequestTest, RangesAreCheckedWhileParsing) {
+  for (const char* field_and_value : {R"("temperature": 150)", R"("top_p": 0)", R"("top_p": 1.5)", R"("n": 0)",
+                                      R"("logprobs": 21)", R"("presence_penalty": 3)", R"("min_p": -0.5)",
+                                      R"("top_k": -2)", R"("repetition_penalty": 0)", R"("repetition_penalty": 1e300)",
+                                      R"("stop_token_ids": [-1])", R"("stop": "")", R"("cache_salt": "")",
+                                      R"("min_tokens": -1)"}) {
+    const std::string body = std::string(R"({"prompt": "x", )") + field_and_value + "}";
+    const ApiError e = Err(ParseCompletionRequest(json::parse(body)));
+    const std::string field(field_and_value + 1, std::string_view(field_and_value + 1).find('"'));
+    EXPECT_EQ(e.param, field) << body << " -> " << e.message;
+  }
+  const CompletionRequest c = Ok(ParseCompletionRequest(json::parse(
+      R"({"prompt": "x", "temperature": 100, "top_p": 1, "top_k": -1, "repetition_penalty": 1e-30, "seed": 3.0})")));
+  EXPECT_FLOAT_EQ(c.common.sampling.temperature, 100.0f);
+  EXPECT_EQ(c.common.sampling.seed, 3u);  // a whole number is an integer however it is written
+}
+
+TEST(TokenizeRequestTest, FieldsAndErrors) {
+  const TokenizeRequest t =
+      Ok(ParseTokenizeRequest(json::parse(R"({"model": "m", "prompt": "hi", "add_special_tokens": false})")));
+  EXPECT_EQ(t.prompt, "hi");
+  EXPECT_FALSE(t.add_special_tokens);
+  EXPECT_TRUE(Ok(ParseTokenizeRequest(json::parse(R"({"prompt": ""})"))).add_special_tokens);
+  for (const char* bad : {R"({})", R"({"prompt": null})", R"({"prompt": 5})"}) {
+    const auto parsed = ParseTokenizeRequest(json::parse(bad));
+    ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << bad;
+    EXPECT_EQ(std::get<ApiError>(parsed).param, "prompt") << bad;
+  }
+  EXPECT_EQ(Ok(ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"))).tokens, (std::vector<int32_t>{1, 2}));
+  for (const char* bad : {R"({})", R"({"tokens": [-1]})", R"({"tokens": "1"})", R"({"tokens": [1.5]})"}) {
+    const auto parsed = ParseDetokenizeRequest(json::parse(bad));
+    ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << bad;
+    EXPECT_EQ(std::get<ApiError>(parsed).param, "tokens") << bad;
+  }
+}
+
 TEST(ChatCompletionRequestTest, MessagesToolsAndLogprobs) {
   const json body = json::parse(R"({
     "model": "m",
