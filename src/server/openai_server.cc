@@ -132,8 +132,9 @@ void OpenAiServer::RegisterRoutes() {
   Route("GET", "/metrics", [&ctx](const HttpRequest&, HttpResponse& res) {
     res.set_content(ctx.metrics->Render(), "text/plain; version=0.0.4");
   });
-  Route("GET", "/openapi.json",
-        [&ctx](const HttpRequest&, HttpResponse& res) { SendJson(res, OpenApiDocument(ctx.config)); });
+  Route("GET", "/openapi.json", [&ctx](const HttpRequest&, HttpResponse& res) {
+    SendJson(res, OpenApiDocument(ctx.config, ctx.model.vocab_size));
+  });
 }
 
 Expected<int> OpenAiServer::Bind() { return http_->Bind(); }

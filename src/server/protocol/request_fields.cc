@@ -209,6 +209,31 @@ void RequireField(FieldReader& r, const std::string& name) {
   r.Fail(BadRequest(fmt::format("'{}' is required", name), name));
 }
 
+namespace {
+// Present and neither null nor false.
+bool Given(const json& body, const std::string& name) {
+  const auto it = body.find(name);
+  return it != body.end() && !it->is_null() && *it != false;
+}
+}  // namespace
+
+void CheckOnlyWhen(const json& body, FieldReader& r, const std::string& name,
+                   const std::pair<std::string, bool>& only_when) {
+  if (!Given(body, name)) return;
+  const auto it = body.find(only_when.first);
+  if (it != body.end() && *it == only_when.second) return;
+  r.Fail(BadRequest(fmt::format("'{}' is only allowed when '{}' is {}", name, only_when.first, only_when.second),
+                    name));
+}
+
+json OnlyWhenSchema(const std::string& name, const std::pair<std::string, bool>& only_when) {
+  json given = {{"required", json::array({name})},
+                {"properties", {{name, {{"not", {{"enum", json::array({nullptr, false})}}}}}}}};
+  json then = {{"required", json::array({only_when.first})},
+               {"properties", {{only_when.first, {{"const", only_when.second}}}}}};
+  return {{"if", std::move(given)}, {"then", std::move(then)}};
+}
+
 json DescribeField(json schema, const std::string& description, bool required) {
   if (!required) {
     if (schema.contains("type") && schema["type"].is_string()) {

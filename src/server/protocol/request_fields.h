@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct Field {
   std::string description;
   Limits limits = {};
   bool required = false;
+  // Allowed (present and neither null nor false) only when another field is sent with this value:
+  // {"stream", true} for stream_options.
+  std::optional<std::pair<std::string, bool>> only_when = std::nullopt;
 };
 
 // The typed reads: FieldReader's, then the limits. Each leaves *value untouched when the read fails.
@@ -73,6 +77,10 @@ nlohmann::ordered_json ValueSchema(const Limits& limits, const std::vector<std::
 nlohmann::ordered_json ValueSchema(const Limits& limits, const std::vector<int32_t>& default_value);
 // Records "'name' is required".
 void RequireField(FieldReader& r, const std::string& name);
+// Checks and describes Field::only_when.
+void CheckOnlyWhen(const nlohmann::ordered_json& body, FieldReader& r, const std::string& name,
+                   const std::pair<std::string, bool>& only_when);
+nlohmann::ordered_json OnlyWhenSchema(const std::string& name, const std::pair<std::string, bool>& only_when);
 // Adds the description and, unless the field is required, null (read as absent).
 nlohmann::ordered_json DescribeField(nlohmann::ordered_json schema, const std::string& description, bool required);
 
@@ -92,6 +100,7 @@ void ReadFields(const nlohmann::ordered_json& body, FieldReader& r, const std::v
           }
         },
         f.member);
+    if (f.only_when) CheckOnlyWhen(body, r, f.name, *f.only_when);
   }
 }
 
@@ -112,6 +121,7 @@ void AddFieldsSchema(const std::vector<Field<T>>& fields, const T& defaults, nlo
         f.member);
     (*schema)["properties"][f.name] = DescribeField(std::move(value), f.description, f.required);
     if (f.required) (*schema)["required"].push_back(f.name);
+    if (f.only_when) (*schema)["allOf"].push_back(OnlyWhenSchema(f.name, *f.only_when));
   }
 }
 

@@ -87,13 +87,9 @@ const std::vector<Field<CommonRequest>>& CommonFields() {
                                  FieldReader o(v);
                                  ReadFields(v, o, StreamOptionsFields(), c);
                                  if (o.error()) r.Fail(*o.error());
-                                 if (!c->stream) {
-                                   r.Fail(BadRequest("'stream_options' is only allowed when 'stream' is true",
-                                                     "stream_options"));
-                                 }
                                },
                                [] { return ObjectSchema(StreamOptionsFields()); }},
-         "only with stream: true"},
+         "only with stream: true", {}, false, {{"stream", true}}},
         {"priority", &CommonRequest::priority, "lower runs first"},
         {"cache_salt", &CommonRequest::cache_salt, "prefix-cache isolation: only requests with the same salt share",
          {.min_length = 1}},
@@ -275,7 +271,8 @@ json TokenIdsSchema() {
 }
 
 json PromptSchema() {
-  const json text = {{"type", "string"}};
+  // An empty string is refused once tokenized unless the model adds a BOS; documented as refused.
+  const json text = {{"type", "string"}, {"minLength", 1}};
   return {{"anyOf", json::array({text, TokenIdsSchema(),
                                  {{"type", "array"}, {"minItems", 1},
                                   {"items", {{"anyOf", json::array({text, TokenIdsSchema()})}}}}})}};
@@ -379,12 +376,13 @@ const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
        "auto (the default with tools), none, required, or {\"type\": \"function\", \"function\": {\"name\"}} "
        "naming one of tools"},
       {"logprobs", &ChatCompletionRequest::logprobs, "log probabilities of the chosen tokens"},
-      {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs",
-       {.min = 0, .max = SamplingParams::kMaxLogprobs}},
+      {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs: true",
+       {.min = 0, .max = SamplingParams::kMaxLogprobs}, false, {{"logprobs", true}}},
       {"add_generation_prompt", &ChatCompletionRequest::add_generation_prompt,
        "end the prompt with the assistant's turn"},
       {"continue_final_message", &ChatCompletionRequest::continue_final_message,
-       "continue the last message instead (add_generation_prompt must then be false)"},
+       "continue the last message instead (add_generation_prompt must then be false)", {}, false,
+       {{"add_generation_prompt", false}}},
       {"chat_template_kwargs", CustomField<ChatCompletionRequest>{
                                    [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
                                      if (!v.is_object()) {
@@ -444,12 +442,7 @@ std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const j
     c.common.max_tokens_given = true;
   }
   if (!r.Has("tool_choice")) c.tool_choice = c.tools.is_null() ? "none" : "auto";
-  if (c.top_logprobs && !c.logprobs) r.Fail(BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
   if (c.logprobs) c.common.sampling.logprobs = c.top_logprobs.value_or(0);
-  if (c.add_generation_prompt && c.continue_final_message) {
-    r.Fail(BadRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true",
-                      "continue_final_message"));
-  }
   if (r.error()) return *r.error();
   return c;
 }

@@ -2,6 +2,9 @@
 // (tests/e2e/test_openapi.py). The request bodies are written from the parsers' own field tables
 // (protocol/request_fields.h), so they cannot drift from what the parsers accept; the response
 // bodies follow the routes' JSON and the error statuses the server answers.
+#include <algorithm>
+#include <functional>
+
 #include "server/protocol/requests.h"
 #include "server/routes/routes.h"
 
@@ -99,6 +102,44 @@ json ChatCompletionSchema() {
                  {"usage", Ref("Usage")}});
 }
 
+// The chunks of a stream ("data: <chunk>"): usage is null but in the last one with
+// stream_options.include_usage.
+json CompletionChunkSchema() {
+  json chunk = Record({{"id", Type("string")},
+                       {"object", {{"const", "text_completion"}}},
+                       {"created", Type("integer")},
+                       {"model", Type("string")},
+                       {"choices", ArrayOf(Object({{"index", Type("integer")},
+                                                   {"text", Type("string")},
+                                                   {"logprobs", Nullable(CompletionLogprobsSchema())},
+                                                   {"finish_reason", Nullable(FinishReason())},
+                                                   {"stop_reason", StopReason()}},
+                                                  {"index", "text", "logprobs", "finish_reason"}))}});
+  chunk["properties"]["usage"] = Nullable(Ref("Usage"));
+  return chunk;
+}
+
+json ChatCompletionChunkSchema() {
+  json tool_call = ToolCallSchema();
+  tool_call["properties"]["index"] = Type("integer");
+  tool_call["required"].push_back("index");
+  const json delta = Object({{"role", {{"const", "assistant"}}},
+                             {"content", Type("string")},
+                             {"reasoning_content", Type("string")},
+                             {"tool_calls", ArrayOf(tool_call)}},
+                            {});
+  json chunk = Record({{"id", Type("string")},
+                       {"object", {{"const", "chat.completion.chunk"}}},
+                       {"created", Type("integer")},
+                       {"model", Type("string")},
+                       {"choices", ArrayOf(Record({{"index", Type("integer")},
+                                                   {"delta", delta},
+                                                   {"logprobs", Nullable(ChatLogprobsSchema())},
+                                                   {"finish_reason", Nullable(FinishReason())}}))}});
+  chunk["properties"]["usage"] = Nullable(Ref("Usage"));
+  return chunk;
+}
+
 json ErrorSchema() {
   return Record({{"error", Record({{"message", Type("string")},
                                    {"type", Type("string")},
@@ -106,17 +147,47 @@ json ErrorSchema() {
                                    {"code", {{"type", {"string", "null"}}}}})}});
 }
 
-json ComponentSchemas(const ServerConfig& config) {
-  return {{"CompletionRequest", CompletionRequestSchema(config.default_sampling)},
-          {"ChatCompletionRequest", [&] {
-             SamplingParams defaults = config.default_sampling;
-             defaults.max_tokens = config.default_max_tokens;
-             return ChatCompletionRequestSchema(defaults);
-           }()},
+// The checks this server adds to the parser's, at admission (routes/prepare.cc, info.cc): n up to
+// --max-n, max_tokens and min_tokens below the context, token ids in the vocabulary (when known).
+void AddServerLimits(const ServerConfig& config, int64_t vocab_size, json* schema) {
+  json& p = (*schema)["properties"];
+  auto cap = [](json* s, int64_t max) {
+    if (s->is_object() && s->contains("maximum")) (*s)["maximum"] = std::min((*s)["maximum"].get<int64_t>(), max);
+  };
+  if (p.contains("n")) cap(&p["n"], config.max_n);
+  for (const char* f : {"max_tokens", "max_completion_tokens", "min_tokens"}) {
+    if (p.contains(f)) cap(&p[f], config.max_model_len - 1);
+  }
+  if (vocab_size <= 0) return;
+  for (const char* f : {"stop_token_ids", "tokens"}) {
+    if (p.contains(f)) cap(&p[f]["items"], vocab_size - 1);
+  }
+  if (p.contains("prompt")) {  // its token-id arrays, at any depth of its anyOf
+    std::function<void(json&)> walk = [&](json& s) {
+      if (s.is_object() && s.value("type", json()) == "integer") cap(&s, vocab_size - 1);
+      if (s.is_object() || s.is_array()) {
+        for (auto& child : s) walk(child);
+      }
+    };
+    walk(p["prompt"]);
+  }
+}
+
+json ComponentSchemas(const ServerConfig& config, int64_t vocab_size) {
+  json completion = CompletionRequestSchema(config.default_sampling);
+  SamplingParams chat_defaults = config.default_sampling;
+  chat_defaults.max_tokens = config.default_max_tokens;
+  json chat = ChatCompletionRequestSchema(chat_defaults);
+  json detokenize = DetokenizeRequestSchema();
+  for (json* s : {&completion, &chat, &detokenize}) AddServerLimits(config, vocab_size, s);
+  return {{"CompletionRequest", std::move(completion)},
+          {"ChatCompletionRequest", std::move(chat)},
           {"TokenizeRequest", TokenizeRequestSchema()},
-          {"DetokenizeRequest", DetokenizeRequestSchema()},
+          {"DetokenizeRequest", std::move(detokenize)},
           {"Completion", CompletionSchema()},
           {"ChatCompletion", ChatCompletionSchema()},
+          {"CompletionChunk", CompletionChunkSchema()},
+          {"ChatCompletionChunk", ChatCompletionChunkSchema()},
           {"Usage", UsageSchema()},
           {"ModelList", Record({{"object", {{"const", "list"}}},
                                 {"data", ArrayOf(Record({{"id", Type("string")},
@@ -185,19 +256,26 @@ json Ok(const std::string& description, json content = nullptr) {
   return r;
 }
 
-json Generation(const std::string& schema) {
+// Before OpenAPI 3.2 the schema of text/event-stream is one event's: {data, event, id, retry}.
+// Each data is a chunk as JSON (an error object when the stream fails) or the final [DONE].
+json Generation(const std::string& schema, const std::string& chunk) {
+  const json data = {{"anyOf", json::array({{{"const", "[DONE]"}},
+                                            {{"type", "string"},
+                                             {"contentMediaType", "application/json"},
+                                             {"contentSchema", {{"anyOf", json::array({Ref(chunk), Ref("Error")})}}}}})}};
+  const json event = Object({{"data", data}, {"event", Type("string")}}, {"data"});
   return Ok("the result, or with stream: true server-sent events (data: <chunk JSON>, ending with data: [DONE])",
-            {{"application/json", {{"schema", Ref(schema)}}}, {"text/event-stream", {{"schema", Type("string")}}}});
+            {{"application/json", {{"schema", Ref(schema)}}}, {"text/event-stream", {{"schema", event}}}});
 }
 
 }  // namespace
 
-json OpenApiDocument(const ServerConfig& config) {
+json OpenApiDocument(const ServerConfig& config, int64_t vocab_size) {
   const std::vector<Route> routes = {
       {"/v1/completions", "post", "Text completion (OpenAI Completions API)", "CompletionRequest",
-       Generation("Completion"), true},
+       Generation("Completion", "CompletionChunk"), true},
       {"/v1/chat/completions", "post", "Chat completion with tools (OpenAI Chat API)", "ChatCompletionRequest",
-       Generation("ChatCompletion"), true},
+       Generation("ChatCompletion", "ChatCompletionChunk"), true},
       {"/v1/models", "get", "The served model", "", Ok("the model list", JsonContent("ModelList"))},
       {"/tokenize", "post", "Token ids of a prompt", "TokenizeRequest", Ok("the token ids", JsonContent("Tokenized")),
        true},
@@ -218,7 +296,7 @@ json OpenApiDocument(const ServerConfig& config) {
                                     "unknown fields are ignored."}}},
           {"paths", std::move(paths)},
           {"components",
-           {{"schemas", ComponentSchemas(config)},
+           {{"schemas", ComponentSchemas(config, vocab_size)},
             {"securitySchemes",
              {{"bearer", {{"type", "http"}, {"scheme", "bearer"},
                           {"description", "the server's --api-key, as 'Authorization: Bearer <key>'"}}}}}}}};

@@ -19,7 +19,7 @@ void HandleModels(ServingContext& context, const HttpRequest& req, HttpResponse&
 void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
 void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res);
 // The OpenAPI 3.1 description of every route, for this server's configuration (defaults, the
-// API key).
-nlohmann::ordered_json OpenApiDocument(const ServerConfig& config);
+// API key, its limits) and model (token ids below vocab_size; 0: unknown).
+nlohmann::ordered_json OpenApiDocument(const ServerConfig& config, int64_t vocab_size = 0);
 
 }  // namespace ember::server

@@ -155,5 +155,41 @@ TEST(OpenApiDocumentTest, DefaultsAreTheServersDefaults) {
   EXPECT_EQ(schemas["CompletionRequest"]["properties"]["temperature"]["default"], 0.25);
 }
 
+// The server's own limits (--max-n, the context, the vocabulary) are in its document.
+TEST(OpenApiDocumentTest, ServerLimitsCapTheParsersRanges) {
+  ServerConfig config;
+  config.max_n = 3;
+  config.max_model_len = 100;
+  const json schemas = OpenApiDocument(config, /*vocab_size=*/50)["components"]["schemas"];
+  const json& completion = schemas["CompletionRequest"]["properties"];
+  EXPECT_EQ(completion["n"]["maximum"], 3);
+  EXPECT_EQ(completion["max_tokens"]["maximum"], 99);
+  EXPECT_EQ(completion["stop_token_ids"]["items"]["maximum"], 49);
+  EXPECT_EQ(completion["prompt"]["anyOf"][1]["items"]["maximum"], 49);
+  EXPECT_EQ(schemas["ChatCompletionRequest"]["properties"]["max_completion_tokens"]["maximum"], 99);
+  EXPECT_EQ(schemas["DetokenizeRequest"]["properties"]["tokens"]["items"]["maximum"], 49);
+}
+
+// stream_options, top_logprobs and continue_final_message depend on another field, in the parser
+// and in the schema (an if/then).
+TEST(OpenApiRequestSchemaTest, DependentFieldsAreDeclared) {
+  const json chat = ChatCompletionRequestSchema();
+  std::vector<std::string> dependent;
+  for (const json& rule : chat["allOf"]) dependent.push_back(rule["if"]["required"][0]);
+  EXPECT_EQ(dependent, (std::vector<std::string>{"stream_options", "top_logprobs", "continue_final_message"}));
+  const json hi = json::array({{{"role", "user"}, {"content", "hi"}}});
+  auto error = [&](json body) {
+    body["messages"] = hi;
+    return ErrorOf(ParseChatCompletionRequest(body));
+  };
+  EXPECT_TRUE(Names(error({{"stream_options", json::object()}}), "stream_options"));
+  EXPECT_FALSE(error({{"stream_options", json::object()}, {"stream", true}}));
+  EXPECT_FALSE(error({{"stream_options", nullptr}}));
+  EXPECT_TRUE(Names(error({{"top_logprobs", 0}}), "top_logprobs"));
+  EXPECT_FALSE(error({{"top_logprobs", 0}, {"logprobs", true}}));
+  EXPECT_TRUE(Names(error({{"continue_final_message", true}}), "continue_final_message"));
+  EXPECT_FALSE(error({{"continue_final_message", false}}));
+}
+
 }  // namespace
 }  // namespace ember::server
