@@ -21,11 +21,11 @@ def free_port():
 
 
 class Server:
-    def __init__(self, ember_bin, *args, model=SMOLLM, name="smollm"):
+    def __init__(self, ember_bin, *args, model=SMOLLM, name="smollm", max_model_len=512):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
-             "--max-model-len", "512", "--kv-cache-memory", "64MiB", *map(str, args)],
+             "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 120
         while time.time() < deadline:
