@@ -114,6 +114,19 @@ def test_tool_choice_none_and_bad_tool_choice(server, client):
     assert status == 400 and body["error"]["param"] == "tool_choice"
 
 
+def test_tool_call_turn_renders_on_a_template_without_tools(server):
+    """The OpenAI tool flow sends back the assistant's calls with content null (or absent, or
+    tool_calls null); SmolLM2's template knows no tool calls and concatenates content, which
+    answered a template error until a missing content became "" (found by schemathesis)."""
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]
+    for assistant in ({"role": "assistant", "content": None, "tool_calls": calls},
+                      {"role": "assistant", "tool_calls": calls}, {"role": "assistant", "tool_calls": None}):
+        messages = [{"role": "user", "content": "Weather in Paris?"}, assistant,
+                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+        status, reply = server.json("POST", "/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+        assert status == 200, (assistant, reply)
+
+
 def test_info_routes(server):
     status, models = server.json("GET", "/v1/models")
     assert status == 200 and models["data"][0]["id"] == "smollm" and models["data"][0]["max_model_len"] == 512

@@ -197,13 +197,14 @@ std::optional<ApiError> NormalizeMessages(json& messages) {
                                     SafeText(role)),
                         "messages");
     }
+    // Null members are absent, as everywhere in a request ("tool_calls": null is no calls), and an
+    // assistant's missing content is "": templates concatenate it or test it for truth, and a
+    // template without tool support must still render the calls' turn (found by schemathesis).
+    for (auto it = m.begin(); it != m.end();) it = it->is_null() && it.key() != "content" ? m.erase(it) : std::next(it);
     if (!m.contains("content") || m["content"].is_null()) {
-      if (role == "assistant" && m.contains("tool_calls")) continue;
-      if (role == "assistant") {
-        m["content"] = "";
-        continue;
-      }
-      return BadRequest(where + ".content is required", "messages");
+      if (role != "assistant") return BadRequest(where + ".content is required", "messages");
+      m["content"] = "";
+      continue;
     }
     json& content = m["content"];
     if (content.is_string()) continue;

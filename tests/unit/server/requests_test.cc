@@ -143,6 +143,7 @@ TEST(ChatCompletionRequestTest, MessagesToolsAndLogprobs) {
     "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 4})");
   const ChatCompletionRequest c = Ok(ParseChatCompletionRequest(body));
   EXPECT_EQ(c.messages[1]["content"], "a\nb");
+  EXPECT_EQ(c.messages[2]["content"], "");  // an assistant's tool calls without content: "" for the template
   EXPECT_EQ(c.tool_choice, "named");
   EXPECT_EQ(c.forced_function, "f");
   EXPECT_EQ(c.common.sampling.max_tokens, 9);
