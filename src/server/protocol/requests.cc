@@ -122,8 +122,8 @@ void ParsePrompt(const nlohmann::ordered_json& body, FieldReader& r, std::vector
   }
 }
 
-// Flattens OpenAI content parts ([{"type": "text", "text": ...}]) to a string, as vLLM does for
-// text-only models; other part types are refused until ember has multimodal inputs.
+// Checks roles and content; content parts must be text ({"type": "text", "text": ...}) until
+// ember has multimodal inputs, and stay a list (the template decides how to read them).
 std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
   if (!messages.is_array() || messages.empty()) return BadRequest("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -148,22 +148,18 @@ std::optional<ApiError> NormalizeMessages(nlohmann::ordered_json& messages) {
     nlohmann::ordered_json& content = m["content"];
     if (content.is_string()) continue;
     if (!content.is_array()) return BadRequest(where + ".content must be a string or an array of parts", "messages");
-    std::string text;
     for (const nlohmann::ordered_json& part : content) {
       if (StringMember(part, "type") != "text" || !IsObjectWithStringMember(part, "text")) {
         return BadRequest(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported; "
                                   "image, audio and video inputs are not available yet",
                           "messages");
       }
-      if (!text.empty()) text += "\n";
-      text += part["text"].get<std::string>();
     }
-    content = text;
   }
   return std::nullopt;
 }
 
-void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompletionRequest* c) {
+void ParseToolList(const nlohmann::ordered_json& body, FieldReader& r, ChatPrompt* c) {
   if (r.Has("tools")) {
     const nlohmann::ordered_json& tools = body["tools"];
     if (!tools.is_array()) return r.Fail(BadRequest("'tools' must be an array", "tools"));
@@ -179,7 +175,11 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
     }
     if (!tools.empty()) c->tools = tools;
   }
-  c->tool_choice = c->tools.is_null() ? "none" : "auto";
+}
+
+void ParseToolChoice(const nlohmann::ordered_json& body, FieldReader& r, ChatCompletionRequest* c) {
+  const nlohmann::ordered_json& tools = c->chat.tools;
+  c->tool_choice = tools.is_null() ? "none" : "auto";
   if (!r.Has("tool_choice")) return;
   const nlohmann::ordered_json& choice = body["tool_choice"];
   if (choice.is_string()) {
@@ -195,12 +195,12 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
   } else {
     return r.Fail(BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice"));
   }
-  if (c->tool_choice != "none" && c->tools.is_null()) {
+  if (c->tool_choice != "none" && tools.is_null()) {
     return r.Fail(BadRequest("'tool_choice' needs 'tools'", "tool_choice"));
   }
   if (c->tool_choice == "named") {
     bool found = false;
-    for (const auto& t : c->tools) found = found || t["function"]["name"] == c->forced_function;
+    for (const auto& t : tools) found = found || t["function"]["name"] == c->forced_function;
     if (!found) {
       r.Fail(BadRequest(fmt::format("tool_choice names '{}', which is not in 'tools'", SafeText(c->forced_function)),
                         "tool_choice"));
@@ -208,7 +208,43 @@ void ParseTools(const nlohmann::ordered_json& body, FieldReader& r, ChatCompleti
   }
 }
 
+// The conversation fields: messages (required), tools, add_generation_prompt,
+// continue_final_message, chat_template_kwargs.
+void ParseChatPrompt(const nlohmann::ordered_json& body, FieldReader& r, ChatPrompt* c) {
+  if (!r.Has("messages")) return r.Fail(BadRequest("'messages' is required", "messages"));
+  c->messages = body["messages"];
+  if (auto error = NormalizeMessages(c->messages)) return r.Fail(*error);
+  ParseToolList(body, r, c);
+  r.Bool("add_generation_prompt", &c->add_generation_prompt);
+  r.Bool("continue_final_message", &c->continue_final_message);
+  if (c->add_generation_prompt && c->continue_final_message) {
+    r.Fail(BadRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true",
+                      "continue_final_message"));
+  }
+  if (r.Has("chat_template_kwargs")) {
+    if (!body["chat_template_kwargs"].is_object()) {
+      r.Fail(BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
+    } else {
+      c->chat_template_kwargs = body["chat_template_kwargs"];
+    }
+  }
+}
+
 }  // namespace
+
+std::string ContentText(const nlohmann::ordered_json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (!content.is_array()) return text;
+  bool first = true;
+  for (const nlohmann::ordered_json& part : content) {
+    if (!IsObjectWithStringMember(part, "text")) continue;
+    if (!first) text += "\n";
+    text += part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                  const SamplingParams& defaults) {
@@ -238,30 +274,37 @@ std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const n
   ReadMaxTokens(r, "max_tokens", &c.common);
   ReadMaxTokens(r, "max_completion_tokens", &c.common);  // the newer name wins
   if (!r.Has("messages")) return BadRequest("'messages' is required", "messages");
-  c.messages = body["messages"];
-  if (auto error = NormalizeMessages(c.messages)) r.Fail(*error);
-  ParseTools(body, r, &c);
+  ParseChatPrompt(body, r, &c.chat);
+  ParseToolChoice(body, r, &c);
+  r.Bool("echo", &c.echo);
   bool want_logprobs = false;
   r.Bool("logprobs", &want_logprobs);
   std::optional<int32_t> top_logprobs;
   r.Int("top_logprobs", &top_logprobs);
   if (top_logprobs && !want_logprobs) r.Fail(BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
   if (want_logprobs) c.common.sampling.logprobs = top_logprobs.value_or(0);
-  r.Bool("add_generation_prompt", &c.add_generation_prompt);
-  r.Bool("continue_final_message", &c.continue_final_message);
-  if (c.add_generation_prompt && c.continue_final_message) {
-    r.Fail(BadRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true",
-                      "continue_final_message"));
-  }
-  if (r.Has("chat_template_kwargs")) {
-    if (!body["chat_template_kwargs"].is_object()) {
-      r.Fail(BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
-    } else {
-      c.chat_template_kwargs = body["chat_template_kwargs"];
-    }
-  }
   if (r.error()) return *r.error();
   return c;
+}
+
+std::variant<TokenizeRequest, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body) {
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  TokenizeRequest t;
+  FieldReader r(body);
+  r.String("model", &t.model);
+  r.Bool("return_token_strs", &t.return_token_strs);
+  if (r.Has("messages")) {
+    if (r.Has("prompt")) r.Fail(BadRequest("give either 'prompt' or 'messages', not both", "prompt"));
+    t.add_special_tokens = false;
+    ParseChatPrompt(body, r, &t.chat.emplace());
+  } else if (r.Has("prompt")) {
+    r.String("prompt", &t.prompt);
+  } else {
+    r.Fail(BadRequest("'prompt' (a string) or 'messages' (a chat) is required", "prompt"));
+  }
+  r.Bool("add_special_tokens", &t.add_special_tokens);
+  if (r.error()) return *r.error();
+  return t;
 }
 
 }  // namespace ember::server

@@ -3,7 +3,9 @@
 
 #include "server/http_util.h"
 #include "server/protocol/field_reader.h"
+#include "server/protocol/requests.h"
 #include "server/protocol/safe_text.h"
+#include "server/routes/chat_prompt.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
 
@@ -22,23 +24,35 @@ void HandleModels(ServingContext& context, const HttpRequest&, HttpResponse& res
                                         {"max_model_len", context.config.max_model_len}}})}});
 }
 
+// vLLM's /tokenize: a prompt, or a chat rendered exactly as /v1/chat/completions renders it (so
+// a client sees the ids the model would see); token_strs are the ids' vocabulary strings, as
+// transformers' convert_ids_to_tokens gives them.
 void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
-  const json& b = std::get<json>(body);
-  FieldReader r(b);
-  std::string model, prompt;
-  bool add_special = true;
-  r.String("model", &model);
-  r.String("prompt", &prompt);
-  r.Bool("add_special_tokens", &add_special);
-  if (!r.Has("prompt")) r.Fail(BadRequest("'prompt' is required (a string)", "prompt"));
-  if (r.error()) return SendError(res, *r.error());
-  if (!model.empty() && model != context.config.served_model_name) {
-    return SendError(res, NotFound(fmt::format("the model '{}' does not exist", SafeText(model)), "model"));
+  auto parsed = ParseTokenizeRequest(std::get<json>(body));
+  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(res, *e);
+  const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
+  if (!request.model.empty() && request.model != context.config.served_model_name) {
+    return SendError(res, NotFound(fmt::format("the model '{}' does not exist", SafeText(request.model)), "model"));
   }
-  const std::vector<int32_t> ids = context.model.tokenizer->Encode(prompt, add_special, /*parse_special=*/true);
-  SendJson(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context.config.max_model_len}});
+  std::vector<int32_t> ids;
+  if (request.chat) {
+    auto rendered = RenderChatPrompt(context.model, *request.chat);
+    if (auto* e = std::get_if<ApiError>(&rendered)) return SendError(res, *e);
+    ids = TokenizeChatPrompt(context.model, std::get<std::string>(rendered), request.add_special_tokens);
+  } else {
+    ids = context.model.tokenizer->Encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
+  }
+  json token_strs = nullptr;
+  if (request.return_token_strs) {
+    token_strs = json::array();
+    for (int32_t id : ids) token_strs.push_back(context.model.tokenizer->TokenText(id));
+  }
+  SendJson(res, {{"count", ids.size()},
+                 {"max_model_len", context.config.max_model_len},
+                 {"tokens", ids},
+                 {"token_strs", std::move(token_strs)}});
 }
 
 void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {

@@ -33,7 +33,8 @@ json OpenApiDocument() {
            {{"/v1/completions", {{"post", Operation("Text completion (OpenAI Completions API)", true, true)}}},
             {"/v1/chat/completions", {{"post", Operation("Chat completion with tools (OpenAI Chat API)", true, true)}}},
             {"/v1/models", {{"get", Operation("The served model", false, false)}}},
-            {"/tokenize", {{"post", Operation("Token ids of a prompt", true, false)}}},
+            {"/tokenize", {{"post", Operation("Token ids of a prompt, or of messages rendered with the chat template "
+                                              "(vLLM's tokenize)", true, false)}}},
             {"/detokenize", {{"post", Operation("Text of token ids", true, false)}}},
             {"/health", {{"get", Operation("200 when serving, 503 while loading or after the engine died", false, false)}}},
             {"/version", {{"get", Operation("Server version", false, false)}}},
