@@ -10,6 +10,12 @@ directory, as transformers' LlamaForCausalLM and vLLM load one:
 
   .venv/bin/python scripts/gguf_to_hf_dir.py                      # -> ~/.cache/ember/models/SmolLM2-135M-Instruct-hf-f32
   .venv/bin/python scripts/gguf_to_hf_dir.py --dtype bf16 --src M.gguf --out DIR
+  .venv/bin/python scripts/gguf_to_hf_dir.py --src ~/.cache/ember/models/gemma-3-270m-q4_k_m.gguf
+
+Gemma 3 GGUFs convert too (norm gains back from llama.cpp's 1 + w to w, no q/k permutation, the
+sliding pattern / local RoPE base / query_pre_attn_scalar the GGUF leaves out filled in as
+llama.cpp assumes them), without a tokenizer: Gemma's SentencePiece tokenizer.json is not
+written (ember does not read that kind of tokenizer.json yet).
 
 Why the un-permutation: llama.cpp's converter reorders each head's q/k rows from the HF
 rotate-half layout (pairs j, j + d/2) into interleaved pairs (2j, 2j + 1), the layout its "norm"
@@ -51,6 +57,12 @@ LAYER_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+# Gemma 3's sandwich norms and q/k norms (its q/k rows are not permuted: llama.cpp rotates
+# Gemma in the NEOX layout, which is HF's rotate-half).
+GEMMA3_LAYER_NAMES = dict(LAYER_NAMES, ffn_norm="pre_feedforward_layernorm",
+                          post_attention_norm="post_attention_layernorm",
+                          post_ffw_norm="post_feedforward_layernorm", attn_q_norm="self_attn.q_norm",
+                          attn_k_norm="self_attn.k_norm")
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 # tokenizer.ggml.pre -> the pre_tokenizer SmolLM2's (and GPT-2's) tokenizer.json carries.
 PRE_TOKENIZERS = {
@@ -73,12 +85,13 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, d // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
-def hf_tensors(reader: GGUFReader, heads: int, kv_heads: int) -> dict[str, np.ndarray]:
+def hf_tensors(reader: GGUFReader, arch: str, heads: int, kv_heads: int) -> dict[str, np.ndarray]:
+    names = GEMMA3_LAYER_NAMES if arch == "gemma3" else LAYER_NAMES
     out = {}
     for t in reader.tensors:
         parts = t.name.split(".")
         if parts[0] == "blk":
-            base = f"model.layers.{parts[1]}.{LAYER_NAMES[parts[2]]}"
+            base = f"model.layers.{parts[1]}.{names[parts[2]]}"
             kind = parts[2]
         else:
             base, kind = GLOBAL_NAMES[parts[0]], parts[0]
@@ -86,10 +99,13 @@ def hf_tensors(reader: GGUFReader, heads: int, kv_heads: int) -> dict[str, np.nd
             raise SystemExit(f"unexpected tensor {t.name}")
         shape = [int(x) for x in reversed(t.shape)]  # ggml dims are innermost first
         values = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
-        if kind == "attn_q":
+        if arch == "llama" and kind == "attn_q":
             values = unpermute(values, heads)
-        elif kind == "attn_k":
+        elif arch == "llama" and kind == "attn_k":
             values = unpermute(values, kv_heads)
+        elif arch == "gemma3" and kind.endswith("norm"):
+            # llama.cpp stores Gemma's RMSNorm gains as 1 + w; Gemma3RMSNorm multiplies by 1 + w.
+            values = values - np.float32(1.0)
         out[base + ".weight"] = values
     return out
 
@@ -175,41 +191,59 @@ def main() -> None:
     out = args.out or args.src.with_name(f"{stem}-hf-{args.dtype}")
 
     reader = GGUFReader(args.src)
-    if field(reader, "general.architecture") != "llama":
-        raise SystemExit(f"{args.src}: only llama-architecture GGUFs are converted")
-    g = lambda key, default=None: field(reader, f"llama.{key}", default)
+    arch = field(reader, "general.architecture")
+    if arch not in ("llama", "gemma3"):
+        raise SystemExit(f"{args.src}: architecture {arch}; llama and gemma3 GGUFs are converted")
+    g = lambda key, default=None: field(reader, f"{arch}.{key}", default)
     heads = int(g("attention.head_count"))
     kv_heads = int(g("attention.head_count_kv", heads))
-    if reader.fields.get("llama.rope.scaling.type") is not None:
+    if reader.fields.get(f"{arch}.rope.scaling.type") is not None:
         raise SystemExit("RoPE scaling is not converted")
-    tensors = hf_tensors(reader, heads, kv_heads)
+    tensors = hf_tensors(reader, arch, heads, kv_heads)
     vocab, hidden = tensors["model.embed_tokens.weight"].shape
     tied = "lm_head.weight" not in tensors
     head_dim = int(g("attention.key_length", hidden // heads))
     bos = field(reader, "tokenizer.ggml.bos_token_id")
     eos = field(reader, "tokenizer.ggml.eos_token_id")
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "vocab_size": int(vocab), "hidden_size": int(hidden), "intermediate_size": int(g("feed_forward_length")),
         "num_hidden_layers": int(g("block_count")), "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-        "head_dim": head_dim, "hidden_act": "silu", "max_position_embeddings": int(g("context_length", 2048)),
-        "rms_norm_eps": float(f"{g('attention.layer_norm_rms_epsilon', 1e-5):.6g}"), "rope_theta": float(g("rope.freq_base", 10000.0)),
-        "rope_scaling": None, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": tied,
-        "bos_token_id": bos, "eos_token_id": eos, "torch_dtype": "float32" if args.dtype == "f32" else "bfloat16",
+        "head_dim": head_dim, "max_position_embeddings": int(g("context_length", 2048)),
+        "rms_norm_eps": float(f"{g('attention.layer_norm_rms_epsilon', 1e-6):.6g}"),
+        "rope_theta": float(g("rope.freq_base", 10000.0)), "rope_scaling": None, "attention_bias": False,
+        "tie_word_embeddings": tied, "bos_token_id": bos, "eos_token_id": eos,
+        "torch_dtype": "float32" if args.dtype == "f32" else "bfloat16",
     }
+    if arch == "llama":
+        config.update(architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu", mlp_bias=False)
+    else:
+        # What the Gemma 3 GGUF leaves out comes from the architecture, as llama.cpp (and ember's
+        # GGUF loader) take it: every 6th layer global, local RoPE base 1e4, and
+        # query_pre_attn_scalar = head_dim (true of the 270M/1B models).
+        layers = config["num_hidden_layers"]
+        config.update(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text",
+                      hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=head_dim,
+                      sliding_window=int(g("attention.sliding_window", 512)), rope_local_base_freq=10000.0,
+                      layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"
+                                   for i in range(layers)],
+                      final_logit_softcapping=None, attn_logit_softcapping=None)
     out.mkdir(parents=True, exist_ok=True)
     write_safetensors(out / "model.safetensors", tensors, args.dtype)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     generation = {"bos_token_id": bos, "eos_token_id": eos}
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
-    tokenizer, tokenizer_config = tokenizer_files(reader)
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False) + "\n")
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n")
-    try:
-        from tokenizers import Tokenizer
-        Tokenizer.from_file(str(out / "tokenizer.json"))
-    except ImportError:
-        pass
+    if arch == "llama":
+        tokenizer, tokenizer_config = tokenizer_files(reader)
+        (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False) + "\n")
+        (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n")
+        try:
+            from tokenizers import Tokenizer
+            Tokenizer.from_file(str(out / "tokenizer.json"))
+        except ImportError:
+            pass
+    else:
+        print("note: no tokenizer.json written (Gemma's SentencePiece vocabulary is not converted); "
+              "run the directory with --prompt-ids")
     print(out)
     if args.check_transformers:
         check_transformers(out)
@@ -218,13 +252,22 @@ def main() -> None:
 def check_transformers(out: pathlib.Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
-    ids = tok.apply_chat_template([{"role": "user", "content": "Name three colours of the sea."}],
-                                  add_generation_prompt=True, tokenize=True, return_dict=False)
+    if (out / "tokenizer.json").exists():
+        tok = AutoTokenizer.from_pretrained(out)
+        ids = tok.apply_chat_template([{"role": "user", "content": "Name three colours of the sea."}],
+                                      add_generation_prompt=True, tokenize=True, return_dict=False)
+    else:
+        tok, ids = None, CHECK_IDS
     with torch.no_grad():
         reply = model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False)[0][len(ids):]
-    print(f"transformers greedy reply: {tok.decode(reply, skip_special_tokens=True)!r}")
+    if tok is not None:
+        print(f"transformers greedy reply: {tok.decode(reply, skip_special_tokens=True)!r}")
+    print(f"transformers greedy ids for prompt ids {','.join(map(str, ids))}: {','.join(map(str, reply.tolist()))}")
+
+
+# A fixed prompt (as ids) for models without a converted tokenizer: BOS 2 and five ordinary tokens.
+CHECK_IDS = [2, 818, 5279, 529, 7001, 563]
 
 
 if __name__ == "__main__":

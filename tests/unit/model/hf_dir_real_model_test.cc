@@ -1,4 +1,4 @@
-// The real SmolLM2-135M-Instruct as a Hugging Face model directory (scripts/gguf_to_hf_dir.py:
+// The real SmolLM2-135M-Instruct (and Gemma 3 270M) as a Hugging Face model directory (scripts/gguf_to_hf_dir.py:
 // the GGUF's weights dequantized to f32 safetensors under HF names, q/k rows un-permuted,
 // tokenizer.json + tokenizer_config.json built from the GGUF vocabulary) against the same weights
 // as an F32 GGUF (scripts/make_dense_gguf.py --type f32): the same token ids from both tokenizers,
@@ -7,6 +7,10 @@
 //
 //   .venv/bin/python scripts/make_dense_gguf.py --type f32
 //   .venv/bin/python scripts/gguf_to_hf_dir.py
+//
+// Gemma 3 the same way (--src gemma-3-270m-q4_k_m.gguf for both scripts), on a prompt given as ids
+// (its SentencePiece tokenizer is not converted): norm gains back from 1 + w, no q/k permutation,
+// sliding layers, local RoPE base and query_pre_attn_scalar as config.json fields.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +98,19 @@ TEST(HfDirRealModelTest, SmolLM2DirectoryTokenizerAndTemplateEqualTheGguf) {
 // interleaved RoPE with the GGUF F32 matmul, the directory the HF rows through rotate-half RoPE
 // with kernels::MatMul. A wrong un-permutation or RoPE layout moves logits by whole units; the
 // two matmuls differ by summation order only (~1e-6 of the logit scale over 30 layers).
+float WorstRelativeError(const ModelRun& a, const ModelRun& b, size_t rows) {
+  float worst = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    float scale = 1.0f;
+    for (int64_t v = 0; v < a.vocab; ++v) scale = std::max(scale, std::fabs(a.prompt_logits[r * a.vocab + v]));
+    for (int64_t v = 0; v < a.vocab; ++v) {
+      const size_t i = r * a.vocab + v;
+      worst = std::max(worst, std::fabs(b.prompt_logits[i] - a.prompt_logits[i]) / scale);
+    }
+  }
+  return worst;
+}
+
 TEST(HfDirRealModelTest, SmolLM2DirectoryMatchesF32GgufLogitsAndGreedyText) {
   SKIP_WITHOUT_MODELS();
   const std::vector<int32_t> prompt = ChatPrompt(kGguf);
@@ -101,15 +118,7 @@ TEST(HfDirRealModelTest, SmolLM2DirectoryMatchesF32GgufLogitsAndGreedyText) {
   const ModelRun dir = RunModel(kDir, prompt);
   ASSERT_EQ(gguf.vocab, dir.vocab);
   ASSERT_EQ(gguf.prompt_logits.size(), dir.prompt_logits.size());
-  float worst = 0.0f;
-  for (size_t r = 0; r < prompt.size(); ++r) {
-    float scale = 1.0f;
-    for (int64_t v = 0; v < gguf.vocab; ++v) scale = std::max(scale, std::fabs(gguf.prompt_logits[r * gguf.vocab + v]));
-    for (int64_t v = 0; v < gguf.vocab; ++v) {
-      const size_t i = r * gguf.vocab + v;
-      worst = std::max(worst, std::fabs(dir.prompt_logits[i] - gguf.prompt_logits[i]) / scale);
-    }
-  }
+  const float worst = WorstRelativeError(gguf, dir, prompt.size());
   std::printf("[ SmolLM2 ] directory vs F32 GGUF: worst relative logit error over %zu positions: %.3g\n",
               prompt.size(), worst);
   EXPECT_LT(worst, 1e-4f);
@@ -127,6 +136,28 @@ TEST(HfDirRealModelTest, SmolLM2DirectoryMatchesF32GgufLogitsAndGreedyText) {
     std::printf("[ SmolLM2 ] Q4_1 GGUF agrees with the directory on the first %zu of %d greedy tokens\n", same,
                 kGreedyTokens);
   }
+}
+
+// Gemma 3: the directory's zero-centred norms (+1 at load), rotate-half RoPE on unpermuted rows
+// with the local base on 15 of 18 layers and the 512-key window, against the GGUF's folded norms.
+// The prompt is longer than the window so sliding layers drop keys.
+TEST(HfDirRealModelTest, Gemma3DirectoryMatchesF32GgufLogitsAndGreedyIds) {
+  const std::string gguf_path = CachePath("gemma-3-270m-q4_k_m.F32.gguf");
+  const std::string dir_path = CachePath("gemma-3-270m-q4_k_m-hf-f32");
+  if (!std::filesystem::exists(gguf_path) || !std::filesystem::exists(dir_path + "/config.json")) {
+    GTEST_SKIP() << "needs " << gguf_path << " and " << dir_path << " (the two scripts with --src "
+                 << "gemma-3-270m-q4_k_m.gguf)";
+  }
+  std::vector<int32_t> prompt = {2};
+  for (int i = 0; i < 599; ++i) prompt.push_back(300 + (i * 7919) % 20000);
+  const ModelRun gguf = RunModel(gguf_path, prompt);
+  const ModelRun dir = RunModel(dir_path, prompt);
+  ASSERT_EQ(gguf.prompt_logits.size(), dir.prompt_logits.size());
+  const float worst = WorstRelativeError(gguf, dir, prompt.size());
+  std::printf("[ Gemma 3 ] directory vs F32 GGUF: worst relative logit error over %zu positions: %.3g\n",
+              prompt.size(), worst);
+  EXPECT_LT(worst, 1e-4f);
+  EXPECT_EQ(dir.greedy, gguf.greedy);
 }
 
 }  // namespace
