@@ -206,6 +206,38 @@ TEST_P(HfDenseGoldenTest, F32AndF16CheckpointsMatchTransformers) {
   }
 }
 
+// Gemma3ForConditionalGeneration (gemma-3-4b and larger) wraps the same text decoder: config.json
+// model_type gemma3 with the decoder's fields in text_config, tensors under model.language_model.
+// (transformers 5) or language_model.model. (transformers 4), beside a vision tower the text
+// decoder does not run. The gemma3 fixture rewritten that way gives the same logits.
+TEST(HfDenseGoldenMultimodalTest, Gemma3ConditionalGenerationTextDecoderMatchesTransformers) {
+  const Golden g = LoadGolden("gemma3");
+  const auto tensors = ReadAsF32(g.dir);
+  std::ifstream in(g.dir + "/config.json");
+  const nlohmann::json text_config = nlohmann::json::parse(in);
+  nlohmann::json config = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
+                           {"text_config", text_config}, {"vision_config", {{"model_type", "siglip_vision_model"}}},
+                           {"image_token_index", 255}};
+  config["text_config"]["model_type"] = "gemma3_text";
+  const std::vector<float> vision(16, 0.5f);
+  for (const char* prefix : {"model.language_model.", "language_model.model."}) {
+    ScratchDir dir(std::string("mm_") + prefix);
+    std::ofstream(dir.path() / "config.json") << config.dump(2);
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& [name, value] : tensors) {
+      EXPECT_EQ(name.rfind("model.", 0), 0u) << name;
+      entries.push_back({prefix + name.substr(6), DType::kF32, value.first, value.second.data()});
+    }
+    entries.push_back({"model.vision_tower.vision_model.post_layernorm.weight", DType::kF32, Shape{16}, vision.data()});
+    ASSERT_TRUE(WriteSafetensors((dir.path() / "model.safetensors").string(), entries).ok());
+    auto logits = PromptLogits(dir.str(), g);
+    ASSERT_TRUE(logits.ok()) << prefix << ": " << logits.status().ToString();
+    const float error = WorstRelativeError(logits->data(), g.logits.data(),
+                                           static_cast<int64_t>(g.prompt_ids.size()), g.vocab_size);
+    EXPECT_LT(error, kRelativeTolerance) << prefix;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfDenseGoldenTest, ::testing::Values("llama", "llama3_rope", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
 
