@@ -147,14 +147,20 @@ MULTIMODAL_USER = {
 }
 
 
-def case(name, messages, tools=None, add_generation_prompt=True, **extra):
+def case(name, messages, tools=None, add_generation_prompt=True, continue_final_message=False, **extra):
     return {
         "name": name,
         "messages": messages,
         "tools": tools,
         "add_generation_prompt": add_generation_prompt,
+        "continue_final_message": continue_final_message,
         "extra": extra,
     }
+
+
+def continued(name, messages, **kwargs):
+    """A case that continues its final message (which rules out the generation prompt)."""
+    return case(name, messages, add_generation_prompt=False, continue_final_message=True, **kwargs)
 
 
 # Every conversation is rendered with every template; where a template rejects a conversation
@@ -234,6 +240,11 @@ CASES = [
     case("multimodal_content", [MULTIMODAL_USER, ASSISTANT, USER2]),
     case("system_as_parts",
          [{"role": "system", "content": [{"type": "text", "text": "System from parts."}]}, USER]),
+    # Text parts only (what the API accepts today): a template that loops over them sees each part.
+    case("text_parts",
+         [{"role": "system", "content": [{"type": "text", "text": " Be brief. "}, {"type": "text", "text": "Be kind."}]},
+          {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": " world "}]},
+          {"role": "assistant", "content": [{"type": "text", "text": "Hi!"}]}, USER2]),
     case("developer_role", [{"role": "developer", "content": "Developer rules <|eot|>."}, USER, ASSISTANT,
                             {"role": "developer", "content": "Mid-conversation note."}, USER2]),
     case("timestamped_user",
@@ -252,6 +263,23 @@ CASES = [
          [WEATHER_USER, {"role": "tool", "tool_call_id": "missing", "content": "orphan"}], tools=TOOLS),
     case("non_alternating_roles", [USER, USER2]),
     case("assistant_first", [ASSISTANT, USER]),
+    # continue_final_message: the render is cut after the final message. Gemma 3 trims content
+    # (`| trim`), so the text must be found stripped, and trailing whitespace is then dropped.
+    continued("continue_assistant", [USER, {"role": "assistant", "content": "The capital of France is"}]),
+    continued("continue_trailing_space", [USER, {"role": "assistant", "content": "The capital of France is "}]),
+    continued("continue_surrounding_whitespace", [SYSTEM, USER, {"role": "assistant", "content": "\n  Well,\t\n"}]),
+    continued("continue_unicode_whitespace", [USER, {"role": "assistant", "content": "\u3000Ответ:\u00a0"}]),
+    continued("continue_repeated_text", [{"role": "user", "content": "Say: Paris"}, {"role": "assistant", "content": "Paris"}]),
+    continued("continue_empty", [USER, {"role": "assistant", "content": ""}]),
+    continued("continue_user", [{"role": "user", "content": "Complete this sentence: the sky is "}]),
+    continued("continue_parts",
+              [USER, {"role": "assistant", "content": [{"type": "text", "text": "Let me "}, {"type": "text", "text": " think"}]}]),
+    continued("continue_parts_image_last",
+              [{"role": "user", "content": [{"type": "text", "text": "Caption: "}, {"type": "image"}]}]),
+    continued("continue_parts_no_text", [{"role": "user", "content": [{"type": "image"}]}]),
+    continued("continue_without_content", [WEATHER_USER, weather_call({"city": "Zürich"}, content=None)], tools=TOOLS),
+    continued("continue_after_tools", [WEATHER_USER, weather_call({"city": "Zürich"}), WEATHER_RESULT,
+                                       {"role": "assistant", "content": "It is 21.5 °C"}], tools=TOOLS),
 ]
 
 
@@ -268,6 +296,7 @@ def render(template_name: str, source: str, bos: str, eos: str, c: dict) -> dict
             tools=copy.deepcopy(c["tools"]),
             chat_template=source,
             add_generation_prompt=c["add_generation_prompt"],
+            continue_final_message=c["continue_final_message"],
             tokenize=False,
             **kwargs,
         )
@@ -315,6 +344,8 @@ def main() -> None:
                     "messages": c["messages"],
                     "tools": c["tools"],
                     "add_generation_prompt": c["add_generation_prompt"],
+                    # only where set, so that the earlier cases read as before
+                    **({"continue_final_message": True} if c["continue_final_message"] else {}),
                     "bos_token": bos,
                     "eos_token": eos,
                     "extra": c["extra"],

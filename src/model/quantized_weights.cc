@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "core/thread_pool.h"
+#include "model/quantized_linear.h"
 
 namespace ember {
 namespace {
@@ -111,75 +112,27 @@ Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, 
   return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), nullptr);
 }
 
-// compressed-tensors: one linear per expert and projection.
+// compressed-tensors: one linear per expert and projection (ReadCompressedTensorsMatrix).
 Expected<ExpertWeights> ReadCompressedTensors(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t) {
   static const char* const kGateUp[] = {"gate_proj", "up_proj"};
   static const char* const kDown[] = {"down_proj"};
   const char* const* projs = t.halves == 2 ? kGateUp : kDown;
   const int64_t part_rows = t.rows / t.halves;
-  const bool fp8 = scheme.format == WeightFormat::kFp8E4m3;
   // f32 copies of scales that are not stored as f32 (bf16 FP8 scales): tiny next to the weights.
   auto owned = std::make_shared<std::deque<std::vector<float>>>();
   std::vector<std::vector<BlockScaledMatrix>> parts(t.experts);
   for (int64_t e = 0; e < t.experts; ++e) {
     for (int64_t h = 0; h < t.halves; ++h) {
-      const std::string base = fmt::format("{}.{}.{}.", t.module, e, projs[h]);
-      BlockScaledMatrix m;
-      m.format = scheme.format;
-      m.rows = part_rows;
-      m.cols = t.cols;
-      const std::string codes_name = base + (fp8 ? "weight" : "weight_packed");
-      const std::string scale_name = base + "weight_scale";
+      const std::string base = fmt::format("{}.{}.{}", t.module, e, projs[h]);
+      const bool fp8 = scheme.format == WeightFormat::kFp8E4m3;
+      const std::string codes_name = base + (fp8 ? ".weight" : ".weight_packed");
+      const std::string scale_name = base + ".weight_scale";
       if (!w.Has(codes_name) || !w.Has(scale_name)) {
         return NotQuantizedError(scheme, t.module, w.Has(codes_name) ? scale_name : codes_name,
                                  w.Has(t.Name()) ? t.Name() : "");
       }
-      if (fp8) {
-        EMBER_ASSIGN_OR_RETURN(TensorView codes, w.Require(codes_name, {DType::kF8E4M3}, Shape{part_rows, t.cols}));
-        // Per-tensor scales are [1]; per-channel and block scales are 2-D.
-        Expected<TensorView> scalar = w.Require(scale_name, {DType::kF32, DType::kBF16}, Shape{1});
-        TensorView s;
-        if (scalar.ok()) {
-          s = *scalar;
-        } else {
-          EMBER_ASSIGN_OR_RETURN(s, w.Require(scale_name, {DType::kF32, DType::kBF16}, Shape{-1, -1}));
-        }
-        m.codes = codes.As<uint8_t>();
-        m.codes_row_stride = t.cols;
-        const Shape block{CeilDiv(part_rows, 128), CeilDiv(t.cols, 128)};
-        if (s.NumElements() == 1) {
-          m.fp8_scale_kind = Fp8ScaleKind::kPerTensor;
-          m.global_scale = ScalarF32(s, 0);
-        } else if (s.shape == Shape{part_rows, 1} || s.shape == block) {
-          m.fp8_scale_kind = s.shape == block ? Fp8ScaleKind::kBlock128 : Fp8ScaleKind::kPerChannel;
-          std::vector<float>& f = owned->emplace_back(s.NumElements());
-          for (int64_t i = 0; i < s.NumElements(); ++i) f[i] = ScalarF32(s, i);
-          m.scales = f.data();
-          m.scales_row_stride = m.fp8_scale_kind == Fp8ScaleKind::kBlock128 ? 4 * block[1] : 4;
-        } else {
-          return InvalidArgument(fmt::format("tensor '{}' has shape {}; an FP8 weight_scale for a [{}, {}] weight is "
-                                             "[1] (tensor), [{}, 1] (channel) or {} (128x128 blocks)",
-                                             scale_name, s.shape.ToString(), part_rows, t.cols, part_rows,
-                                             block.ToString()));
-        }
-      } else {
-        if (t.cols % quant::kNvfp4BlockSize != 0) {
-          return InvalidArgument(fmt::format("tensor '{}': {} input features are not a multiple of 16", codes_name,
-                                             t.cols));
-        }
-        EMBER_ASSIGN_OR_RETURN(TensorView codes, w.Require(codes_name, {DType::kU8}, Shape{part_rows, t.cols / 2}));
-        EMBER_ASSIGN_OR_RETURN(TensorView s, w.Require(scale_name, {DType::kF8E4M3}, Shape{part_rows, t.cols / 16}));
-        const std::string g_name = base + "weight_global_scale";
-        EMBER_ASSIGN_OR_RETURN(TensorView g, w.Require(g_name, {DType::kF32}, Shape{1}));
-        EMBER_RETURN_IF_ERROR(CheckGlobal(g.As<float>()[0], g_name, 0));
-        m.codes = codes.As<uint8_t>();
-        m.codes_row_stride = t.cols / 2;
-        m.scales = s.data;
-        m.scales_row_stride = t.cols / 16;
-        // compressed-tensors stores global = 448 * 6 / amax and dequantizes code * (scale / global).
-        m.global_scale = 1.0f / g.As<float>()[0];
-      }
-      EMBER_RETURN_IF_ERROR(quant::ValidateBlockScaledMatrix(m));
+      EMBER_ASSIGN_OR_RETURN(BlockScaledMatrix m, ReadCompressedTensorsMatrix(w, scheme, base, part_rows, t.cols,
+                                                                              *owned));
       parts[e].push_back(m);
     }
   }

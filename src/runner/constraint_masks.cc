@@ -1,6 +1,7 @@
 #include "runner/constraint_masks.h"
 
 #include <limits>
+#include <utility>
 
 #include "core/check.h"
 #include "core/logging.h"
@@ -23,10 +24,41 @@ void ApplyTokenBitmask(std::span<const uint32_t> bitmask, std::span<float> logit
 ConstraintMasks::ConstraintMasks(int64_t vocab_size, std::vector<int32_t> eos_token_ids)
     : vocab_size_(vocab_size), eos_token_ids_(std::move(eos_token_ids)) {}
 
-ConstraintMasks::~ConstraintMasks() { Wait(); }
+ConstraintMasks::~ConstraintMasks() {
+  if (!helper_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  helper_.join();
+}
+
+void ConstraintMasks::HelperLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    wake_.wait(lock, [&] { return busy_ || stopping_; });
+    if (stopping_) return;
+    // pending_ is not touched by the engine thread while busy_ is set.
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      for (State* s : pending_) s->matcher->FillNextTokenBitmask(s->bitmask);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    failure_ = failure;
+    busy_ = false;
+    wake_.notify_all();
+  }
+}
 
 void ConstraintMasks::Wait() {
-  if (running_.valid()) running_.get();  // rethrows a grammar engine failure: a bug, not the user's
+  if (!helper_.joinable()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait(lock, [&] { return !busy_; });
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));  // a grammar engine bug, not the user's
 }
 
 ConstraintMasks::State* ConstraintMasks::Find(const RunnerRequest& r) {
@@ -66,9 +98,12 @@ void ConstraintMasks::Start(std::span<RunnerRequest* const> requests) {
     if (s->masked_this_step) pending_.push_back(s);
   }
   if (pending_.empty()) return;
-  running_ = std::async(std::launch::async, [states = pending_] {
-    for (State* s : states) s->matcher->FillNextTokenBitmask(s->bitmask);
-  });
+  if (!helper_.joinable()) helper_ = std::thread([this] { HelperLoop(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = true;
+  }
+  wake_.notify_all();
 }
 
 void ConstraintMasks::Apply(std::span<RunnerRequest* const> requests, std::span<const int64_t> row_of_request,

@@ -1,15 +1,19 @@
 // Structured outputs in the runner: one TokenMatcher per constrained request, its next-token mask
 // computed on a helper thread while the forward pass runs (the mask for step t depends only on
-// the tokens accepted up to step t - 1, which are known before the forward starts), applied to
+// the tokens accepted up to step t - 1, which are known before the forward starts; one thread,
+// started with the first constrained request and kept, so a step pays no thread start), applied to
 // the request's logits row before sampling, so that penalties, sampling and logprobs all see the
 // masked logits (as vLLM applies its grammar bitmask before its sampler), and advanced with each
 // emitted token. Requests without a constraint cost nothing: no matcher, no mask, no thread.
 #pragma once
 
 #include <cstdint>
-#include <future>
+#include <condition_variable>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -46,13 +50,22 @@ class ConstraintMasks {
     bool broken = false;  // a token outside the grammar was accepted (see Accept); no more masks
   };
   State* Find(const RunnerRequest& r);
-  void Wait();
+  void Wait();  // until the helper has filled pending_'s masks; rethrows its failure
+  void HelperLoop();
 
   int64_t vocab_size_;
   std::vector<int32_t> eos_token_ids_;
   std::unordered_map<RequestIndex, State> matchers_;
   std::vector<State*> pending_;  // masks being computed by the helper thread
-  std::future<void> running_;
+
+  // The helper thread and its hand-over: Start sets busy_ and wakes it; it fills every mask of
+  // pending_, clears busy_ and wakes Wait.
+  std::thread helper_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::exception_ptr failure_;
 };
 
 // Sets logits[t] = -inf for every token t whose bit is clear in `bitmask` (bit t % 32 of word t / 32).

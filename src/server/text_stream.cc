@@ -1,5 +1,7 @@
 #include "server/text_stream.h"
 
+#include "tokenizer/unicode.h"
+
 namespace ember::server {
 
 TextStream::TextStream(const Tokenizer* tokenizer, const SamplingParams& sampling, bool skip_special_tokens)
@@ -34,6 +36,11 @@ TextDelta TextStream::Consume(const RequestOutput& event) {
     pieces += detokenizer_.Add(id);
   }
   if (event.finished) pieces += detokenizer_.Flush();
+  // Bytes that are not UTF-8 reach the client as U+FFFD (the JSON writer replaces them), so they
+  // become U+FFFD here, before stop strings are matched: a stop string is matched on the text the
+  // client receives, and one containing U+FFFD can fire. The detokenizer never splits a character
+  // it may still complete, so replacing piece by piece is replacing in the whole text.
+  pieces = unicode::ToValidUtf8(pieces);
 
   if (stops_) {
     StopStringMatcher::Output out = stops_->Feed(pieces);

@@ -1,6 +1,7 @@
 // One request's engine events turned into text for the client: incremental detokenization that
-// never splits a UTF-8 character, stop strings (held back while they may still match, cut when
-// they do), the stop token's own text left out, and logprobs with their token strings.
+// never splits a UTF-8 character, bytes that are not UTF-8 replaced by U+FFFD (what the client
+// would see anyway), stop strings matched on that text (held back while they may still match, cut
+// when they do), the stop token's own text left out, and logprobs with their token strings.
 #pragma once
 
 #include <optional>

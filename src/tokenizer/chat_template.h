@@ -26,6 +26,12 @@ struct ChatTemplateInputs {
   // Tool schemas (null for none, else an array of objects), passed to the template as `tools`.
   nlohmann::ordered_json tools;
   bool add_generation_prompt = false;
+  // apply_chat_template's continue_final_message: the render is cut right after the final
+  // message's content (the last text part of a list), so that the model continues that message.
+  // As in transformers the content is looked up stripped of surrounding whitespace, since
+  // templates may trim it (Gemma 3's does); absent content, or content the render does not
+  // contain, is an error. Cannot be combined with add_generation_prompt.
+  bool continue_final_message = false;
   std::string bos_token;
   std::string eos_token;
   // More template variables, like apply_chat_template's **kwargs: enable_thinking,
@@ -49,10 +55,17 @@ class ChatTemplate {
 
   const std::string& source() const { return source_; }
 
+  // Whether the template iterates over a message's content parts and so must receive them as a
+  // list (Gemma 3's); otherwise callers join text parts with "\n", as vLLM does for such
+  // templates. Decided once, from the template's syntax (jinja::Template::LoopsOverMessageContent).
+  bool wants_content_parts() const { return wants_content_parts_; }
+
  private:
-  ChatTemplate(std::string source, jinja::Template tmpl) : source_(std::move(source)), template_(std::move(tmpl)) {}
+  ChatTemplate(std::string source, jinja::Template tmpl)
+      : source_(std::move(source)), template_(std::move(tmpl)), wants_content_parts_(template_.LoopsOverMessageContent()) {}
   std::string source_;
   jinja::Template template_;
+  bool wants_content_parts_ = false;
 };
 
 }  // namespace ember

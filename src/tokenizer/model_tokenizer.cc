@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,45 @@ Expected<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
   return spec;
 }
 
+namespace {
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A tokenizer_config.json special-token entry: a string or an AddedToken object {"content": ...}.
+std::string SpecialTokenText(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+// bos_token / eos_token of tokenizer_config.json name the ids chat templates see as bos_token and
+// eos_token (transformers' tokenizer.bos_token); whether BOS is prepended stays the
+// post-processor's (tokenizer.json), as in a fast tokenizer. A token the vocabulary lacks is an error.
+Status ApplyHfTokenizerConfig(const std::filesystem::path& path, TokenizerSpec* spec) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return Status::Ok();
+  const auto json = nlohmann::json::parse(ReadFile(path), nullptr, false);
+  if (json.is_discarded() || !json.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object", path.string()));
+  for (const auto& [key, id] : {std::pair<const char*, int32_t*>{"bos_token", &spec->bos_id}, {"eos_token", &spec->eos_id}}) {
+    if (!json.contains(key) || json[key].is_null()) continue;
+    const std::string text = SpecialTokenText(json[key]);
+    const auto it = std::find(spec->tokens.begin(), spec->tokens.end(), text);
+    if (text.empty() || it == spec->tokens.end()) {
+      return InvalidArgument(fmt::format("{}: {} {} is not a token of tokenizer.json", path.string(), key,
+                                         json[key].dump()));
+    }
+    *id = static_cast<int32_t>(it - spec->tokens.begin());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_path) {
   std::error_code error;
   if (std::filesystem::is_regular_file(model_path, error)) {
@@ -46,19 +86,9 @@ Expected<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model
     return NotFound(fmt::format("{} has no tokenizer.json; pass token ids with --prompt-ids instead", model_path));
   }
   EMBER_ASSIGN_OR_RETURN(TokenizerSpec spec, LoadHfTokenizerJson(json));
+  EMBER_RETURN_IF_ERROR(ApplyHfTokenizerConfig(std::filesystem::path(model_path) / "tokenizer_config.json", &spec));
   return Tokenizer::Create(spec);
 }
-
-namespace {
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 Expected<std::string> LoadModelChatTemplateSource(const std::string& model_path) {
   std::error_code error;

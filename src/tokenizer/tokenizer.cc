@@ -72,6 +72,20 @@ void ApplyLlamaCppAttrFixups(Vocab* v) {
   if (has("</s>") && has("<|tool_response>")) v->attr[v->Find("</s>")] = ti::kAttrNormal;
 }
 
+// SentencePiece's whitespace escaping: every space becomes U+2581.
+std::string EscapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == ' ') {
+      out.append(kSpaceMark);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string DecodeBytePiece(const std::string& text) {
   // "<0xNN>"
   if (text.size() != 6 || text.compare(0, 3, "<0x") != 0) return "";
@@ -219,10 +233,17 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
 
   // Longest first, so that a special token containing another wins; then by id, so the order
   // is deterministic (llama.cpp leaves ties to std::sort).
+  // SentencePiece matches its user-defined pieces in the normalized text, where every space is
+  // already U+2581, so a literal U+2581 in the input is a space as far as matching goes. Ember
+  // matches in text escaped the same way, so special texts are escaped too (llama.cpp's converter
+  // stored Gemma 3's "▁▁" pieces as "  "; they match typed spaces and typed U+2581 alike).
+  const bool spm = spec.model == TokenizerSpec::Model::kSentencePieceBpe;
+  state->special_text.resize(n);
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
     if (v.attr[id] & (ti::kAttrControl | ti::kAttrUserDefined | ti::kAttrUnknown)) {
       state->special_by_length.push_back(id);
-      state->special_trie.Insert(v.text[id], id);
+      state->special_text[id] = spm ? EscapeSpaces(v.text[id]) : v.text[id];
+      state->special_trie.Insert(state->special_text[id], id);
     }
   }
   std::stable_sort(state->special_by_length.begin(), state->special_by_length.end(),
@@ -240,6 +261,13 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Vocab& v = state_->vocab;
+  // SentencePiece: spaces become U+2581 before anything is matched, so that a U+2581 typed in the
+  // input and a space are the same character from here on, as in SentencePiece.
+  std::string escaped_input;
+  if (state_->spm) {
+    escaped_input = EscapeSpaces(text);
+    text = escaped_input;
+  }
   // 1. Cut out special tokens, llama.cpp's way: one token at a time, longest first, every
   //    occurrence in what is still raw text. Only tokens that occur anywhere in the input can
   //    match, so the trie narrows the list first; the result is the same as trying them all.
@@ -254,7 +282,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   for (int32_t rank : candidates) {
     const int32_t id = state_->special_by_length[rank];
-    const std::string& needle = v.text[id];
+    const std::string& needle = state_->special_text[id];
     std::vector<Fragment> next;
     next.reserve(fragments.size() + 2);
     for (const Fragment& f : fragments) {
@@ -288,13 +316,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
       }
       escaped.clear();
       if (spec_.add_space_prefix && after_special) escaped.append(kSpaceMark);
-      for (char c : text.substr(f.offset, f.length)) {
-        if (c == ' ') {
-          escaped.append(kSpaceMark);
-        } else {
-          escaped.push_back(c);
-        }
-      }
+      escaped.append(text.substr(f.offset, f.length));  // spaces are U+2581 already
       state_->spm->Encode(escaped, &out);
       after_special = false;
     }

@@ -53,6 +53,9 @@ struct TokenizerState {
   std::vector<int32_t> special_by_length;
   std::vector<int32_t> special_rank;  // id -> position in special_by_length, or -1
   SpecialTokenTrie special_trie;
+  // id -> the text matched for a special token: its vocabulary text, with spaces escaped to
+  // U+2581 for SentencePiece (which matches in escaped text); "" for other tokens.
+  std::vector<std::string> special_text;
   // What each token decodes to when special tokens are kept.
   std::vector<std::string> piece;
 };

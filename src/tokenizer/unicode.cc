@@ -171,4 +171,46 @@ size_t CompleteUtf8Prefix(std::string_view bytes) {
   return n;
 }
 
+std::string ToValidUtf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const auto lead = static_cast<uint8_t>(bytes[i]);
+    if (lead < 0x80) {
+      out.push_back(static_cast<char>(lead));
+      ++i;
+      continue;
+    }
+    // The sequence length and the range of the second byte (which rules out overlong forms,
+    // surrogates and values past U+10FFFF); later bytes are any continuation byte.
+    size_t len = 0;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      len = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      len = 3;
+      if (lead == 0xE0) lo = 0xA0;
+      if (lead == 0xED) hi = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      len = 4;
+      if (lead == 0xF0) lo = 0x90;
+      if (lead == 0xF4) hi = 0x8F;
+    }
+    size_t good = 1;  // bytes of the sequence seen valid so far, the lead included
+    while (len > 0 && good < len && i + good < n) {
+      const auto b = static_cast<uint8_t>(bytes[i + good]);
+      if (good == 1 ? (b < lo || b > hi) : !IsContinuation(b)) break;
+      ++good;
+    }
+    if (len > 0 && good == len) {
+      out.append(bytes.substr(i, len));
+    } else {
+      AppendUtf8(kReplacement, &out);  // one for the maximal subpart: the lead and what fitted
+    }
+    i += good;
+  }
+  return out;
+}
+
 }  // namespace ember::unicode

@@ -63,4 +63,9 @@ std::string EncodeUtf8(uint32_t cp);
 // complete (they can never become valid), so streaming output never stalls on them.
 size_t CompleteUtf8Prefix(std::string_view bytes);
 
+// `bytes` with every ill-formed sequence replaced by U+FFFD, one per maximal subpart (Unicode's
+// recommended practice, which Python's decode(errors="replace") and nlohmann's JSON writer follow):
+// the text a client receives for these bytes. Valid UTF-8 comes back unchanged.
+std::string ToValidUtf8(std::string_view bytes);
+
 }  // namespace ember::unicode

@@ -47,6 +47,8 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def test_every_answer_is_documented(case):
     response = case.call_and_validate(headers={"Authorization": f"Bearer {API_KEY}"}, checks=CHECKS, timeout=60)
     STATUSES[case.operation.label][response.status_code] += 1
+    if case.operation.label == "POST /tokenize" and isinstance(case.body, dict) and case.body.get("messages"):
+        STATUSES["POST /tokenize (messages)"][response.status_code] += 1
 
 
 STATUSES = collections.defaultdict(collections.Counter)  # operation -> status -> calls, from the test above
@@ -59,6 +61,8 @@ def test_generated_requests_reached_every_operation_and_generated():
     for op in ("POST /v1/completions", "POST /v1/chat/completions", "POST /tokenize", "POST /detokenize"):
         assert sum(STATUSES[op].values()) >= 30, (op, STATUSES[op])
         assert STATUSES[op][200] > 0 and STATUSES[op][400] > 0, (op, STATUSES[op])
+    # /tokenize's chat shape (the oneOf's second branch) was generated and rendered too.
+    assert STATUSES["POST /tokenize (messages)"][200] > 0, STATUSES["POST /tokenize (messages)"]
     for op in ("GET /v1/models", "GET /health", "GET /version", "GET /metrics"):
         assert STATUSES[op][200] > 0, (op, STATUSES[op])
 
@@ -76,3 +80,12 @@ def test_document_declares_the_key_and_the_request_fields(server):
     assert fields["temperature"]["minimum"] == 0 and fields["n"]["minimum"] == 1
     assert fields["max_tokens"]["minimum"] == 1 and "messages" in doc["components"]["schemas"][
         "ChatCompletionRequest"]["required"]
+    # /tokenize: vLLM's two shapes, the chat one with the chat request's conversation fields.
+    prompt, chat_shape = doc["components"]["schemas"]["TokenizeRequest"]["oneOf"]
+    assert prompt["required"] == ["prompt"] and chat_shape["required"] == ["messages"]
+    assert chat_shape["properties"]["messages"] == fields["messages"]
+    assert {"add_generation_prompt", "continue_final_message", "tools", "chat_template_kwargs",
+            "add_special_tokens", "return_token_strs"} <= set(chat_shape["properties"])
+    tokenized = doc["components"]["schemas"]["Tokenized"]
+    assert tokenized["required"] == ["count", "max_model_len", "tokens", "token_strs"]
+    assert {"type": "null"} in tokenized["properties"]["token_strs"]["anyOf"]

@@ -31,8 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // What the chat route does next with the messages (the template engine walks them the same
     // way): recursive, and safe only because the depth is bounded.
     if (const auto* request = std::get_if<ember::server::ChatCompletionRequest>(&chat)) {
-      (void)request->messages.dump(-1, ' ', false, json::error_handler_t::replace);
-      (void)request->tools.dump(-1, ' ', false, json::error_handler_t::replace);
+      (void)request->chat.messages.dump(-1, ' ', false, json::error_handler_t::replace);
+      (void)request->chat.tools.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    // /tokenize takes the same conversations (or a prompt).
+    const auto tokenize = ember::server::ParseTokenizeRequest(*object);
+    Check(tokenize);
+    if (const auto* request = std::get_if<ember::server::TokenizeRequest>(&tokenize); request && request->chat) {
+      (void)request->chat->messages.dump(-1, ' ', false, json::error_handler_t::replace);
     }
   }
   return 0;

@@ -32,9 +32,10 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
                                                      bool quantize_dense = false);
 // The help text of --quantization, shared by the commands that load a model.
 inline constexpr const char* kQuantizationHelp =
-    "Quantize a bf16 checkpoint's routed experts while loading: nvfp4, mxfp4 (scales rounded as Quark's default "
+    "Quantize a bf16 checkpoint's routed experts (dense Llama / Qwen3 / Gemma 3 directories: every decoder-layer "
+    "linear) while loading: nvfp4, mxfp4 (scales rounded as Quark's default "
     "\"even\"; mxfp4-floor for the OCP MX v1.0 rule) or fp8 (128x128 blocks); `ember convert` writes the result to "
-    "disk";
+    "disk (Muse Spark)";
 inline constexpr const char* kQuantizeDenseHelp =
     "With --quantization: also quantize the attention, latent-projection and dense-MLP linears";
 // A progress callback drawing "<what> [#####     ] done/total" on stderr (one line, redrawn).

@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "engine/stop_strings.h"
 #include "server/protocol/requests.h"
+#include "server/routes/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/common.h"
@@ -54,14 +55,16 @@ Status ReadJobs(const std::string& path, const Tokenizer* tokenizer, const ChatT
       auto parsed = server::ParseChatCompletionRequest(body);
       if (auto* e = std::get_if<server::ApiError>(&parsed)) return InvalidArgument(where(e->message));
       auto& chat = std::get<server::ChatCompletionRequest>(parsed);
-      ChatTemplateInputs inputs;
-      inputs.messages = chat.messages;
-      inputs.add_generation_prompt = true;
-      if (tokenizer->bos_id() >= 0) inputs.bos_token = tokenizer->TokenText(tokenizer->bos_id());
-      if (tokenizer->eos_id() >= 0) inputs.eos_token = tokenizer->TokenText(tokenizer->eos_id());
-      auto rendered = chat_template->Render(inputs);
-      if (!rendered.ok()) return InvalidArgument(where(rendered.status().message()));
-      job.prompt = tokenizer->Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+      // The messages alone with a generation prompt, rendered as the server renders them (content
+      // parts as the template wants them).
+      server::ServingModel model;
+      model.tokenizer = tokenizer;
+      model.chat_template = chat_template;
+      server::ChatPrompt prompt;
+      prompt.messages = chat.chat.messages;
+      auto rendered = server::RenderChatPrompt(model, prompt, /*with_tools=*/false);
+      if (auto* e = std::get_if<server::ApiError>(&rendered)) return InvalidArgument(where(e->message));
+      job.prompt = server::TokenizeChatPrompt(model, std::get<std::string>(rendered));
       job.sampling = chat.common.sampling;
       if (!chat.common.max_tokens_given) job.sampling.max_tokens = 16;
     } else {

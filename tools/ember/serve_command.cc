@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,7 +34,21 @@ struct ServeOptions {
   std::string generation_config = "auto";
   std::string tool_call_parser = "auto";
   std::string api_key_env;
+  std::string chat_template;  // --chat-template: a file, or the template itself; empty: the model's
 };
+
+// vLLM's --chat-template: the path of a Jinja file, or the template given inline.
+Expected<std::string> ChatTemplateOverride(const std::string& value) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(value, error)) {
+    std::ifstream in(value, std::ios::binary);
+    std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) return InvalidArgument(fmt::format("cannot read --chat-template {}", value));
+    return source;
+  }
+  if (value.find("{{") != std::string::npos || value.find("{%") != std::string::npos) return value;
+  return NotFound(fmt::format("--chat-template {} is neither a file nor a Jinja template", value));
+}
 
 // The model's generation_config.json (model directories only) as default sampling parameters,
 // as vLLM's --generation-config auto does; "vllm" ignores it.
@@ -104,7 +119,9 @@ int RunServe(ServeOptions& o) {
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   std::unique_ptr<ChatTemplate> chat_template;
   std::string template_source;
-  if (auto source = LoadModelChatTemplateSource(o.model); source.ok()) {
+  auto source = o.chat_template.empty() ? LoadModelChatTemplateSource(o.model) : ChatTemplateOverride(o.chat_template);
+  if (!o.chat_template.empty() && !source.ok()) return Fail(source.status());
+  if (source.ok()) {
     template_source = *source;
     auto parsed = ChatTemplate::Parse(*source);
     if (!parsed.ok()) return Fail(parsed.status());
@@ -243,6 +260,8 @@ void RegisterServeCommand(CLI::App& app) {
   const std::vector<std::string> names = server::OutputParserNames();
   for (size_t i = 0; i < names.size(); ++i) parsers += (i + 1 == names.size() ? " or " : ", ") + names[i];
   cmd->add_option("--tool-call-parser", o->tool_call_parser, parsers);
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Chat template to use instead of the model's: a Jinja file, or the template inline (as vLLM's)");
   AddEngineOptions(cmd, &o->flags);
   cmd->callback([o] { SetExitCode(RunServe(*o)); });
 }

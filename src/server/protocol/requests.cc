@@ -182,8 +182,8 @@ void ReadPrompt(const json& p, FieldReader& r, CompletionRequest* c) {
   }
 }
 
-// Flattens OpenAI content parts ([{"type": "text", "text": ...}]) to a string, as vLLM does for
-// text-only models; other part types are refused until ember has multimodal inputs.
+// Checks roles and content; content parts must be text ({"type": "text", "text": ...}) until
+// ember has multimodal inputs, and stay a list (the template decides how to read them).
 std::optional<ApiError> NormalizeMessages(json& messages) {
   if (!messages.is_array() || messages.empty()) return BadRequest("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -209,22 +209,18 @@ std::optional<ApiError> NormalizeMessages(json& messages) {
     json& content = m["content"];
     if (content.is_string()) continue;
     if (!content.is_array()) return BadRequest(where + ".content must be a string or an array of parts", "messages");
-    std::string text;
     for (const json& part : content) {
       if (StringMember(part, "type") != "text" || !IsObjectWithStringMember(part, "text")) {
         return BadRequest(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported; "
                                   "image, audio and video inputs are not available yet",
                           "messages");
       }
-      if (!text.empty()) text += "\n";
-      text += part["text"].get<std::string>();
     }
-    content = text;
   }
   return std::nullopt;
 }
 
-void ReadTools(const json& tools, FieldReader& r, ChatCompletionRequest* c) {
+void ReadTools(const json& tools, FieldReader& r, ChatPrompt* c) {
   if (!tools.is_array()) return r.Fail(BadRequest("'tools' must be an array", "tools"));
   for (const json& t : tools) {
     if (StringMember(t, "type") != "function" || !t.contains("function") ||
@@ -239,8 +235,10 @@ void ReadTools(const json& tools, FieldReader& r, ChatCompletionRequest* c) {
   if (!tools.empty()) c->tools = tools;
 }
 
-// After ReadTools (the table's order): without tool_choice, "auto" when there are tools.
+// After the conversation's fields (ChatPromptFields, read first): without tool_choice, "auto" when
+// there are tools.
 void ReadToolChoice(const json& choice, FieldReader& r, ChatCompletionRequest* c) {
+  const json& tools = c->chat.tools;
   const char* kShape = "'tool_choice' must be \"auto\", \"none\", \"required\" or a named function";
   if (choice.is_string()) {
     const std::string s = choice.get<std::string>();
@@ -253,12 +251,12 @@ void ReadToolChoice(const json& choice, FieldReader& r, ChatCompletionRequest* c
   } else {
     return r.Fail(BadRequest(kShape, "tool_choice"));
   }
-  if (c->tool_choice != "none" && c->tools.is_null()) {
+  if (c->tool_choice != "none" && tools.is_null()) {
     return r.Fail(BadRequest("'tool_choice' needs 'tools'", "tool_choice"));
   }
   if (c->tool_choice == "named") {
     bool found = false;
-    for (const auto& t : c->tools) found = found || t["function"]["name"] == c->forced_function;
+    for (const auto& t : tools) found = found || t["function"]["name"] == c->forced_function;
     if (!found) {
       r.Fail(BadRequest(fmt::format("tool_choice names '{}', which is not in 'tools'", SafeText(c->forced_function)),
                         "tool_choice"));
@@ -361,31 +359,27 @@ json ToolChoiceSchema() {
                          {"required", {"type", "function"}}}})}};
 }
 
-const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
-  static const std::vector<Field<ChatCompletionRequest>> fields = {
-      {"messages", CustomField<ChatCompletionRequest>{
-                       [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
+// The conversation, shared by /v1/chat/completions and /tokenize with messages (ChatPrompt).
+const std::vector<Field<ChatPrompt>>& ChatPromptFields() {
+  static const std::vector<Field<ChatPrompt>> fields = {
+      {"messages", CustomField<ChatPrompt>{
+                       [](const json& v, FieldReader& r, ChatPrompt* c) {
                          c->messages = v;
                          if (auto error = NormalizeMessages(c->messages)) r.Fail(*error);
                        },
                        MessagesSchema},
-       "the conversation; content is a string or text parts (no images, audio or video yet)", {}, /*required=*/true},
-      {"max_completion_tokens", &ChatCompletionRequest::max_completion_tokens,
-       "the newer name of max_tokens; wins over it", {.min = 1}},
-      {"tools", CustomField<ChatCompletionRequest>{ReadTools, ToolsSchema}, "functions the model may call"},
-      {"tool_choice", CustomField<ChatCompletionRequest>{ReadToolChoice, ToolChoiceSchema},
-       "auto (the default with tools), none, required, or {\"type\": \"function\", \"function\": {\"name\"}} "
-       "naming one of tools"},
-      {"logprobs", &ChatCompletionRequest::logprobs, "log probabilities of the chosen tokens"},
-      {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs: true",
-       {.min = 0, .max = SamplingParams::kMaxLogprobs}, false, {{"logprobs", true}}},
-      {"add_generation_prompt", &ChatCompletionRequest::add_generation_prompt,
-       "end the prompt with the assistant's turn"},
-      {"continue_final_message", &ChatCompletionRequest::continue_final_message,
-       "continue the last message instead (add_generation_prompt must then be false)", {}, false,
-       {{"add_generation_prompt", false}}},
-      {"chat_template_kwargs", CustomField<ChatCompletionRequest>{
-                                   [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
+       "the conversation; content is a string or text parts (no images, audio or video yet), given to templates "
+       "that loop over parts as the list and to the others joined by \"\\n\"; null members are absent and an "
+       "assistant's missing content is \"\"",
+       {}, /*required=*/true},
+      {"tools", CustomField<ChatPrompt>{ReadTools, ToolsSchema}, "functions the model may call"},
+      {"add_generation_prompt", &ChatPrompt::add_generation_prompt, "end the prompt with the assistant's turn"},
+      {"continue_final_message", &ChatPrompt::continue_final_message,
+       "continue the last message instead, as transformers does (add_generation_prompt must then be false, and "
+       "that message must have content)",
+       {}, false, {{"add_generation_prompt", false}}},
+      {"chat_template_kwargs", CustomField<ChatPrompt>{
+                                   [](const json& v, FieldReader& r, ChatPrompt* c) {
                                      if (!v.is_object()) {
                                        return r.Fail(BadRequest("'chat_template_kwargs' must be an object",
                                                                 "chat_template_kwargs"));
@@ -398,13 +392,87 @@ const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
   return fields;
 }
 
-const std::vector<Field<TokenizeRequest>>& TokenizeFields() {
-  static const std::vector<Field<TokenizeRequest>> fields = {
-      {"model", &TokenizeRequest::model, "the served model's name (another is a 404); empty or absent: that one"},
-      {"prompt", &TokenizeRequest::prompt, "the text to tokenize", {}, /*required=*/true},
-      {"add_special_tokens", &TokenizeRequest::add_special_tokens, "add the tokenizer's BOS and the like"},
+// The conversation's fields, and the check across them that no schema states: a final message
+// sent without content (an assistant's tool calls, "" for the template) has nothing to continue,
+// as transformers refuses it.
+void ReadChatPrompt(const json& body, FieldReader& r, ChatPrompt* c) {
+  ReadFields(body, r, ChatPromptFields(), c);
+  if (r.error() || !c->continue_final_message) return;
+  const json& sent = body.at("messages").back();
+  if (!sent.contains("content") || sent["content"].is_null()) {
+    r.Fail(BadRequest("continue_final_message is set but the final message has no content to continue",
+                      "continue_final_message"));
+  }
+}
+
+// The chat request's own fields, read after ChatPromptFields (tool_choice checks tools).
+const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
+  static const std::vector<Field<ChatCompletionRequest>> fields = {
+      {"max_completion_tokens", &ChatCompletionRequest::max_completion_tokens,
+       "the newer name of max_tokens; wins over it", {.min = 1}},
+      {"tool_choice", CustomField<ChatCompletionRequest>{ReadToolChoice, ToolChoiceSchema},
+       "auto (the default with tools), none, required, or {\"type\": \"function\", \"function\": {\"name\"}} "
+       "naming one of tools"},
+      {"echo", &ChatCompletionRequest::echo,
+       "vLLM's echo: the final message's content starts the reply when that message has the role being generated "
+       "(the assistant's with add_generation_prompt, else its own)"},
+      {"logprobs", &ChatCompletionRequest::logprobs, "log probabilities of the chosen tokens"},
+      {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs: true",
+       {.min = 0, .max = SamplingParams::kMaxLogprobs}, false, {{"logprobs", true}}},
   };
   return fields;
+}
+
+// /tokenize has vLLM's two shapes: a prompt (TokenizeCompletionRequest) or a conversation
+// (TokenizeChatRequest: the ChatPromptFields too). The field that picks one is refused in the other.
+const std::vector<Field<TokenizeRequest>>& TokenizeFields(bool chat) {
+  auto make = [](bool chat) {
+    std::vector<Field<TokenizeRequest>> f = {
+        {"model", &TokenizeRequest::model, "the served model's name (another is a 404); empty or absent: that one"},
+    };
+    if (chat) {
+      f.push_back({"prompt", CustomField<TokenizeRequest>{
+                                 [](const json&, FieldReader& r, TokenizeRequest*) {
+                                   r.Fail(BadRequest("give either 'prompt' or 'messages', not both", "prompt"));
+                                 },
+                                 [] { return json{{"type", "null"}}; }},
+                   "not with messages"});
+    } else {
+      f.push_back({"prompt", &TokenizeRequest::prompt, "the text to tokenize", {}, /*required=*/true});
+      f.push_back({"messages", CustomField<TokenizeRequest>{
+                                   [](const json&, FieldReader& r, TokenizeRequest*) {
+                                     r.Fail(BadRequest("give either 'prompt' or 'messages', not both", "prompt"));
+                                   },
+                                   [] { return json{{"type", "null"}}; }},
+                   "not with prompt"});
+    }
+    f.push_back({"add_special_tokens", &TokenizeRequest::add_special_tokens,
+                 chat ? "add the tokenizer's BOS and the like on top of the rendered template (which writes them itself)"
+                      : "add the tokenizer's BOS and the like"});
+    f.push_back({"return_token_strs", &TokenizeRequest::return_token_strs,
+                 "also the ids' vocabulary strings (token_strs), as transformers' convert_ids_to_tokens"});
+    return f;
+  };
+  static const std::vector<Field<TokenizeRequest>> prompt_fields = make(false), chat_fields = make(true);
+  return chat ? chat_fields : prompt_fields;
+}
+
+// The chat shape of /tokenize: messages, or no prompt and a field only a conversation has (so that
+// {"add_generation_prompt": true} is told 'messages' is required).
+bool IsTokenizeChat(const FieldReader& r) {
+  if (r.Has("messages")) return true;
+  if (r.Has("prompt")) return false;
+  for (const Field<ChatPrompt>& f : ChatPromptFields()) {
+    if (r.Has(f.name)) return true;
+  }
+  return false;
+}
+
+// The defaults of each shape: a conversation's template writes BOS itself.
+TokenizeRequest TokenizeDefaults(bool chat) {
+  TokenizeRequest t;
+  t.add_special_tokens = !chat;
+  return t;
 }
 
 const std::vector<Field<DetokenizeRequest>>& DetokenizeFields() {
@@ -416,6 +484,20 @@ const std::vector<Field<DetokenizeRequest>>& DetokenizeFields() {
 }
 
 }  // namespace
+
+std::string ContentText(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (!content.is_array()) return text;
+  bool first = true;
+  for (const json& part : content) {
+    if (!IsObjectWithStringMember(part, "text")) continue;
+    if (!first) text += "\n";
+    text += part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
 
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(const json& body, const SamplingParams& defaults) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
@@ -437,12 +519,13 @@ std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const j
   c.common.sampling = defaults;
   FieldReader r(body);
   ReadCommon(body, r, &c.common);
+  ReadChatPrompt(body, r, &c.chat);
   ReadFields(body, r, ChatFields(), &c);
   if (c.max_completion_tokens) {  // the newer name wins
     c.common.sampling.max_tokens = *c.max_completion_tokens;
     c.common.max_tokens_given = true;
   }
-  if (!r.Has("tool_choice")) c.tool_choice = c.tools.is_null() ? "none" : "auto";
+  if (!r.Has("tool_choice")) c.tool_choice = c.chat.tools.is_null() ? "none" : "auto";
   if (c.logprobs) c.common.sampling.logprobs = c.top_logprobs.value_or(0);
   if (r.error()) return *r.error();
   return c;
@@ -450,9 +533,15 @@ std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const j
 
 std::variant<TokenizeRequest, ApiError> ParseTokenizeRequest(const json& body) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
-  TokenizeRequest t;
   FieldReader r(body);
-  ReadFields(body, r, TokenizeFields(), &t);
+  const bool chat = IsTokenizeChat(r);
+  TokenizeRequest t = TokenizeDefaults(chat);
+  if (chat) {
+    ReadChatPrompt(body, r, &t.chat.emplace());
+  } else if (!r.Has("prompt")) {
+    r.Fail(BadRequest("'prompt' (a string) or 'messages' (a chat) is required", "prompt"));
+  }
+  ReadFields(body, r, TokenizeFields(chat), &t);
   if (r.error()) return *r.error();
   return t;
 }
@@ -476,14 +565,20 @@ json CompletionRequestSchema(const SamplingParams& defaults) {
 json ChatCompletionRequestSchema(const SamplingParams& defaults) {
   json schema;
   AddCommonSchema(defaults, &schema);
+  AddFieldsSchema(ChatPromptFields(), ChatPrompt{}, &schema);
   AddFieldsSchema(ChatFields(), ChatCompletionRequest{}, &schema);
   return schema;
 }
 
 json TokenizeRequestSchema() {
-  json schema;
-  AddFieldsSchema(TokenizeFields(), TokenizeRequest{}, &schema);
-  return schema;
+  json prompt = {{"title", "TokenizeCompletionRequest"}, {"type", "object"}, {"properties", json::object()}};
+  AddFieldsSchema(TokenizeFields(false), TokenizeDefaults(false), &prompt);
+  json chat = {{"title", "TokenizeChatRequest"}, {"type", "object"}, {"properties", json::object()}};
+  AddFieldsSchema(ChatPromptFields(), ChatPrompt{}, &chat);
+  AddFieldsSchema(TokenizeFields(true), TokenizeDefaults(true), &chat);
+  return {{"description", "vLLM's two shapes: a prompt, or messages rendered with the chat template as "
+                          "/v1/chat/completions renders them"},
+          {"oneOf", json::array({std::move(prompt), std::move(chat)})}};
 }
 
 json DetokenizeRequestSchema() {

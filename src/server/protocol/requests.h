@@ -51,32 +51,55 @@ struct CompletionRequest {
   std::optional<int32_t> logprobs;  // as sent; copied into sampling
 };
 
+// A conversation for the chat template: what /v1/chat/completions and /tokenize with `messages`
+// share (routes/chat_prompt.h renders it).
+struct ChatPrompt {
+  // Validated: an array of {role, content, ...} without null members. Content is a string ("" for
+  // an assistant's that was null or absent: tool calls only), or a list of text parts, kept as a
+  // list: templates that loop over parts get it as it is, the others the texts joined by "\n"
+  // (ChatTemplate::wants_content_parts).
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;     // null or an array of {"type": "function", "function": {...}}
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;  // never together with add_generation_prompt
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+};
+
 struct ChatCompletionRequest {
   CommonRequest common;
-  nlohmann::ordered_json messages;  // validated: array of {role, content, ...}; content parts flattened to text
-  nlohmann::ordered_json tools;     // null or an array of {"type": "function", "function": {...}}
+  ChatPrompt chat;
   // "auto" (default with tools), "none", "required", or a function name to force.
   std::string tool_choice = "auto";
   std::string forced_function;      // set when tool_choice names a function
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
-  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // vLLM's echo: the reply starts with the final message's content when that message has the role
+  // being generated (assistant with add_generation_prompt, else the final message's own role).
+  bool echo = false;
   // As sent; copied into common.
   std::optional<int32_t> max_completion_tokens;
   bool logprobs = false;
   std::optional<int32_t> top_logprobs;
 };
 
+// POST /tokenize, vLLM's two shapes: `prompt` (TokenizeCompletionRequest) or `messages`
+// (TokenizeChatRequest, rendered with the chat template like a chat request).
 struct TokenizeRequest {
   std::string model;
+  std::optional<ChatPrompt> chat;   // set when the body has `messages`
   std::string prompt;
+  // BOS/EOS on top of the text: default true for a prompt, false for messages (the template
+  // writes them), as in vLLM.
   bool add_special_tokens = true;
+  bool return_token_strs = false;   // also the vocabulary string of each id (token_strs)
 };
 
 struct DetokenizeRequest {
   std::string model;
   std::vector<int32_t> tokens;
 };
+
+// The text of a message's content: the string itself, or the text parts joined by "\n" (what vLLM
+// joins them with); "" for anything else.
+std::string ContentText(const nlohmann::ordered_json& content);
 
 // Parse and validate a request body. Fields the request leaves out keep their value in `defaults`
 // (the model's generation config; for chat, its max_tokens is the server's --default-max-tokens;
@@ -89,6 +112,7 @@ std::variant<TokenizeRequest, ApiError> ParseTokenizeRequest(const nlohmann::ord
 std::variant<DetokenizeRequest, ApiError> ParseDetokenizeRequest(const nlohmann::ordered_json& body);
 
 // The JSON Schemas of those bodies, written from the tables the parsers read; `defaults` as above.
+// TokenizeRequestSchema is vLLM's two shapes as a oneOf: [prompt, messages].
 nlohmann::ordered_json CompletionRequestSchema(const SamplingParams& defaults = {});
 nlohmann::ordered_json ChatCompletionRequestSchema(const SamplingParams& defaults = {});
 nlohmann::ordered_json TokenizeRequestSchema();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/http_util.h"
+#include "server/routes/chat_prompt.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
 #include "server/routes/streaming.h"
@@ -42,6 +43,17 @@ std::string FinishReason(const TextDelta& d, bool has_tool_calls) {
   return d.finish_reason == "stop" && has_tool_calls ? "tool_calls" : d.finish_reason;
 }
 
+// vLLM's echo: the final message's content comes first in the reply when that message has the
+// role being generated, which is the assistant's with add_generation_prompt and otherwise the final
+// message's own (so continuing a message, or echo without a generation prompt, repeats it).
+std::string EchoText(const ChatCompletionRequest& request) {
+  if (!request.echo) return "";
+  const json& last = request.chat.messages.back();
+  const std::string role = last["role"].get<std::string>();
+  if (request.chat.add_generation_prompt && role != "assistant") return "";
+  return last.contains("content") ? ContentText(last["content"]) : "";
+}
+
 }  // namespace
 
 void HandleChatCompletions(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
@@ -54,44 +66,18 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
   ChatCompletionRequest& request = std::get<ChatCompletionRequest>(parsed);
   auto admitted = Admit(context, request.common.model, /*num_prompts=*/1, request.common.sampling.n);
   if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
-  if (context.model.chat_template == nullptr) {
-    return SendError(res, BadRequest("this model has no chat template; use /v1/completions"));
-  }
 
-  const Tokenizer& tokenizer = *context.model.tokenizer;
   const bool tools_enabled = request.tool_choice != "none";
-  ChatTemplateInputs inputs;
-  inputs.messages = request.messages;
-  if (tools_enabled) inputs.tools = request.tools;
-  inputs.add_generation_prompt = request.add_generation_prompt;
-  if (tokenizer.bos_id() >= 0) inputs.bos_token = tokenizer.TokenText(tokenizer.bos_id());
-  if (tokenizer.eos_id() >= 0) inputs.eos_token = tokenizer.TokenText(tokenizer.eos_id());
-  inputs.extra = request.chat_template_kwargs;
-  Expected<std::string> rendered = context.model.chat_template->Render(inputs);
-  if (!rendered.ok()) return SendError(res, FromStatus(rendered.status(), "messages"));
-  std::string prompt_text = std::move(*rendered);
-  if (request.continue_final_message) {
-    // Continue the last (assistant) message: cut the render right after its content.
-    // Content is a string after NormalizeMessages, or null/absent for an assistant's tool calls.
-    const json& final_message = request.messages.back();
-    const std::string last = final_message.contains("content") && final_message["content"].is_string()
-                                 ? final_message["content"].get<std::string>()
-                                 : "";
-    const size_t at = prompt_text.rfind(last);
-    if (last.empty() || at == std::string::npos) {
-      return SendError(res, BadRequest("continue_final_message: the final message's content was not found in the "
-                                       "rendered prompt",
-                                       "continue_final_message"));
-    }
-    prompt_text.resize(at + last.size());
-  }
+  auto rendered = RenderChatPrompt(context.model, request.chat, tools_enabled);
+  if (auto* e = std::get_if<ApiError>(&rendered)) return SendError(res, *e);
+  std::string prompt_text = std::move(std::get<std::string>(rendered));
   const OutputParser& parser = *context.model.output_parser;
   const std::string forced = tools_enabled ? parser.ForcedPrefix(request.tool_choice, request.forced_function) : "";
   prompt_text += forced;
   if (!forced.empty()) {
     // A forced call is constrained to parse: the function's name and its parameters' schema.
     std::vector<structured::ToolCallShape> shapes =
-        parser.ForcedCallShapes(request.tool_choice, request.forced_function, request.tools);
+        parser.ForcedCallShapes(request.tool_choice, request.forced_function, request.chat.tools);
     if (!shapes.empty()) {
       if (request.common.constraint) {
         return SendError(res, BadRequest(fmt::format("'{}' cannot be combined with tool_choice \"{}\"",
@@ -106,8 +92,7 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
     }
   }
   // The template writes BOS itself when the model wants one.
-  std::vector<std::vector<int32_t>> prompts = {tokenizer.Encode(prompt_text, /*add_special=*/false,
-                                                                /*parse_special=*/true)};
+  std::vector<std::vector<int32_t>> prompts = {TokenizeChatPrompt(context.model, prompt_text)};
   auto choices = MakeChoices(context, request.common, prompts);
   if (auto* e = std::get_if<ApiError>(&choices)) return SendError(res, *e);
 
@@ -115,7 +100,8 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
   const int64_t created = UnixNow();
   const std::string model = context.config.served_model_name;
   const bool want_logprobs = request.common.sampling.logprobs.has_value();
-  const json tools = request.tools;
+  const json tools = request.chat.tools;
+  const std::string echo = EchoText(request);
   auto job = std::make_shared<GenerationJob>(&context, std::move(std::get<std::vector<ChoiceSpec>>(choices)), id,
                                              std::move(std::get<Admission::Slot>(admitted)));
   job->Start();
@@ -152,6 +138,10 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
         st.started = true;
         out.push_back(chunk({{"index", d.choice}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                              {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+        if (!echo.empty()) {
+          out.push_back(chunk({{"index", d.choice}, {"delta", {{"content", echo}}}, {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}));
+        }
       }
       st.text += d.delta.text;
       const OutputDelta od = st.differ.Next(parse(st.text, d.delta.finished));
@@ -210,6 +200,8 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
       const ParsedOutput p = parse(acc->texts[i], true);
       json message = {{"role", "assistant"}};
       message["content"] = p.content.empty() && !p.tool_calls.empty() ? json() : json(p.content);
+      // With echo the content is always a string, as vLLM makes it (echo text + content or "").
+      if (request.echo) message["content"] = echo + p.content;
       if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
       if (!p.tool_calls.empty()) {
         json calls = json::array();

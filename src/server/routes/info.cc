@@ -4,6 +4,7 @@
 #include "server/http_util.h"
 #include "server/protocol/requests.h"
 #include "server/protocol/safe_text.h"
+#include "server/routes/chat_prompt.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
 
@@ -22,6 +23,9 @@ void HandleModels(ServingContext& context, const HttpRequest&, HttpResponse& res
                                         {"max_model_len", context.config.max_model_len}}})}});
 }
 
+// vLLM's /tokenize: a prompt, or a chat rendered exactly as /v1/chat/completions renders it (so
+// a client sees the ids the model would see); token_strs are the ids' vocabulary strings, as
+// transformers' convert_ids_to_tokens gives them.
 void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {
   auto body = ParseJsonBody(req);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(res, *e);
@@ -31,9 +35,23 @@ void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpRespons
   if (!request.model.empty() && request.model != context.config.served_model_name) {
     return SendError(res, NotFound(fmt::format("the model '{}' does not exist", SafeText(request.model)), "model"));
   }
-  const std::vector<int32_t> ids =
-      context.model.tokenizer->Encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
-  SendJson(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context.config.max_model_len}});
+  std::vector<int32_t> ids;
+  if (request.chat) {
+    auto rendered = RenderChatPrompt(context.model, *request.chat);
+    if (auto* e = std::get_if<ApiError>(&rendered)) return SendError(res, *e);
+    ids = TokenizeChatPrompt(context.model, std::get<std::string>(rendered), request.add_special_tokens);
+  } else {
+    ids = context.model.tokenizer->Encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
+  }
+  json token_strs = nullptr;
+  if (request.return_token_strs) {
+    token_strs = json::array();
+    for (int32_t id : ids) token_strs.push_back(context.model.tokenizer->TokenText(id));
+  }
+  SendJson(res, {{"count", ids.size()},
+                 {"max_model_len", context.config.max_model_len},
+                 {"tokens", ids},
+                 {"token_strs", std::move(token_strs)}});
 }
 
 void HandleDetokenize(ServingContext& context, const HttpRequest& req, HttpResponse& res) {

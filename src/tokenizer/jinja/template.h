@@ -31,6 +31,11 @@ class Template {
   Expected<std::string> Render(const std::vector<std::pair<std::string, Value>>& variables,
                                const RenderOptions& options = {}) const;
 
+  // Whether the template loops over a message's content (`for part in message['content']`), so
+  // that it wants content parts as a list rather than joined into a string; decided from the
+  // syntax tree as vLLM decides its "openai" content format (content_loops.cc).
+  bool LoopsOverMessageContent() const;
+
  private:
   explicit Template(std::shared_ptr<const ast::Template> root) : root_(std::move(root)) {}
   std::shared_ptr<const ast::Template> root_;

@@ -34,7 +34,11 @@ std::vector<Api> Apis() {
       {"chat", ChatCompletionRequestSchema(),
        json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"logprobs", true}},
        [](const json& b) { return ErrorOf(ParseChatCompletionRequest(b)); }},
-      {"tokenize", TokenizeRequestSchema(), json{{"prompt", "x"}},
+      // /tokenize's two shapes, each its own schema (the oneOf's branches).
+      {"tokenize (prompt)", TokenizeRequestSchema()["oneOf"][0], json{{"prompt", "x"}},
+       [](const json& b) { return ErrorOf(ParseTokenizeRequest(b)); }},
+      {"tokenize (messages)", TokenizeRequestSchema()["oneOf"][1],
+       json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"add_generation_prompt", true}},
        [](const json& b) { return ErrorOf(ParseTokenizeRequest(b)); }},
       {"detokenize", DetokenizeRequestSchema(), json{{"tokens", {1}}},
        [](const json& b) { return ErrorOf(ParseDetokenizeRequest(b)); }},
@@ -176,7 +180,7 @@ TEST(OpenApiRequestSchemaTest, DependentFieldsAreDeclared) {
   const json chat = ChatCompletionRequestSchema();
   std::vector<std::string> dependent;
   for (const json& rule : chat["allOf"]) dependent.push_back(rule["if"]["required"][0]);
-  EXPECT_EQ(dependent, (std::vector<std::string>{"stream_options", "top_logprobs", "continue_final_message"}));
+  EXPECT_EQ(dependent, (std::vector<std::string>{"stream_options", "continue_final_message", "top_logprobs"}));
   const json hi = json::array({{{"role", "user"}, {"content", "hi"}}});
   auto error = [&](json body) {
     body["messages"] = hi;
@@ -189,6 +193,39 @@ TEST(OpenApiRequestSchemaTest, DependentFieldsAreDeclared) {
   EXPECT_FALSE(error({{"top_logprobs", 0}, {"logprobs", true}}));
   EXPECT_TRUE(Names(error({{"continue_final_message", true}}), "continue_final_message"));
   EXPECT_FALSE(error({{"continue_final_message", false}}));
+}
+
+// /tokenize is vLLM's two shapes, a oneOf whose branches exclude each other the way the parser
+// does: the field that picks one shape is refused (documented as null) in the other, and a
+// conversation's fields and defaults are the chat request's (one table, ChatPromptFields).
+TEST(OpenApiRequestSchemaTest, TokenizeShapesAreTheParsersShapes) {
+  const json schema = TokenizeRequestSchema();
+  ASSERT_EQ(schema["oneOf"].size(), 2u);
+  const json& prompt = schema["oneOf"][0];
+  const json& chat = schema["oneOf"][1];
+  EXPECT_EQ(prompt["required"], json::array({"prompt"}));
+  EXPECT_EQ(chat["required"], json::array({"messages"}));
+  EXPECT_EQ(prompt["properties"]["messages"]["type"], "null");
+  EXPECT_EQ(chat["properties"]["prompt"]["type"], "null");
+  EXPECT_EQ(prompt["properties"]["add_special_tokens"]["default"], true);
+  EXPECT_EQ(chat["properties"]["add_special_tokens"]["default"], false);
+  EXPECT_EQ(chat["properties"]["return_token_strs"]["default"], false);
+  const json chat_request = ChatCompletionRequestSchema();
+  for (const char* f : {"messages", "tools", "add_generation_prompt", "continue_final_message", "chat_template_kwargs"}) {
+    EXPECT_EQ(chat["properties"][f], chat_request["properties"][f]) << f;
+  }
+  EXPECT_FALSE(chat["properties"].contains("tool_choice"));  // generation only
+  EXPECT_EQ(chat["allOf"][0]["if"]["required"][0], "continue_final_message");
+
+  const json hi = json::array({{{"role", "user"}, {"content", "hi"}}});
+  EXPECT_TRUE(Names(ErrorOf(ParseTokenizeRequest({{"prompt", "x"}, {"messages", hi}})), "prompt"));
+  EXPECT_FALSE(ErrorOf(ParseTokenizeRequest({{"prompt", nullptr}, {"messages", hi}})));
+  EXPECT_FALSE(ErrorOf(ParseTokenizeRequest({{"prompt", "x"}, {"messages", nullptr}})));
+  // Neither: 'prompt' is missing, unless a conversation's field says a chat was meant.
+  EXPECT_TRUE(Names(ErrorOf(ParseTokenizeRequest(json::object())), "prompt"));
+  EXPECT_TRUE(Names(ErrorOf(ParseTokenizeRequest({{"add_generation_prompt", false}})), "messages"));
+  // The chat request's echo and tool_choice are not /tokenize's: ignored like any unknown field.
+  EXPECT_FALSE(ErrorOf(ParseTokenizeRequest({{"messages", hi}, {"tool_choice", 3}})));
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ ApiError Err(const std::variant<ChatCompletionRequest, ApiError>& parsed) {
   EXPECT_TRUE(std::holds_alternative<ApiError>(parsed));
   return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
 }
+ApiError Err(const std::variant<TokenizeRequest, ApiError>& parsed) {
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed));
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
 
 TEST(CompletionRequestTest, ReadsOpenAiAndVllmFields) {
   const json body = json::parse(R"({
@@ -142,20 +146,66 @@ TEST(ChatCompletionRequestTest, MessagesToolsAndLogprobs) {
     "tool_choice": {"type": "function", "function": {"name": "f"}},
     "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 4})");
   const ChatCompletionRequest c = Ok(ParseChatCompletionRequest(body));
-  EXPECT_EQ(c.messages[1]["content"], "a\nb");
-  EXPECT_EQ(c.messages[2]["content"], "");  // an assistant's tool calls without content: "" for the template
+  // Text parts stay a list (the template decides how to read them); ContentText joins them.
+  EXPECT_EQ(c.chat.messages[1]["content"].size(), 2u);
+  EXPECT_EQ(ContentText(c.chat.messages[1]["content"]), "a\nb");
+  EXPECT_EQ(c.chat.messages[2]["content"], "");  // an assistant's tool calls without content: "" for the template
+  EXPECT_FALSE(c.echo);
   EXPECT_EQ(c.tool_choice, "named");
   EXPECT_EQ(c.forced_function, "f");
   EXPECT_EQ(c.common.sampling.max_tokens, 9);
   EXPECT_EQ(c.common.sampling.logprobs, 4);
-  EXPECT_TRUE(c.add_generation_prompt);
+  EXPECT_TRUE(c.chat.add_generation_prompt);
   // Key order of the messages survives (templates print them).
-  EXPECT_EQ(c.messages[3].begin().key(), "role");
+  EXPECT_EQ(c.chat.messages[3].begin().key(), "role");
 
   const ChatCompletionRequest plain = Ok(ParseChatCompletionRequest(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})")));
   EXPECT_EQ(plain.tool_choice, "none");
   EXPECT_FALSE(plain.common.max_tokens_given);
   EXPECT_FALSE(plain.common.sampling.logprobs.has_value());
+}
+
+TEST(TokenizeRequestTest, PromptOrMessagesAsVllmTakesThem) {
+  const TokenizeRequest p = Ok(ParseTokenizeRequest(json::parse(R"({"prompt": "hi", "return_token_strs": true})")));
+  EXPECT_FALSE(p.chat.has_value());
+  EXPECT_EQ(p.prompt, "hi");
+  EXPECT_TRUE(p.add_special_tokens);  // a prompt gets BOS by default
+  EXPECT_TRUE(p.return_token_strs);
+
+  const TokenizeRequest m = Ok(ParseTokenizeRequest(json::parse(R"({
+    "model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]},
+                               {"role": "assistant", "content": "b"}],
+    "add_generation_prompt": false, "continue_final_message": true,
+    "tools": [{"type": "function", "function": {"name": "f"}}], "chat_template_kwargs": {"enable_thinking": false}})")));
+  ASSERT_TRUE(m.chat.has_value());
+  EXPECT_FALSE(m.add_special_tokens);  // the template writes BOS itself
+  EXPECT_FALSE(m.return_token_strs);
+  EXPECT_TRUE(m.chat->continue_final_message);
+  EXPECT_FALSE(m.chat->add_generation_prompt);
+  EXPECT_EQ(m.chat->tools.size(), 1u);
+  EXPECT_EQ(m.chat->chat_template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(m.chat->messages[0]["content"].is_array());
+  const TokenizeRequest defaults = Ok(ParseTokenizeRequest(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})")));
+  EXPECT_TRUE(defaults.chat->add_generation_prompt);
+
+  for (const auto& [body, param] : std::vector<std::pair<const char*, const char*>>{
+           {R"({})", "prompt"},
+           {R"({"prompt": 1})", "prompt"},
+           {R"({"prompt": "x", "messages": [{"role": "user", "content": "x"}]})", "prompt"},
+           {R"({"messages": []})", "messages"},
+           {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages"},
+           {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})",
+            "continue_final_message"},
+           {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+           {R"({"prompt": "x", "return_token_strs": "yes"})", "return_token_strs"},
+           // The assistant's missing content is "" for the template, but there is nothing to continue.
+           {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}],
+               "add_generation_prompt": false, "continue_final_message": true})",
+            "continue_final_message"},
+           {R"({"add_generation_prompt": false})", "messages"}}) {
+    EXPECT_EQ(Err(ParseTokenizeRequest(json::parse(body))).param, param) << body;
+  }
 }
 
 TEST(ChatCompletionRequestTest, BadMessagesAndTools) {

@@ -77,6 +77,7 @@ TEST_P(ChatTemplateFixtureTest, RendersLikeJinja2) {
   inputs.messages = in["messages"];
   inputs.tools = in["tools"];
   inputs.add_generation_prompt = in["add_generation_prompt"].get<bool>();
+  inputs.continue_final_message = in.value("continue_final_message", false);
   inputs.bos_token = in["bos_token"].get<std::string>();
   inputs.eos_token = in["eos_token"].get<std::string>();
   inputs.extra = in["extra"];
@@ -95,6 +96,12 @@ TEST_P(ChatTemplateFixtureTest, RendersLikeJinja2) {
     EXPECT_NE(rendered.status().message().find(fixture["error"]["message"].get<std::string>()), std::string::npos)
         << rendered.status().ToString();
   }
+  const std::string message = fixture["error"]["message"];
+  if (fixture["error"]["type"] == "ValueError" && message.rfind("continue_final_message", 0) == 0) {
+    // transformers' own first sentence (it goes on to quote the render).
+    const std::string sentence = message.substr(0, message.find('!') + 1);
+    EXPECT_NE(rendered.status().message().find(sentence), std::string::npos) << rendered.status().ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Jinja2, ChatTemplateFixtureTest, ::testing::ValuesIn(AllFixtureCases()),
@@ -108,6 +115,30 @@ TEST(ChatTemplateFixtures, CoverEveryTemplate) {
   for (const char* name : {"smollm2", "gemma3", "qwen3", "muse_spark_xhigh", "engine_features"}) {
     EXPECT_GE(rendered[name], 20) << name;
   }
+}
+
+// Templates that loop over a message's content get content parts as a list, the others the text
+// parts joined (vLLM's "openai" and "string" content formats); decided from the syntax tree.
+TEST(ChatTemplateContentParts, DetectedFromLoopsOverContent) {
+  auto wants = [](const std::string& source) {
+    auto tmpl = ChatTemplate::Parse(source);
+    EXPECT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+    return tmpl.ok() && tmpl->wants_content_parts();
+  };
+  auto file = [&](const char* name) { return wants(ReadFile(kTestData + "templates/" + name)); };
+  EXPECT_TRUE(file("gemma3.jinja"));  // for item in message['content'], message from loop_messages = messages[1:]
+  EXPECT_FALSE(file("smollm2.jinja"));
+  EXPECT_FALSE(file("qwen3.jinja"));
+  EXPECT_TRUE(file("muse_spark_xhigh.jinja"));  // a macro's `for part in content`
+  EXPECT_TRUE(wants("{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}"));
+  EXPECT_TRUE(wants("{% set ms = messages | reverse %}{% set ms2 = ms[1:] %}{% for m in ms2 %}"
+                    "{% if m.role == 'user' %}{% for p in m['content'] | selectattr('type') %}x{% endfor %}"
+                    "{% endif %}{% endfor %}"));
+  EXPECT_FALSE(wants("{% for m in messages %}{{ m['content'] }}{% endfor %}"));
+  EXPECT_FALSE(wants("{% for m in messages %}{% for c in m['tool_calls'] %}{% endfor %}{% endfor %}"));
+  // A loop over the content of something that is not a message does not count.
+  EXPECT_FALSE(wants("{% for t in tools %}{% for p in t['content'] %}{% endfor %}{% endfor %}"));
+  EXPECT_FALSE(wants("{{ messages[0]['content'] }}"));
 }
 
 // ---- Engine constructs -----------------------------------------------------------------------

@@ -3,7 +3,14 @@
 // whole corpus in testdata/ (scripts/make_tokenizer_corpus.py made the corpus, the vocabulary
 // extracts of both GGUFs and llama.cpp's ids). The vocabularies come from the committed
 // extracts, so these tests run the same with or without the model files on the machine.
+//
+// One exception, where llama.cpp is not the reference: SentencePiece reads a literal U+2581 in the
+// input as a space, llama.cpp as an ordinary character (same text, other ids). For Gemma 3 the
+// corpus records holding one are checked against SentencePiece's own ids
+// (testdata/gemma3_sentencepiece.json, scripts/make_sentencepiece_fixtures.py).
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -28,7 +35,12 @@ struct ModelCase {
   const char* name;
   const char* vocab_file;
   const char* ids_file;
+  const char* sentencepiece_file = nullptr;  // SentencePiece's ids where they are the reference
 };
+
+nlohmann::json ReadJsonFixture(const std::string& name) {
+  return nlohmann::json::parse(tokenizer_testing::ReadFileBytes(tokenizer_testing::FixturePath(name)));
+}
 
 void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 
@@ -76,11 +88,23 @@ TEST_P(RealModelTokenizerTest, EncodeMatchesLlamaCppOnWholeCorpus) {
   Loaded& m = Load(GetParam());
   ASSERT_NE(m.tokenizer, nullptr);
   ASSERT_EQ(m.ids.plain.size(), corpus.size());
+  // Records where SentencePiece, not llama.cpp, is the reference (with BOS, as llama.cpp's ids).
+  std::map<size_t, std::vector<int32_t>> sentencepiece;
+  if (GetParam().sentencepiece_file != nullptr) {
+    const nlohmann::json fixture = ReadJsonFixture(GetParam().sentencepiece_file);
+    for (const auto& r : fixture["corpus_records"]) {
+      std::vector<int32_t> ids = {m.tokenizer->bos_id()};
+      for (int32_t id : r["ids"]) ids.push_back(id);
+      sentencepiece[r["record"].get<size_t>()] = ids;
+    }
+    EXPECT_FALSE(sentencepiece.empty());
+  }
   size_t tokens = 0, bytes = 0, mismatches = 0;
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < corpus.size(); ++i) {
     for (bool parse_special : {false, true}) {
-      const auto& want = parse_special ? m.ids.special[i] : m.ids.plain[i];
+      const auto sp = sentencepiece.find(i);
+      const auto& want = sp != sentencepiece.end() ? sp->second : parse_special ? m.ids.special[i] : m.ids.plain[i];
       const auto got = m.tokenizer->Encode(corpus[i], /*add_special=*/true, parse_special);
       tokens += want.size();
       bytes += corpus[i].size();
@@ -96,6 +120,33 @@ TEST_P(RealModelTokenizerTest, EncodeMatchesLlamaCppOnWholeCorpus) {
               "%.2f s (%.1f MB/s)\n",
               GetParam().name, corpus.size(), bytes, tokens, mismatches, s, bytes / s / 1e6);
   EXPECT_EQ(mismatches, 0u);
+}
+
+// A typed U+2581 is a space to SentencePiece: "\u2581\u2581hello" is Gemma 3's user-defined "\u2581\u2581"
+// piece and then "hello", as "  hello" is. Every case and corpus record of the fixture, against
+// the ids sentencepiece itself gives (parse_special off: SentencePiece never matches control
+// pieces in text).
+TEST(SentencePieceReferenceTest, Gemma3ReadsTypedSpaceMarkAsSpace) {
+  auto tok = Tokenizer::Create(ReadVocab("gemma3_vocab.bin.gz"));
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const nlohmann::json fixture = ReadJsonFixture("gemma3_sentencepiece.json");
+  ASSERT_GE(fixture["cases"].size(), 10u);
+  for (const auto& c : fixture["cases"]) {
+    const std::string text = c["text"];
+    const std::vector<int32_t> want = c["ids"];
+    EXPECT_EQ((*tok)->Encode(text, /*add_special=*/false, /*parse_special=*/false), want) << text;
+    // Decoding gives the text with every U+2581 as a space, as SentencePiece decodes it.
+    std::string spaced = text;
+    for (size_t at = spaced.find("\xE2\x96\x81"); at != std::string::npos; at = spaced.find("\xE2\x96\x81", at)) {
+      spaced.replace(at, 3, " ");
+    }
+    EXPECT_EQ((*tok)->Decode(want, /*skip_special=*/false), spaced) << text;
+  }
+  const auto& corpus = tokenizer_testing::ReadRecords("corpus.bin.gz");
+  for (const auto& r : fixture["corpus_records"]) {
+    const std::vector<int32_t> want = r["ids"];
+    EXPECT_EQ((*tok)->Encode(corpus.at(r["record"].get<size_t>()), false, false), want) << "record " << r["record"];
+  }
 }
 
 TEST_P(RealModelTokenizerTest, AddSpecialFalseDropsOnlyBosAndEos) {
@@ -176,7 +227,7 @@ TEST_P(RealModelTokenizerTest, IncrementalDetokenizationEqualsFullDecode) {
 INSTANTIATE_TEST_SUITE_P(
     Models, RealModelTokenizerTest,
     ::testing::Values(ModelCase{"smollm2", "smollm2_vocab.bin.gz", "smollm2_ids.bin.gz"},
-                      ModelCase{"gemma3", "gemma3_vocab.bin.gz", "gemma3_ids.bin.gz"}),
+                      ModelCase{"gemma3", "gemma3_vocab.bin.gz", "gemma3_ids.bin.gz", "gemma3_sentencepiece.json"}),
     [](const ::testing::TestParamInfo<ModelCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
