@@ -114,6 +114,7 @@ Expected<std::string> ChatTemplate::Render(const ChatTemplateInputs& inputs) con
     EMBER_ASSIGN_OR_RETURN(auto vars, BuildContext(inputs));
     jinja::RenderOptions options;
     options.now = inputs.now;
+    options.limits = inputs.limits;
     return template_.Render(vars, options);
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("chat template inputs are malformed: ") + e.what());
