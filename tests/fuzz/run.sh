@@ -33,7 +33,7 @@ for target in "$@"; do
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   if [[ $rc -eq 0 ]]; then
-    echo "fuzz: $target ok: ${runs:-?} runs in $(($(date +%s) - start)) s (${speed:-?}/s), corpus $(ls "$build/corpus/$target" | wc -l) new inputs"
+    echo "fuzz: $target ok: ${runs:-?} runs in $(($(date +%s) - start)) s (${speed:-?}/s), $(ls "$build/corpus/$target" | wc -l) inputs in $build/corpus/$target"
     continue
   fi
   failed+=("$target")
