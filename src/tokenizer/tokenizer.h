@@ -108,7 +108,9 @@ class Tokenizer {
   // The bytes the ids stand for, concatenated. skip_special drops control and unknown tokens
   // (BOS, <|im_end|>, ...); otherwise they appear as their text. Out-of-range ids decode to
   // nothing. With add_space_prefix, the space Encode prepended is removed again (from the
-  // first text after the start or after a special token), so Decode(Encode(x)) == x.
+  // first text after the start or after a special token), so Decode(Encode(x)) == x for valid
+  // UTF-8 (SentencePiece reads a literal U+2581 as a space; byte-level BPE drops bytes that have
+  // no token, as llama.cpp does: SmolLM2's vocabulary lacks 21, e.g. 0x06 and 0xFF).
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const;
 
   // The vocabulary text of `id` as stored ("Ġthe", "▁the", "<0x41>"); "" if out of range.

@@ -77,7 +77,7 @@ Expected<Value> Trim(Interpreter&, const Value& in, CallArgs args) {
   return Value::Str(py::Strip(ToStr(in), chars, true, true));
 }
 
-Expected<Value> Replace(Interpreter&, const Value& in, CallArgs args) {
+Expected<Value> Replace(Interpreter& interp, const Value& in, CallArgs args) {
   EMBER_ASSIGN_OR_RETURN(Bound b, BindArgs("replace", std::move(args), {"old", "new", "count"}));
   if (!b[0] || !b[1]) return InvalidArgument("replace() missing required argument 'old' or 'new'");
   int64_t count = -1;
@@ -85,10 +85,12 @@ Expected<Value> Replace(Interpreter&, const Value& in, CallArgs args) {
     if (!b[2]->is_integral()) return InvalidArgument(QuotedTypeName(*b[2]) + " object cannot be interpreted as an integer");
     count = b[2]->as_int();
   }
-  return Value::Str(py::Replace(ToStr(in), ToStr(*b[0]), ToStr(*b[1]), count));
+  const std::string s = ToStr(in), old = ToStr(*b[0]), replacement = ToStr(*b[1]);
+  EMBER_RETURN_IF_ERROR(CheckReplaceRoom(interp, s, old, replacement, count));
+  return Value::Str(py::Replace(s, old, replacement, count));
 }
 
-Expected<Value> Center(Interpreter&, const Value& in, CallArgs args) {
+Expected<Value> Center(Interpreter& interp, const Value& in, CallArgs args) {
   EMBER_ASSIGN_OR_RETURN(Bound b, BindArgs("center", std::move(args), {"width"}));
   const Value width = Arg(b, 0, Value::Int(80));
   if (!width.is_integral()) return InvalidArgument(QuotedTypeName(width) + " object cannot be interpreted as an integer");
@@ -96,12 +98,13 @@ Expected<Value> Center(Interpreter&, const Value& in, CallArgs args) {
   const int64_t len = py::Length(s);
   const int64_t margin = width.as_int() - len;
   if (margin <= 0) return Value::Str(s);
+  EMBER_RETURN_IF_ERROR(interp.CheckRoom(margin));
   // CPython's str.center puts the odd space on the left when the width is odd.
   const int64_t left = margin / 2 + (margin & width.as_int() & 1);
   return Value::Str(std::string(left, ' ') + s + std::string(margin - left, ' '));
 }
 
-Expected<Value> Indent(Interpreter&, const Value& in, CallArgs args) {
+Expected<Value> Indent(Interpreter& interp, const Value& in, CallArgs args) {
   EMBER_ASSIGN_OR_RETURN(Bound b, BindArgs("indent", std::move(args), {"width", "first", "blank"}));
   if (in.is_undefined()) return InvalidArgument(in.undefined_hint());
   if (!in.is_string()) return InvalidArgument("unsupported operand type(s) for +=: '" + TypeName(in) + "' and 'str'");
@@ -110,12 +113,18 @@ Expected<Value> Indent(Interpreter&, const Value& in, CallArgs args) {
   if (width.is_string()) {
     indention = width.as_string();
   } else if (width.is_integral()) {
+    EMBER_RETURN_IF_ERROR(interp.CheckRoom(width.as_int()));
     indention = std::string(std::max<int64_t>(0, width.as_int()), ' ');
   } else {
     return InvalidArgument("can't multiply sequence by non-int of type '" + TypeName(width) + "'");
   }
   // jinja2 appends a newline before splitting so that a trailing newline survives splitlines().
   const std::vector<std::string> lines = py::SplitLines(in.as_string() + "\n", false);
+  const auto per_line = static_cast<int64_t>(indention.size());
+  const auto line_count = static_cast<int64_t>(lines.size()) + 1;
+  EMBER_RETURN_IF_ERROR(interp.CheckRoom(per_line > 0 && line_count > INT64_MAX / per_line
+                                             ? INT64_MAX
+                                             : per_line * line_count + static_cast<int64_t>(in.as_string().size())));
   std::string rv;
   if (Truthy(Arg(b, 2, Value::Bool(false)))) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i > 0 ? "\n" + indention : "") + lines[i];
@@ -137,7 +146,7 @@ Expected<Value> Default(Interpreter&, const Value& in, CallArgs args) {
   return in;
 }
 
-Expected<Value> ToJson(Interpreter&, const Value& in, CallArgs args) {
+Expected<Value> ToJson(Interpreter& interp, const Value& in, CallArgs args) {
   EMBER_ASSIGN_OR_RETURN(Bound b, BindArgs("tojson", std::move(args), {"ensure_ascii", "indent", "separators", "sort_keys"}));
   JsonDumpOptions options;
   options.ensure_ascii = b[0] && Truthy(*b[0]);
@@ -145,6 +154,7 @@ Expected<Value> ToJson(Interpreter&, const Value& in, CallArgs args) {
     if (b[1]->is_string()) {
       options.indent = b[1]->as_string();
     } else if (b[1]->is_integral()) {
+      EMBER_RETURN_IF_ERROR(interp.CheckRoom(b[1]->as_int()));
       options.indent = std::string(std::max<int64_t>(0, b[1]->as_int()), ' ');
     } else {
       return InvalidArgument("tojson indent must be an int or a str, not " + TypeName(*b[1]));

@@ -93,6 +93,7 @@ Expected<Value> Join(Interpreter& interp, const Value& in, CallArgs args) {
     }
     if (i > 0) out += sep;
     out += ToStr(item);
+    EMBER_RETURN_IF_ERROR(interp.CheckRoom(static_cast<int64_t>(out.size())));
   }
   return Value::Str(std::move(out));
 }
@@ -283,7 +284,7 @@ Expected<Value> MinOrMax(Interpreter& interp, const Value& in, CallArgs args, bo
 Expected<Value> Min(Interpreter& i, const Value& in, CallArgs a) { return MinOrMax(i, in, std::move(a), false); }
 Expected<Value> Max(Interpreter& i, const Value& in, CallArgs a) { return MinOrMax(i, in, std::move(a), true); }
 
-Expected<Value> Batch(Interpreter&, const Value& in, CallArgs args) {
+Expected<Value> Batch(Interpreter& interp, const Value& in, CallArgs args) {
   EMBER_ASSIGN_OR_RETURN(Bound b, BindArgs("batch", std::move(args), {"linecount", "fill_with"}));
   if (!b[0] || !b[0]->is_integral() || b[0]->as_int() <= 0) return InvalidArgument("batch() needs a positive linecount");
   const auto count = static_cast<size_t>(b[0]->as_int());
@@ -294,7 +295,12 @@ Expected<Value> Batch(Interpreter&, const Value& in, CallArgs args) {
     row.push_back(std::move(item));
   }
   if (!row.empty()) {
-    if (b[1] && !b[1]->is_none()) row.resize(count, *b[1]);
+    if (b[1] && !b[1]->is_none()) {
+      // Filling up to linecount builds count - row.size() copies of fill_with.
+      EMBER_RETURN_IF_ERROR(interp.CheckRoom(count > INT64_MAX / sizeof(Value) ? INT64_MAX
+                                                                              : static_cast<int64_t>(count * sizeof(Value))));
+      row.resize(count, *b[1]);
+    }
     out.push_back(Value::List(std::move(row)));
   }
   return Value::Iterator(std::move(out));

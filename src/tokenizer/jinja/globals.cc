@@ -38,8 +38,10 @@ Expected<Value> Range(Interpreter&, CallArgs args) {
   }
   const int64_t start = bounds[0], stop = bounds[1], step = bounds[2];
   if (step == 0) return InvalidArgument("range() arg 3 must not be zero");
-  const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                                 : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // In 128 bits: stop - start and the rounding overflow 64 for bounds near the int64 limits.
+  const __int128 span = static_cast<__int128>(stop) - start, by = step;
+  const __int128 count128 = step > 0 ? (span > 0 ? (span + by - 1) / by : 0) : (span < 0 ? (-span - by - 1) / -by : 0);
+  const int64_t count = count128 > kMaxRange ? kMaxRange + 1 : static_cast<int64_t>(count128);
   if (count > kMaxRange) {
     return InvalidArgument("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }

@@ -33,10 +33,24 @@ struct Frame {
   void Set(const std::string& name, Value value);
 };
 
+// How much work one render may do. jinja2 has no such limits (its loops are bounded only by
+// range()'s 100,000, and nested loops or `'' * 10**18` run for ever), but a template and its
+// inputs are untrusted here: a render that would go past a limit fails with an error naming it.
+// The defaults are far above what real chat templates need (a few hundred steps and a few times
+// the conversation's bytes per message).
+struct RenderLimits {
+  // Statements, expressions and loop iterations executed.
+  int64_t max_steps = 10'000'000;
+  // Bytes of text and values built, all together: the output, every string an expression makes
+  // (copies included) and the containers it makes. Also the most any one value may print as.
+  int64_t max_bytes = int64_t{1} << 30;
+};
+
 struct RenderOptions {
   // The local time strftime_now() formats. Unset means the system clock in local time, which is
   // what HF's datetime.now() uses; tests pin it.
   std::optional<std::tm> now;
+  RenderLimits limits;
 };
 
 class Interpreter {
@@ -64,6 +78,10 @@ class Interpreter {
   // holds each namespace it created and empties them all when it finishes, which frees cycles
   // (and long namespace chains) without recursion.
   void TrackNamespace(std::shared_ptr<ObjectData> ns) { namespaces_.push_back(std::move(ns)); }
+  // Whether `bytes` more may still be built within RenderLimits::max_bytes; built-ins whose
+  // result can be far larger than their inputs (str * n, center, join, replace, indent, ...) ask
+  // before building it. The error names the limit.
+  Status CheckRoom(int64_t bytes) const;
 
  private:
   // ---- statements (interpreter_stmt.cc) ----
@@ -86,6 +104,8 @@ class Interpreter {
   // Prefixes the first error of a render with where it happened; later (outer) callers see the
   // error already located and pass it through unchanged.
   Status Located(Status status, const ast::Pos& pos);
+  // Counts work against RenderLimits; the error is located at `pos`.
+  Status Spend(int64_t steps, int64_t bytes, const ast::Pos& pos);
 
   enum class Flow { kNormal, kBreak, kContinue };
   const RenderOptions& options_;
@@ -93,6 +113,8 @@ class Interpreter {
   // Nesting of Eval/Exec calls. Recursive macros (and absurdly nested templates) would otherwise
   // exhaust the C++ stack; jinja2 stops them with Python's recursion limit.
   int depth_ = 0;
+  int64_t steps_ = 0;
+  int64_t bytes_ = 0;
   std::vector<std::shared_ptr<ObjectData>> namespaces_;
   bool error_located_ = false;
 };
@@ -108,6 +130,10 @@ Expected<std::vector<std::optional<Value>>> BindArgs(std::string_view function, 
 Expected<Value> BinaryOp(ast::Binary::Op op, const Value& a, const Value& b);
 // Python's `item in container`.
 Expected<bool> Contains(const Value& container, const Value& item);
+// Whether str.replace(old, replacement, count) on `s` fits the render's limits (an empty `old`
+// inserts the replacement between every two characters).
+Status CheckReplaceRoom(const Interpreter& interp, const std::string& s, const std::string& old,
+                        const std::string& replacement, int64_t count);
 // Python's `str % args` (printf-style formatting), for the `%` operator and the format filter.
 Expected<std::string> PercentFormat(const std::string& format, const Value& args);
 

@@ -223,6 +223,9 @@ Expected<Value> Interpreter::EvalNode(const ast::Expr& expr, const FramePtr& fra
       EMBER_ASSIGN_OR_RETURN(Value operand, Eval(*node.operand, frame));
       if (node.op == ast::Unary::Op::kNot) return Value::Bool(!Truthy(operand));
       if (operand.is_integral()) {
+        if (node.op == ast::Unary::Op::kNeg && operand.as_int() == INT64_MIN) {
+          return Located(InvalidArgument("integer overflow in unary -: ember's templates use 64-bit integers"), node.pos);
+        }
         return Value::Int(node.op == ast::Unary::Op::kNeg ? -operand.as_int() : operand.as_int());
       }
       if (operand.is_float()) {
@@ -311,6 +314,19 @@ Expected<Value> Interpreter::EvalBinary(const ast::Binary& node, const FramePtr&
   if (node.op == ast::Binary::Op::kAnd) return Truthy(left) ? Eval(*node.right, frame) : Expected<Value>(left);
   if (node.op == ast::Binary::Op::kOr) return Truthy(left) ? Expected<Value>(left) : Eval(*node.right, frame);
   EMBER_ASSIGN_OR_RETURN(Value right, Eval(*node.right, frame));
+  if (node.op == ast::Binary::Op::kMul) {
+    // str * n and list * n: ask before building (Repeat itself cannot).
+    const bool left_repeats = (left.is_string() || left.is_sequence()) && right.is_integral();
+    const bool right_repeats = left.is_integral() && (right.is_string() || right.is_sequence());
+    if (left_repeats || right_repeats) {
+      const Value& seq = left_repeats ? left : right;
+      const int64_t times = left_repeats ? right.as_int() : left.as_int();
+      const int64_t each = ShallowBytes(seq);
+      int64_t total = 0;
+      if (times > 0 && __builtin_mul_overflow(each, times, &total)) total = INT64_MAX;
+      if (Status room = CheckRoom(total); !room.ok()) return Located(room, node.pos);
+    }
+  }
   auto result = BinaryOp(node.op, left, right);
   if (!result.ok()) return Located(result.status(), node.pos);
   return result;
@@ -379,12 +395,13 @@ Expected<Value> Interpreter::EvalSlice(const ast::Slice& node, const FramePtr& f
   AdjustSlice(n, bounds[0], bounds[1], step, &start, &stop);
   std::u32string out_chars;
   Value::Items out_items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (is_string) {
       out_chars.push_back(cps[i]);
     } else {
       out_items.push_back(object.items()[i]);
     }
+    if (__builtin_add_overflow(i, step, &i)) break;  // a huge step: past either end anyway
   }
   if (is_string) return Value::Str(py::Encode(out_chars));
   return object.kind() == Kind::kTuple ? Value::Tuple(std::move(out_items)) : Value::List(std::move(out_items));

@@ -1,5 +1,6 @@
 // Statement execution: output, control flow, assignment, macros and blocks.
 #include <algorithm>
+#include <utility>
 
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/pystr.h"
@@ -69,6 +70,9 @@ Status Interpreter::Render(const ast::Template& tmpl, const FramePtr& globals, s
   flow_ = Flow::kNormal;
   error_located_ = false;
   depth_ = 0;
+  steps_ = 0;
+  bytes_ = 0;
+  const PrintCapScope print_cap(static_cast<size_t>(std::max<int64_t>(0, options_.limits.max_bytes)));
   Status status = Exec(tmpl.body, std::make_shared<Frame>(globals), out);
   for (const auto& ns : namespaces_) ns->attrs.clear();
   namespaces_.clear();
@@ -89,6 +93,38 @@ Expected<bool> Interpreter::ApplyTest(const std::string& name, const Value& inpu
   return fn(*this, input, std::move(args));
 }
 
+// What an expression's value cost to build: its text (strings are copied whenever they are
+// passed on) and, for containers made by the expression itself, their slots and the strings
+// copied into them. A variable, attribute or item that names an existing container costs nothing.
+static int64_t BuiltBytes(ast::Expr::Kind kind, const Value& v) {
+  if (v.is_string()) return static_cast<int64_t>(v.as_string().size());
+  using EK = ast::Expr::Kind;
+  if (kind == EK::kName || kind == EK::kGetAttr || kind == EK::kGetItem || kind == EK::kLiteral) return 0;
+  return ShallowBytes(v);
+}
+
+Status Interpreter::CheckRoom(int64_t bytes) const {
+  if (bytes >= 0 && bytes <= options_.limits.max_bytes - bytes_) return Status::Ok();
+  return InvalidArgument("the template would build more than " + std::to_string(options_.limits.max_bytes) +
+                         " bytes of text and values, the limit of one render");
+}
+
+Status Interpreter::Spend(int64_t steps, int64_t bytes, const ast::Pos& pos) {
+  steps_ += steps;
+  bytes_ += bytes + std::exchange(CurrentPrintCap().copied_bytes, 0);
+  if (steps_ > options_.limits.max_steps) {
+    return Located(InvalidArgument("the template ran more than " + std::to_string(options_.limits.max_steps) +
+                                   " steps, the limit of one render (a loop or recursion that runs too long)"),
+                   pos);
+  }
+  if (bytes_ > options_.limits.max_bytes || CurrentPrintCap().exceeded) {
+    return Located(InvalidArgument("the template built more than " + std::to_string(options_.limits.max_bytes) +
+                                   " bytes of text and values, the limit of one render"),
+                   pos);
+  }
+  return Status::Ok();
+}
+
 Status Interpreter::Exec(const ast::Body& body, const FramePtr& frame, std::string* out) {
   for (const auto& stmt : body) {
     EMBER_RETURN_IF_ERROR(ExecOne(*stmt, frame, out));
@@ -101,19 +137,25 @@ Status Interpreter::ExecOne(const ast::Stmt& stmt, const FramePtr& frame, std::s
   if (depth_ >= kMaxDepth) {
     return Located(InvalidArgument("maximum recursion depth exceeded while rendering the template"), stmt.pos);
   }
+  EMBER_RETURN_IF_ERROR(Spend(1, 0, stmt.pos));
   ++depth_;
+  const size_t before = out->size();
   Status status = ExecNode(stmt, frame, out);
   --depth_;
-  return status;
+  EMBER_RETURN_IF_ERROR(status);
+  // The output's growth counts as built text (what a statement prints went into `out`).
+  return Spend(0, static_cast<int64_t>(out->size() >= before ? out->size() - before : 0), stmt.pos);
 }
 
 Expected<Value> Interpreter::Eval(const ast::Expr& expr, const FramePtr& frame) {
   if (depth_ >= kMaxDepth) {
     return Located(InvalidArgument("maximum recursion depth exceeded while rendering the template"), expr.pos);
   }
+  EMBER_RETURN_IF_ERROR(Spend(1, 0, expr.pos));
   ++depth_;
   auto result = EvalNode(expr, frame);
   --depth_;
+  if (result.ok()) EMBER_RETURN_IF_ERROR(Spend(0, BuiltBytes(expr.kind, *result), expr.pos));
   if (result.ok() && result->depth() > kMaxValueDepth) {
     return Located(InvalidArgument("a value nests more than " + std::to_string(kMaxValueDepth) +
                                    " containers deep"),
@@ -209,6 +251,7 @@ Status Interpreter::ExecFor(const ast::For& node, const FramePtr& frame, std::st
   if (node.filter) {
     // The filter sees the loop target but no `loop` variable, and decides what `loop` counts.
     for (Value& item : *all) {
+      EMBER_RETURN_IF_ERROR(Spend(1, 0, node.pos));
       auto probe = std::make_shared<Frame>(frame);
       EMBER_RETURN_IF_ERROR(Assign(node.target, item, probe));
       EMBER_ASSIGN_OR_RETURN(Value keep, Eval(*node.filter, probe));
@@ -219,6 +262,9 @@ Status Interpreter::ExecFor(const ast::For& node, const FramePtr& frame, std::st
   }
   if (items.empty()) return Exec(node.else_body, std::make_shared<Frame>(frame), out);
   for (size_t i = 0; i < items.size(); ++i) {
+    // The item is copied into the target and into loop.previtem / loop.nextitem.
+    const int64_t copied = items[i].is_string() ? static_cast<int64_t>(items[i].as_string().size()) : 0;
+    EMBER_RETURN_IF_ERROR(Spend(1, 3 * copied, node.pos));
     auto iteration = std::make_shared<Frame>(frame);
     iteration->Set("loop", MakeLoop(items, i));
     EMBER_RETURN_IF_ERROR(Assign(node.target, items[i], iteration));

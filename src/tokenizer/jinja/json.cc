@@ -80,10 +80,17 @@ class JsonWriter {
   }
 
  private:
+  // Shared lists can make a small value print as gigabytes; see PrintCap.
+  static Status CheckCap(const std::string& out) {
+    if (!PastPrintCap(out)) return Status::Ok();
+    return InvalidArgument("tojson output is larger than " + std::to_string(CurrentPrintCap().max_bytes) +
+                           " bytes, the render's limit");
+  }
+
   void Newline(int depth, std::string& out) const {
     if (!options_.indent) return;
     out.push_back('\n');
-    for (int i = 0; i < depth; ++i) out += *options_.indent;
+    for (int i = 0; i < depth && !PastPrintCap(out); ++i) out += *options_.indent;
   }
 
   Status WriteList(const Value::Items& items, int depth, std::string& out) {
@@ -93,11 +100,13 @@ class JsonWriter {
     }
     out.push_back('[');
     for (size_t i = 0; i < items.size(); ++i) {
+      EMBER_RETURN_IF_ERROR(CheckCap(out));
       if (i > 0) out += item_sep_;
       Newline(depth + 1, out);
       EMBER_RETURN_IF_ERROR(Write(items[i], depth + 1, out));
     }
     Newline(depth, out);
+    EMBER_RETURN_IF_ERROR(CheckCap(out));
     out.push_back(']');
     return Status::Ok();
   }
@@ -136,6 +145,7 @@ class JsonWriter {
     }
     out.push_back('{');
     for (size_t i = 0; i < order.size(); ++i) {
+      EMBER_RETURN_IF_ERROR(CheckCap(out));
       if (i > 0) out += item_sep_;
       Newline(depth + 1, out);
       EMBER_ASSIGN_OR_RETURN(std::string key, KeyString(order[i]->first));
@@ -144,6 +154,7 @@ class JsonWriter {
       EMBER_RETURN_IF_ERROR(Write(order[i]->second, depth + 1, out));
     }
     Newline(depth, out);
+    EMBER_RETURN_IF_ERROR(CheckCap(out));
     out.push_back('}');
     return Status::Ok();
   }

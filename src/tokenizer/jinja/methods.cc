@@ -145,12 +145,13 @@ Expected<Value> StrFormat(Interpreter& interp, const std::string& fmt, const Cal
   return Value::Str(std::move(out));
 }
 
-Expected<Value> Pad(const std::string& s, Bound b, int align) {  // -1 ljust, 0 center, 1 rjust
+Expected<Value> Pad(Interpreter& interp, const std::string& s, Bound b, int align) {  // -1 ljust, 0 center, 1 rjust
   EMBER_ASSIGN_OR_RETURN(int64_t width, IntArg(b[0], 0));
   std::string fill = b[1] && b[1]->is_string() ? b[1]->as_string() : " ";
   if (py::Length(fill) != 1) return InvalidArgument("The fill character must be exactly one character long");
   const int64_t margin = width - py::Length(s);
   if (margin <= 0) return Value::Str(s);
+  EMBER_RETURN_IF_ERROR(interp.CheckRoom(margin > INT64_MAX / 4 ? INT64_MAX : margin * static_cast<int64_t>(fill.size())));
   const int64_t left = align < 0 ? 0 : align > 0 ? margin : margin / 2 + (margin & width & 1);
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
@@ -183,6 +184,7 @@ Expected<Value> CallStr(Interpreter& interp, const std::string& s, const std::st
       }
       if (i > 0) out += s;
       out += items[i].as_string();
+      EMBER_RETURN_IF_ERROR(interp.CheckRoom(static_cast<int64_t>(out.size())));
     }
     return Value::Str(std::move(out));
   }
@@ -210,6 +212,7 @@ Expected<Value> CallStr(Interpreter& interp, const std::string& s, const std::st
     EMBER_ASSIGN_OR_RETURN(Bound b, bind({"old", "new", "count"}));
     if (!b[0] || !b[1] || !b[0]->is_string() || !b[1]->is_string()) return InvalidArgument("replace() arguments must be str");
     EMBER_ASSIGN_OR_RETURN(int64_t count, IntArg(b[2], -1));
+    EMBER_RETURN_IF_ERROR(CheckReplaceRoom(interp, s, b[0]->as_string(), b[1]->as_string(), count));
     return Value::Str(py::Replace(s, b[0]->as_string(), b[1]->as_string(), count));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
@@ -242,13 +245,14 @@ Expected<Value> CallStr(Interpreter& interp, const std::string& s, const std::st
   }
   if (name == "center" || name == "ljust" || name == "rjust") {
     EMBER_ASSIGN_OR_RETURN(Bound b, bind({"width", "fillchar"}));
-    return Pad(s, std::move(b), name == "ljust" ? -1 : name == "rjust" ? 1 : 0);
+    return Pad(interp, s, std::move(b), name == "ljust" ? -1 : name == "rjust" ? 1 : 0);
   }
   if (name == "zfill") {
     EMBER_ASSIGN_OR_RETURN(Bound b, bind({"width"}));
     EMBER_ASSIGN_OR_RETURN(int64_t width, IntArg(b[0], 0));
     const int64_t pad = width - py::Length(s);
     if (pad <= 0) return Value::Str(s);
+    EMBER_RETURN_IF_ERROR(interp.CheckRoom(pad));
     const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
     return Value::Str((sign ? s.substr(0, 1) : "") + std::string(pad, '0') + (sign ? s.substr(1) : s));
   }

@@ -1,5 +1,6 @@
 // Python operator semantics on template values: arithmetic, concatenation, `in`, `%` formatting,
 // and argument binding.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,12 +56,15 @@ void FloatDivMod(double vx, double wx, double* floordiv, double* mod) {
 }
 
 Expected<Value> Repeat(const Value& seq, int64_t times) {
+  // (The interpreter has checked that the result fits its limits; an empty one is built at once.)
   if (seq.is_string()) {
+    if (seq.as_string().empty()) return Value::Str("");
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.as_string();
     return Value::Str(std::move(out));
   }
   Value::Items out;
+  if (seq.items().empty()) times = 0;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return seq.kind() == Value::Kind::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
 }
@@ -82,6 +86,7 @@ Expected<Value> Arithmetic(Op op, const Value& a, const Value& b) {
       case Op::kFloorDiv:
       case Op::kMod: {
         if (y == 0) return InvalidArgument("integer division or modulo by zero");
+        if (x == INT64_MIN && y == -1) break;  // the quotient overflows (and C++'s % is undefined)
         int64_t q = x / y, m = x % y;
         if (m != 0 && ((m < 0) != (y < 0))) {
           m += y;
@@ -199,6 +204,19 @@ Expected<bool> Contains(const Value& container, const Value& item) {
   }
 }
 
+Status CheckReplaceRoom(const Interpreter& interp, const std::string& s, const std::string& old,
+                        const std::string& replacement, int64_t count) {
+  if (replacement.size() <= old.size()) return Status::Ok();  // never longer than `s`
+  int64_t n = old.empty() ? py::Length(s) + 1 : py::Count(s, old);
+  if (count >= 0) n = std::min(n, count);
+  const auto growth = static_cast<int64_t>(replacement.size() - old.size());
+  int64_t total = 0;
+  if (__builtin_mul_overflow(n, growth, &total) || __builtin_add_overflow(total, static_cast<int64_t>(s.size()), &total)) {
+    total = INT64_MAX;
+  }
+  return interp.CheckRoom(total);
+}
+
 Expected<std::string> PercentFormat(const std::string& format, const Value& args) {
   // A tuple supplies one value per conversion; anything else is the single value (a dict serves
   // %(name)s conversions).
@@ -227,13 +245,25 @@ Expected<std::string> PercentFormat(const std::string& format, const Value& args
     }
     std::string spec = "%";
     while (i < format.size() && std::string_view("-+ #0").find(format[i]) != std::string_view::npos) spec += format[i++];
-    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) spec += format[i++];
+    std::string width_digits, precision_digits;
+    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) width_digits += format[i++];
+    spec += width_digits;
     if (i < format.size() && format[i] == '.') {
       spec += format[i++];
-      while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) spec += format[i++];
+      while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) precision_digits += format[i++];
+      spec += precision_digits;
     }
     if (i >= format.size()) return InvalidArgument("incomplete format");
     const char conv = format[i];
+    // Widths and precisions build that many bytes before anything checks them: bounded by the
+    // render's print cap for %s/%r, and by the snprintf buffer below for numbers.
+    for (const std::string& digits : {width_digits, precision_digits}) {
+      const unsigned long long number = digits.size() > 18 ? ~0ull : std::strtoull(digits.c_str(), nullptr, 10);
+      const bool text = conv == 's' || conv == 'r';
+      if ((text && conv != '%' && number > CurrentPrintCap().max_bytes) || (!text && conv != '%' && number > 400)) {
+        return InvalidArgument("format width or precision too big in '" + spec + conv + "'");
+      }
+    }
     if (conv == '%') {
       out.push_back('%');
       continue;
@@ -260,8 +290,16 @@ Expected<std::string> PercentFormat(const std::string& format, const Value& args
       case 'd':
       case 'i':
         if (!value->is_number()) return InvalidArgument("%" + std::string(1, conv) + " format: a real number is required, not " + TypeName(*value));
-        std::snprintf(buf, sizeof(buf), (spec + "lld").c_str(),
-                      static_cast<long long>(value->is_float() ? std::trunc(value->as_double()) : value->as_int()));
+        if (value->is_float() && !std::isfinite(value->as_double())) {
+          return InvalidArgument("cannot convert float " + py::ReprFloat(value->as_double()) + " to integer");
+        }
+        if (value->is_float() && std::fabs(value->as_double()) >= 9.2e18) {
+          // Beyond long long (the cast would be undefined): the float's integral digits, as Python prints them.
+          std::snprintf(buf, sizeof(buf), (spec + ".0f").c_str(), std::trunc(value->as_double()));
+        } else {
+          std::snprintf(buf, sizeof(buf), (spec + "lld").c_str(),
+                        static_cast<long long>(value->is_float() ? std::trunc(value->as_double()) : value->as_int()));
+        }
         out += buf;
         break;
       case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':

@@ -210,6 +210,9 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kTuple: {
       const auto& x = a.items();
       const auto& y = b.items();
+      // Python compares items by identity first too ([nan] == [nan]); shared lists (x * n) then
+      // compare in time linear in their text, not in what they would print as.
+      if (&x == &y) return true;
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
         if (!Equals(x[i], y[i])) return false;
@@ -217,6 +220,7 @@ bool Equals(const Value& a, const Value& b) {
       return true;
     }
     case Value::Kind::kDict: {
+      if (&a.entries() == &b.entries()) return true;
       if (a.entries().size() != b.entries().size()) return false;
       for (const auto& [key, value] : a.entries()) {
         const Value* other = b.FindKey(key);
@@ -304,6 +308,25 @@ std::string ToStr(const Value& v) {
   }
 }
 
+int64_t ShallowBytes(const Value& v) {
+  if (v.is_string()) return static_cast<int64_t>(v.as_string().size());
+  int64_t bytes = 0;
+  auto add = [&bytes](const Value& item) {
+    bytes += sizeof(Value) + (item.is_string() ? static_cast<int64_t>(item.as_string().size()) : 0);
+  };
+  if (v.is_sequence()) {
+    for (const Value& item : v.items()) add(item);
+  } else if (v.is_dict()) {
+    for (const auto& [key, value] : v.entries()) add(key), add(value);
+  }
+  return bytes;
+}
+
+PrintCap& CurrentPrintCap() {
+  thread_local PrintCap cap;
+  return cap;
+}
+
 std::string Repr(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return "Undefined";
@@ -317,7 +340,7 @@ std::string Repr(const Value& v) {
       const bool tuple = v.kind() == Value::Kind::kTuple;
       std::string out = tuple ? "(" : "[";
       const auto& items = v.items();
-      for (size_t i = 0; i < items.size(); ++i) {
+      for (size_t i = 0; i < items.size() && !PastPrintCap(out); ++i) {
         if (i > 0) out += ", ";
         out += Repr(items[i]);
       }
@@ -329,6 +352,7 @@ std::string Repr(const Value& v) {
       std::string out = "{";
       bool first = true;
       for (const auto& [key, value] : v.entries()) {
+        if (PastPrintCap(out)) break;
         if (!first) out += ", ";
         first = false;
         out += Repr(key) + ": " + Repr(value);
@@ -346,7 +370,7 @@ std::string Repr(const Value& v) {
       }
       printing.push_back(&o);
       std::string out = "<" + o.type_name + " {";
-      for (size_t i = 0; i < o.attrs.size(); ++i) {
+      for (size_t i = 0; i < o.attrs.size() && !PastPrintCap(out); ++i) {
         if (i > 0) out += ", ";
         out += py::ReprString(o.attrs[i].first) + ": " + Repr(o.attrs[i].second);
       }
@@ -369,14 +393,17 @@ Expected<Value::Items> Iterate(const Value& v) {
     case Value::Kind::kList:
     case Value::Kind::kTuple:
     case Value::Kind::kIterator:
+      CurrentPrintCap().copied_bytes += ShallowBytes(v);
       return v.items();
     case Value::Kind::kDict: {
+      CurrentPrintCap().copied_bytes += ShallowBytes(v);
       Value::Items keys;
       keys.reserve(v.entries().size());
       for (const auto& entry : v.entries()) keys.push_back(entry.first);
       return keys;
     }
     case Value::Kind::kString: {
+      CurrentPrintCap().copied_bytes += static_cast<int64_t>(v.as_string().size() * (sizeof(Value) + 1));
       Value::Items chars;
       for (char32_t c : py::Decode(v.as_string())) {
         std::string s;

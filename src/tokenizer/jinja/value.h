@@ -6,6 +6,7 @@
 // forbids mutating them), so they are shared by pointer; namespaces are the one mutable object.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -135,6 +136,40 @@ class Value {
 
 // The deepest container nesting the engine accepts, in inputs and in values templates build.
 inline constexpr int kMaxValueDepth = 256;
+
+// The most text one str()/repr()/tojson may produce on this thread. Lists are shared, so a small
+// value can print as gigabytes ([[[1] * 1000] * 1000] * 1000); printing stops early once its
+// output passes max_bytes and sets `exceeded`, which the interpreter turns into an error. A render
+// sets it to its RenderLimits::max_bytes for its duration (PrintCapScope).
+struct PrintCap {
+  size_t max_bytes = SIZE_MAX;
+  bool exceeded = false;
+  // Bytes that Iterate copied (strings are copied with the list holding them), for the
+  // interpreter to count against its limit at its next step.
+  int64_t copied_bytes = 0;
+};
+PrintCap& CurrentPrintCap();
+class PrintCapScope {
+ public:
+  explicit PrintCapScope(size_t max_bytes) : saved_(CurrentPrintCap()) { CurrentPrintCap() = {max_bytes, false, 0}; }
+  ~PrintCapScope() { CurrentPrintCap() = saved_; }
+  PrintCapScope(const PrintCapScope&) = delete;
+  PrintCapScope& operator=(const PrintCapScope&) = delete;
+
+ private:
+  PrintCap saved_;
+};
+// Whether `out` has passed the cap (and marks it exceeded if so).
+inline bool PastPrintCap(const std::string& out) {
+  PrintCap& cap = CurrentPrintCap();
+  if (out.size() > cap.max_bytes) cap.exceeded = true;
+  return cap.exceeded;
+}
+
+// What copying v's top level costs: a slot per item (a key and a value per dict entry) and the
+// strings among them, which are copied with it; nested containers are shared, so they cost
+// nothing. A string costs its size.
+int64_t ShallowBytes(const Value& v);
 
 // Python truthiness.
 bool Truthy(const Value& v);

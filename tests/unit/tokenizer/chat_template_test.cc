@@ -368,6 +368,67 @@ TEST(JinjaErrors, DeepNestingIsRefusedNotACrash) {
   EXPECT_FALSE(tmpl->Render(inputs).ok());
 }
 
+// Templates that jinja2 would run for ever (nested loops, `'' * 10**18`, exponential recursion)
+// or that would build gigabytes (repetition, widths, shared lists printed) stop at a render limit
+// with an error that names it; harmless edge cases still render.
+TEST(JinjaErrors, RenderLimitsStopRunawayTemplates) {
+  // Lower limits than the defaults, to keep the test fast (and small under ASan); the code paths
+  // are the same.
+  const auto limited = [](const std::string& source) -> std::string {
+    auto tmpl = jinja::Template::Parse(source);
+    if (!tmpl.ok()) return "ERROR: " + tmpl.status().ToString();
+    jinja::RenderOptions options;
+    options.limits.max_steps = 200000;
+    options.limits.max_bytes = 4 << 20;
+    auto out = tmpl->Render({}, options);
+    return out.ok() ? *out : "ERROR: " + out.status().ToString();
+  };
+  const auto fails_with = [&limited](const std::string& source, const std::string& words) {
+    const std::string out = limited(source);
+    EXPECT_NE(out.find(words), std::string::npos) << source << " gave " << out.substr(0, 300);
+  };
+  // (Loops make lists and copy them, so here either limit may be reached first.)
+  fails_with("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "the limit of one render");
+  fails_with("{% for a in [1, 2] * 1000 %}{% for b in [1, 2] * 1000 %}{% for c in [1] * 1000 %}{% endfor %}{% endfor %}{% endfor %}",
+             "the limit of one render");
+  fails_with("{% macro r(n) %}{% if n > 0 %}{{ r(n - 1) }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(60) }}", "steps");
+  fails_with("{{ 'x' * 100000000000 }}", "bytes");
+  fails_with("{{ [1, 2] * 100000000000 }}", "bytes");
+  fails_with("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "bytes");
+  fails_with("{% set a = [1] * 1000 %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c }}", "bytes");
+  fails_with("{% set a = [1] * 1000 %}{% set b = [a] * 1000 %}{% set c = [b] * 1000 %}{{ c|tojson }}", "bytes");
+  for (const char* wide : {"{{ 'x'|center(10000000000) }}", "{{ 'x'.ljust(10000000000) }}", "{{ 'x'.zfill(10000000000) }}",
+                           "{{ 'a\nb'|indent(10000000000) }}", "{{ [1]|tojson(indent=10000000000) }}",
+                           "{{ [1]|batch(10000000000, 0)|list }}", "{{ ('x' * 1000)|replace('', 'y' * 10000000) }}",
+                           "{{ (['y' * 1000000] * 1000)|join('z' * 1000000) }}"}) {
+    fails_with(wide, "bytes");
+  }
+  fails_with("{{ '%10000000000s' % 'x' }}", "too big");
+  // Integer edge cases that were undefined behaviour in C++ (Python has big integers).
+  fails_with("{{ -(-9223372036854775807 - 1) }}", "overflow");
+  fails_with("{{ (-9223372036854775807 - 1) // -1 }}", "overflow");
+  fails_with("{{ (-9223372036854775807 - 1) % -1 }}", "overflow");
+  fails_with("{{ range(-9223372036854775807 - 1, 9223372036854775807)|length }}", "Range too big");
+  EXPECT_EQ(limited("{{ range(9223372036854775806, 9223372036854775807, 5)|list }}"), "[9223372036854775806]");
+  EXPECT_EQ(limited("{{ '%d|%d' % (1e20, -2.5) }}"), "100000000000000000000|-2");
+  fails_with("{{ '%d' % (1e308 * 10) }}", "cannot convert float inf");
+  fails_with("{{ '%1000d' % 1 }}", "too big");
+  EXPECT_EQ(limited("{{ '' * 1000000000000000000 }}{{ ([] * 1000000000000000000)|length }}"), "0");
+  EXPECT_EQ(limited("{{ 'abc'[1::9223372036854775807] }}{{ [1, 2, 3][-1::-9223372036854775807] }}"), "b[3]");
+  EXPECT_EQ(limited("{{ '%5s|%-4d|%.2f|%05.1f' % ('x', 7, 3.14159, 2.25) }}"), "    x|7   |3.14|002.2");
+  // The limits are per render and configurable.
+  auto tmpl = ChatTemplate::Parse("{% for m in messages %}{{ m.content * 10 }}{% endfor %}");
+  ASSERT_TRUE(tmpl.ok());
+  ChatTemplateInputs inputs;
+  inputs.messages = ordered_json::parse(R"([{"role": "user", "content": "0123456789"}])");
+  EXPECT_EQ(tmpl->Render(inputs).value().size(), 100u);
+  inputs.limits.max_bytes = 50;
+  EXPECT_NE(tmpl->Render(inputs).status().message().find("more than 50 bytes"), std::string::npos);
+  inputs.limits = {};
+  inputs.limits.max_steps = 3;
+  EXPECT_NE(tmpl->Render(inputs).status().message().find("more than 3 steps"), std::string::npos);
+}
+
 TEST(JinjaEngine, SelfReferentialNamespacesPrintLikePython) {
   EXPECT_EQ(R("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}"), "<Namespace {'self': <Namespace {...}>}>");
   EXPECT_EQ(R("{% set ns = namespace(a=1) %}{% set ns.l = [ns, {'k': ns}] %}{{ ns }}"),

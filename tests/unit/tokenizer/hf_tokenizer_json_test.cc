@@ -152,5 +152,26 @@ TEST(HfTokenizerJsonTest, MalformedInputIsInvalidArgument) {
   EXPECT_EQ(LoadHfTokenizerJson("/nonexistent/tokenizer.json").status().code(), StatusCode::kIoError);
 }
 
+// Shapes that once crashed the reader (an id of -1 or 2^64-1 wrapped into a write far outside the
+// vocabulary; a float id was cast; a template naming a token that is not there read a missing key;
+// deep nesting ran the recursive readers out of stack): now each is refused with a Status.
+TEST(HfTokenizerJsonTest, HostileIdsKeysAndNestingAreInvalidArgument) {
+  const std::vector<std::string> cases = {
+      Replace(kMinimal, "{\"id\": 3,", "{\"id\": -1,"),
+      Replace(kMinimal, "{\"id\": 3,", "{\"id\": 18446744073709551615,"),
+      Replace(kMinimal, "{\"id\": 3,", "{\"id\": 1000000000,"),
+      Replace(kMinimal, "{\"id\": 3,", "{\"id\": 1.5e300,"),
+      Replace(kMinimal, "\"ab\": 2", "\"ab\": 2e300"),
+      Replace(kMinimal, "\"ids\": [3]", "\"ids\": [3e300]"),
+      Replace(kMinimal, "{\"id\": \"<s>\", \"type_id\": 0}}, {\"Seq", "{\"type_id\": 0}}, {\"Seq"),
+      Replace(kMinimal, "\"special_tokens\": {\"<s>\"", "\"special_tokens\": {\"<t>\""),
+      Replace(kMinimal, "\"normalizer\": null", "\"normalizer\": " + std::string(100000, '[') + std::string(100000, ']')),
+  };
+  for (const std::string& json : cases) {
+    auto spec = TokenizerSpecFromHfJson(json);
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << json.substr(0, 300);
+  }
+}
+
 }  // namespace
 }  // namespace ember

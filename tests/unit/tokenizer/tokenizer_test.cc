@@ -159,6 +159,23 @@ TEST(SpmTokenizerTest, ByteFallbackAndUserDefined) {
   EXPECT_EQ((*tok)->Decode(Ids{kA, 3 + 0xC3, 3 + 0xA9, kNewlines}, true), "a\xC3\xA9\n\n");
 }
 
+// A GGUF may mark any text as a byte token; one that does not spell <0xNN> (std::stoi threw on
+// it, taking the loader down) decodes to nothing.
+TEST(SpmTokenizerTest, MalformedByteTokensDecodeToNothing) {
+  TokenizerSpec spec = TinySpm();
+  const size_t first = spec.tokens.size();
+  for (const char* text : {"<0xZZ>", "<0x-1>", "<0x4G>", "<0x41]", "<0x>"}) {
+    spec.tokens.push_back(text);
+    spec.scores.push_back(0.0f);
+    spec.token_types.push_back(TokenizerSpec::kByte);
+  }
+  auto tok = Tokenizer::Create(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  for (size_t id = first; id < spec.tokens.size(); ++id) {
+    EXPECT_EQ((*tok)->Decode(Ids{static_cast<int32_t>(id)}, false), "") << spec.tokens[id];
+  }
+}
+
 TEST(SpmTokenizerTest, SpacePrefixAndItsRemoval) {
   auto spec = TinySpm();
   spec.add_space_prefix = true;

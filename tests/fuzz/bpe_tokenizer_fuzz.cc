@@ -1,0 +1,15 @@
+// Byte-level BPE with pre-tokenization (SmolLM2's "smollm" vocabulary of 49,152 tokens); the
+// checks are tokenizer_fuzz.h's.
+#include "tokenizer_fuzz.h"
+
+// Loads the vocabulary before the first input, so that its seconds under ASan are not taken for a
+// slow input.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void)ember::fuzz::FixtureTokenizer("smollm2_vocab.bin.gz");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return ember::fuzz::FuzzTokenizer(ember::fuzz::FixtureTokenizer("smollm2_vocab.bin.gz"), /*sentencepiece=*/false,
+                                    data, size);
+}
