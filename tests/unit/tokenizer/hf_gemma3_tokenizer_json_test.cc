@@ -240,6 +240,40 @@ TEST(HfGemma3TokenizerJsonTest, SmallDocumentEncodes) {
   EXPECT_EQ((*tok)->Decode(std::vector<int32_t>{1, 3, 4}, false), "a ab");
 }
 
+// Added tokens the way tokenizers matches them (ids from tokenizers 0.23.3 on this document):
+// leftmost-longest in one pass ("abcd" is "ab" then text, where llama.cpp's longest-first gives
+// "a", "bcd"); a special token left unparsed stays text and hides the "ab" inside it; spaces
+// next to an added token are text of their own.
+const std::string kOverlapping = R"({
+  "added_tokens": [{"id": 0, "content": "<bos>", "special": true, "normalized": false},
+                   {"id": 5, "content": "ab", "special": false, "normalized": false},
+                   {"id": 6, "content": "bcd", "special": false, "normalized": false},
+                   {"id": 7, "content": "<ab>", "special": true, "normalized": false}],
+  "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+  "pre_tokenizer": null,
+  "post_processor": null,
+  "decoder": {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+    {"type": "ByteFallback"}, {"type": "Fuse"}]},
+  "model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "unk_token": null,
+            "vocab": {"<bos>": 0, "a": 1, "▁": 2, "▁a": 3, "<0x62>": 4, "ab": 5, "bcd": 6, "<ab>": 7,
+                      "c": 8, "d": 9, "<": 10, ">": 11, "<0x3C>": 12, "<0x3E>": 13},
+            "merges": [["▁", "a"]]}
+})";
+
+TEST(HfGemma3TokenizerJsonTest, AddedTokensMatchLikeTokenizers) {
+  auto spec = TokenizerSpecFromHfJson(kOverlapping);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto tok = Tokenizer::Create(std::move(spec).value());
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  for (bool parse_special : {false, true}) {
+    EXPECT_EQ((*tok)->Encode("abcd", false, parse_special), (std::vector<int32_t>{5, 8, 9}));
+    EXPECT_EQ((*tok)->Encode("a ab", false, parse_special), (std::vector<int32_t>{1, 2, 5}));
+  }
+  EXPECT_EQ((*tok)->Encode("<ab>cd", false, false), (std::vector<int32_t>{10, 1, 4, 11, 8, 9}));
+  EXPECT_EQ((*tok)->Encode("<ab>cd", false, true), (std::vector<int32_t>{7, 8, 9}));
+}
+
 TEST(HfGemma3TokenizerJsonTest, UnsupportedShapesAreUnimplemented) {
   const std::string base = kSmallSentencePiece;
   struct Case {
