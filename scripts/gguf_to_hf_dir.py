@@ -6,7 +6,7 @@ directory, as transformers' LlamaForCausalLM and vLLM load one:
   model.safetensors                      every tensor dequantized (f32 by default, or bf16), under
                                          the HF names, q_proj / k_proj rows un-permuted
   tokenizer.json, tokenizer_config.json  the byte-level BPE vocabulary, merges and special tokens,
-                                         the chat template, bos/eos
+                                         the chat template, bos/eos (Gemma: see below)
 
   .venv/bin/python scripts/gguf_to_hf_dir.py                      # -> ~/.cache/ember/models/SmolLM2-135M-Instruct-hf-f32
   .venv/bin/python scripts/gguf_to_hf_dir.py --dtype bf16 --src M.gguf --out DIR
@@ -14,8 +14,12 @@ directory, as transformers' LlamaForCausalLM and vLLM load one:
 
 Gemma 3 GGUFs convert too (norm gains back from llama.cpp's 1 + w to w, no q/k permutation, the
 sliding pattern / local RoPE base / query_pre_attn_scalar the GGUF leaves out filled in as
-llama.cpp assumes them), without a tokenizer: Gemma's SentencePiece tokenizer.json is not
-written (ember does not read that kind of tokenizer.json yet).
+llama.cpp assumes them). Gemma's tokenizer.json is its SentencePiece model rebuilt from the GGUF
+vocabulary (scripts/make_sentencepiece_fixtures.py: pieces, scores, types, BPE with byte
+fallback, no dummy prefix) and converted by transformers' GemmaTokenizer, BOS added, as a
+Gemma 3 checkpoint's fast tokenizer has it; that needs sentencepiece, protobuf and transformers.
+Its chat template is the GGUF's, or (the 270M GGUF has none) Gemma 3's published template,
+tests/unit/tokenizer/testdata/templates/gemma3.jinja.
 
 Why the un-permutation: llama.cpp's converter reorders each head's q/k rows from the HF
 rotate-half layout (pairs j, j + d/2) into interleaved pairs (2j, 2j + 1), the layout its "norm"
@@ -42,6 +46,8 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GEMMA3_TEMPLATE = ROOT / "tests/unit/tokenizer/testdata/templates/gemma3.jinja"
 CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
 SRC = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -177,6 +183,34 @@ def tokenizer_files(reader: GGUFReader) -> tuple[dict, dict]:
     return tokenizer, config
 
 
+def gemma_tokenizer_files(reader: GGUFReader) -> tuple[str, dict]:
+    """tokenizer.json text and tokenizer_config.json for a Gemma 3 GGUF (SentencePiece vocabulary)."""
+    import make_sentencepiece_fixtures as spf  # beside this script; needs sentencepiece, protobuf
+    if field(reader, "tokenizer.ggml.model") != "llama":
+        raise SystemExit("gemma3 GGUF without a SentencePiece (\"llama\") vocabulary")
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    scores = field(reader, "tokenizer.ggml.scores")
+    types = field(reader, "tokenizer.ggml.token_type")
+    ids = {k: field(reader, f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos", "unknown", "padding")}
+    flags = 4 if field(reader, "tokenizer.ggml.add_space_prefix", False) else 0
+    vocab = {"model": 1, "flags": flags, "tokens": list(zip(tokens, map(float, scores), map(int, types))),
+             "bos": ids["bos"], "eos": ids["eos"], "unk": ids["unknown"], "pad": ids["padding"]}
+    tok = spf.hf_tokenizer(spf.build_proto(vocab))
+    name = lambda i: None if i is None else tok.convert_ids_to_tokens(int(i))
+    config = {"add_bos_token": True, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+              "model_max_length": int(field(reader, "gemma3.context_length", 32768)),
+              "tokenizer_class": "GemmaTokenizer", "bos_token": name(ids["bos"]), "eos_token": name(ids["eos"]),
+              "unk_token": name(ids["unknown"]), "pad_token": name(ids["padding"])}
+    template = field(reader, "tokenizer.chat_template")
+    if template is None:
+        # The 270M GGUF is the base model and carries no template; Gemma 3's published one (as the
+        # Hub's tokenizer_config.json ships it) is a committed test file.
+        template = GEMMA3_TEMPLATE.read_text(encoding="utf-8")
+        print(f"note: the GGUF has no tokenizer.chat_template; using {GEMMA3_TEMPLATE.relative_to(ROOT)}")
+    config["chat_template"] = template
+    return tok.backend_tokenizer.to_str(), config
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--src", type=pathlib.Path, default=SRC)
@@ -234,16 +268,17 @@ def main() -> None:
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     if arch == "llama":
         tokenizer, tokenizer_config = tokenizer_files(reader)
-        (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False) + "\n")
-        (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n")
-        try:
-            from tokenizers import Tokenizer
-            Tokenizer.from_file(str(out / "tokenizer.json"))
-        except ImportError:
-            pass
+        tokenizer_text = json.dumps(tokenizer, ensure_ascii=False)
     else:
-        print("note: no tokenizer.json written (Gemma's SentencePiece vocabulary is not converted); "
-              "run the directory with --prompt-ids")
+        tokenizer_text, tokenizer_config = gemma_tokenizer_files(reader)
+    (out / "tokenizer.json").write_text(tokenizer_text + "\n", encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n",
+                                               encoding="utf-8")
+    try:
+        from tokenizers import Tokenizer
+        Tokenizer.from_file(str(out / "tokenizer.json"))
+    except ImportError:
+        pass
     print(out)
     if args.check_transformers:
         check_transformers(out)

@@ -112,7 +112,8 @@ def read_records(path: Path) -> list[bytes]:
     return [r.blob() for _ in range(r.varint())]
 
 
-def build_processor(vocab: dict) -> sentencepiece.SentencePieceProcessor:
+def build_proto(vocab: dict) -> bytes:
+    """The serialized SentencePiece ModelProto of a Gemma 3 vocabulary (read_vocab's dict)."""
     assert vocab["model"] == 1 and not vocab["flags"] & 4, "expected Gemma 3's SentencePiece vocabulary"
     proto = model_pb2.ModelProto()
     for i, (text, score, kind) in enumerate(vocab["tokens"]):
@@ -134,7 +135,21 @@ def build_processor(vocab: dict) -> sentencepiece.SentencePieceProcessor:
     norm.add_dummy_prefix = False
     norm.remove_extra_whitespaces = False
     norm.escape_whitespaces = True
-    return sentencepiece.SentencePieceProcessor(model_proto=proto.SerializeToString())
+    return proto.SerializeToString()
+
+
+def build_processor(vocab: dict) -> sentencepiece.SentencePieceProcessor:
+    return sentencepiece.SentencePieceProcessor(model_proto=build_proto(vocab))
+
+
+def hf_tokenizer(proto: bytes):
+    """transformers' GemmaTokenizer (a `tokenizers` fast tokenizer) converted from the ModelProto,
+    BOS added as Gemma's tokenizer adds it. Its backend_tokenizer.to_str() is the tokenizer.json."""
+    import tempfile
+    from transformers import GemmaTokenizer
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "tokenizer.model").write_bytes(proto)
+        return GemmaTokenizer.from_pretrained(d, add_bos_token=True)
 
 
 def main() -> None:

@@ -1,21 +1,25 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "tokenizer/unicode.h"
 
 namespace ember::tokenizer_internal {
-namespace {
 
 // A symbol of the word being merged, linked to its live neighbours. id is the symbol id of its
 // text (-1 for a lone character that neither the vocabulary nor any merge knows); a symbol
 // merged into its left neighbour gets kDead.
-struct Symbol {
+struct BpeSymbol {
   int prev;
   int next;
   int32_t id;
   uint8_t byte;  // the input byte it started as, for the byte fallback of unknown symbols
 };
+
+namespace {
+
+using Symbol = BpeSymbol;
 constexpr int32_t kDead = -2;
 
 struct Bigram {
@@ -68,10 +72,17 @@ int32_t BpeModel::SymbolId(const std::string& text) {
 }
 
 Expected<BpeModel> BpeModel::Create(const Vocab* vocab, const std::vector<std::string>& merges,
-                                    bool ignore_merges) {
+                                    bool ignore_merges, Symbols symbols, int32_t unk_id) {
   BpeModel model;
   model.vocab_ = vocab;
   model.ignore_merges_ = ignore_merges;
+  model.symbols_ = symbols;
+  model.unk_id_ = unk_id;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    model.byte_token_[b] = vocab->Find(name);
+  }
   model.merges_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     const std::string& m = merges[i];
@@ -102,25 +113,10 @@ Expected<BpeModel> BpeModel::Create(const Vocab* vocab, const std::vector<std::s
   return model;
 }
 
-void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
-  if (word.empty()) return;
-  const auto& bytes = GetByteToUnicode();
-  if (ignore_merges_) {
-    std::string encoded;
-    for (char c : word) encoded += bytes.Encode(static_cast<uint8_t>(c));
-    const int32_t id = vocab_->Find(encoded);
-    if (id >= 0) {
-      out->push_back(id);
-      return;
-    }
-  }
-  // One symbol per byte: each byte is one character of the byte-level encoding.
-  const int n = static_cast<int>(word.size());
-  std::vector<Symbol> symbols(n);
-  for (int i = 0; i < n; ++i) {
-    const auto b = static_cast<uint8_t>(word[i]);
-    symbols[i] = {i - 1, i + 1 == n ? -1 : i + 1, byte_symbol_[b], b};
-  }
+// Merges adjacent symbols, lowest rank first, until no pair of neighbours has a merge.
+void BpeModel::MergeSymbols(std::vector<Symbol>* symbols_in) const {
+  std::vector<Symbol>& symbols = *symbols_in;
+  const int n = static_cast<int>(symbols.size());
   std::vector<Bigram> heap;
   heap.reserve(n);
   const LaterBigram later;
@@ -149,6 +145,32 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>* out) cons
     try_pair(left.prev, b.left);
     try_pair(b.left, left.next);
   }
+}
+
+void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+  if (word.empty()) return;
+  if (symbols_ == Symbols::kCharacters) {
+    EncodeCharacters(word, out);
+    return;
+  }
+  const auto& bytes = GetByteToUnicode();
+  if (ignore_merges_) {
+    std::string encoded;
+    for (char c : word) encoded += bytes.Encode(static_cast<uint8_t>(c));
+    const int32_t id = vocab_->Find(encoded);
+    if (id >= 0) {
+      out->push_back(id);
+      return;
+    }
+  }
+  // One symbol per byte: each byte is one character of the byte-level encoding.
+  const int n = static_cast<int>(word.size());
+  std::vector<Symbol> symbols(n);
+  for (int i = 0; i < n; ++i) {
+    const auto b = static_cast<uint8_t>(word[i]);
+    symbols[i] = {i - 1, i + 1 == n ? -1 : i + 1, byte_symbol_[b], b};
+  }
+  MergeSymbols(&symbols);
 
   const int32_t vocab_size = vocab_->size();
   for (int i = 0; i != -1; i = symbols[i].next) {
@@ -164,6 +186,59 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>* out) cons
     for (char c : text) {
       const int32_t byte_id = vocab_->Find(std::string(1, c));
       if (byte_id >= 0) out->push_back(byte_id);
+    }
+  }
+}
+
+// tokenizers' BPE::merge_word with byte_fallback: a character the vocabulary has is one symbol;
+// one it lacks becomes its <0xNN> byte tokens (each a symbol) if all of them exist, else the
+// unknown token, consecutive unknowns fused into one. Then the same ranked merging.
+void BpeModel::EncodeCharacters(std::string_view word, std::vector<int32_t>* out) const {
+  if (ignore_merges_) {
+    const int32_t id = vocab_->Find(word);
+    if (id >= 0) {
+      out->push_back(id);
+      return;
+    }
+  }
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  bool last_unknown = false;
+  auto push = [&](int32_t id) {
+    const int index = static_cast<int>(symbols.size());
+    if (index > 0) symbols.back().next = index;
+    symbols.push_back({index - 1, -1, id, 0});
+  };
+  for (size_t offset = 0; offset < word.size();) {
+    const size_t len = std::min(word.size() - offset,
+                                unicode::SequenceLength(static_cast<uint8_t>(word[offset])));
+    const std::string_view ch = word.substr(offset, len);
+    offset += len;
+    const int32_t id = vocab_->Find(ch);
+    if (id >= 0) {
+      push(id);
+      last_unknown = false;
+      continue;
+    }
+    bool all_bytes = true;
+    for (char c : ch) all_bytes = all_bytes && byte_token_[static_cast<uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (char c : ch) push(byte_token_[static_cast<uint8_t>(c)]);
+      last_unknown = false;
+    } else if (unk_id_ >= 0 && !last_unknown) {
+      push(unk_id_);
+      last_unknown = true;
+    }
+  }
+  if (symbols.empty()) return;
+  MergeSymbols(&symbols);
+  const int32_t vocab_size = vocab_->size();
+  for (int i = 0; i != -1; i = symbols[i].next) {
+    const int32_t id = symbols[i].id;
+    if (id >= 0 && id < vocab_size) {
+      out->push_back(id);
+    } else if (unk_id_ >= 0) {
+      out->push_back(unk_id_);  // a merge whose result is no token (tokenizers refuses to load those)
     }
   }
 }

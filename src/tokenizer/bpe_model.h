@@ -31,14 +31,22 @@ class ByteToUnicode {
 
 const ByteToUnicode& GetByteToUnicode();
 
+struct BpeSymbol;  // a symbol of the word being merged (bpe_model.cc)
+
 class BpeModel {
  public:
   // `merges` are "left right" strings, rank = index; a repeated pair keeps its first rank.
+  // Symbols are what merging starts from: kByteLevel maps each byte to its GPT-2 code point;
+  // kCharacters (Hugging Face's BPE over SentencePiece vocabularies) starts from the UTF-8
+  // characters of the text and falls back to <0xNN> byte tokens (else `unk_id`) for a
+  // character the vocabulary lacks, as tokenizers' byte_fallback does.
+  enum class Symbols { kByteLevel, kCharacters };
   static Expected<BpeModel> Create(const Vocab* vocab, const std::vector<std::string>& merges,
-                                   bool ignore_merges);
+                                   bool ignore_merges, Symbols symbols = Symbols::kByteLevel,
+                                   int32_t unk_id = -1);
 
   // Appends the ids of one pre-tokenized word, given as its raw UTF-8 bytes (the byte-level
-  // encoding is applied here).
+  // encoding is applied here; kCharacters takes the text with spaces already U+2581).
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
 
  private:
@@ -48,9 +56,14 @@ class BpeModel {
   };
 
   int32_t SymbolId(const std::string& text);
+  void MergeSymbols(std::vector<BpeSymbol>* symbols) const;
+  void EncodeCharacters(std::string_view word, std::vector<int32_t>* out) const;
 
   const Vocab* vocab_ = nullptr;
   bool ignore_merges_ = false;
+  Symbols symbols_ = Symbols::kByteLevel;
+  int32_t unk_id_ = -1;
+  std::array<int32_t, 256> byte_token_{};  // kCharacters: the id of "<0xNN>", or -1
   // Merging works on symbol ids instead of strings: ids below the vocabulary size are tokens;
   // strings that occur in merges without being tokens get ids past the end (extra_text_), so
   // merging behaves exactly as llama.cpp's string-keyed version, merges of non-tokens included.

@@ -138,30 +138,99 @@ Status ReadTemplate(const Json& proc, const std::vector<std::string>& tokens, To
   return Status::Ok();
 }
 
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
+
+bool IsStringPattern(const Json& pattern, std::string_view text) {
+  return pattern.is_object() && pattern.contains("String") && pattern["String"].is_string() &&
+         pattern["String"].get<std::string>() == text;
+}
+
+// Replace(" " -> U+2581): SentencePiece's whitespace escaping, as Gemma's tokenizer.json has it.
+bool IsSpaceEscapingNormalizer(const Json& norm) {
+  return TypeOf(norm) == "Replace" && IsStringPattern(norm.value("pattern", Json()), " ") &&
+         norm.value("content", "") == kSpaceMark;
+}
+
+// The SentencePiece-style layout (Gemma): BPE with byte_fallback over U+2581-escaped text.
+Status CheckSentencePieceLayout(const Json& doc, const Json& model) {
+  if (IsFalseOrAbsent(model, "byte_fallback")) {
+    return Unimplemented("tokenizer.json BPE with a U+2581 normalizer but without byte_fallback");
+  }
+  // No pre-tokenizer, or a Split on " ", which finds nothing once every space is U+2581.
+  const Json& pre = doc.value("pre_tokenizer", Json());
+  if (!pre.is_null()) {
+    if (TypeOf(pre) != "Split" || !IsStringPattern(pre.value("pattern", Json()), " ") ||
+        pre.value("invert", false)) {
+      return Unimplemented("tokenizer.json pre_tokenizer \"" + TypeOf(pre) +
+                           "\" ember does not support with SentencePiece-style BPE: " + Describe(pre));
+    }
+  }
+  // Decoder: Replace(U+2581 -> " "), ByteFallback, Fuse, which is how ember decodes these.
+  const Json& dec = doc.value("decoder", Json());
+  bool replaces = false;
+  const Json& steps = TypeOf(dec) == "Sequence" ? dec.value("decoders", Json::array()) : Json::array({dec});
+  for (const Json& step : steps) {
+    const std::string type = TypeOf(step);
+    if (type == "Replace" && IsStringPattern(step.value("pattern", Json()), kSpaceMark) &&
+        step.value("content", "") == " ") {
+      replaces = true;
+    } else if (type != "ByteFallback" && type != "Fuse") {
+      return Unimplemented("tokenizer.json decoder \"" + type +
+                           "\" ember does not support with SentencePiece-style BPE: " + Describe(dec));
+    }
+  }
+  if (!replaces) {
+    return Unimplemented("tokenizer.json decoder without Replace(U+2581 -> space): " + Describe(dec));
+  }
+  for (const Json& t : doc.value("added_tokens", Json::array())) {
+    if (t.value("normalized", false)) {
+      return Unimplemented("tokenizer.json added token matched in normalized text (normalized=true): " +
+                           Describe(t));
+    }
+  }
+  return Status::Ok();
+}
+
+bool IsBytePiece(const std::string& text) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+  return text.size() == 6 && text.compare(0, 3, "<0x") == 0 && hex(text[3]) && hex(text[4]) && text[5] == '>';
+}
+
 Expected<TokenizerSpec> Parse(const Json& doc) {
   const Json& model = doc.value("model", Json());
   const std::string model_type = TypeOf(model);
   if (model_type != "BPE") {
     return Unimplemented("tokenizer.json model type \"" + model_type +
-                         "\" is not supported (ember reads byte-level \"BPE\")");
-  }
-  if (doc.contains("normalizer") && !doc["normalizer"].is_null()) {
-    return Unimplemented("tokenizer.json normalizer ember does not support: " +
-                         Describe(doc["normalizer"]));
+                         "\" is not supported (ember reads \"BPE\": byte-level, or SentencePiece-style "
+                         "with byte_fallback)");
   }
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && !model[key].is_null()) {
       return Unimplemented(std::string("tokenizer.json BPE with ") + key + " set");
     }
   }
-  if (!IsFalseOrAbsent(model, "byte_fallback")) {
-    return Unimplemented("tokenizer.json BPE with byte_fallback (SentencePiece-style BPE)");
-  }
   TokenizerSpec spec;
-  spec.model = TokenizerSpec::Model::kBytePairGpt2;
-  EMBER_ASSIGN_OR_RETURN(spec.pre_tokenizer, PreTokenizerName(doc.value("pre_tokenizer", Json())));
-  if (doc.contains("decoder") && !doc["decoder"].is_null() && TypeOf(doc["decoder"]) != "ByteLevel") {
-    return Unimplemented("tokenizer.json decoder ember does not support: " + Describe(doc["decoder"]));
+  spec.flavor = TokenizerSpec::Flavor::kHuggingFace;
+  const Json& norm = doc.value("normalizer", Json());
+  const bool sentencepiece = !norm.is_null() && IsSpaceEscapingNormalizer(norm);
+  if (sentencepiece) {
+    EMBER_RETURN_IF_ERROR(CheckSentencePieceLayout(doc, model));
+    spec.model = TokenizerSpec::Model::kSentencePieceBpe;
+    spec.pre_tokenizer = "default";
+  } else {
+    if (!norm.is_null()) {
+      return Unimplemented("tokenizer.json normalizer \"" + TypeOf(norm) + "\" ember does not support: " +
+                           Describe(norm));
+    }
+    if (!IsFalseOrAbsent(model, "byte_fallback")) {
+      return Unimplemented(
+          "tokenizer.json BPE with byte_fallback but no Replace(\" \" -> U+2581) normalizer");
+    }
+    spec.model = TokenizerSpec::Model::kBytePairGpt2;
+    EMBER_ASSIGN_OR_RETURN(spec.pre_tokenizer, PreTokenizerName(doc.value("pre_tokenizer", Json())));
+    if (doc.contains("decoder") && !doc["decoder"].is_null() && TypeOf(doc["decoder"]) != "ByteLevel") {
+      return Unimplemented("tokenizer.json decoder ember does not support: " + Describe(doc["decoder"]));
+    }
   }
   spec.ignore_merges = model.value("ignore_merges", false);
 
@@ -189,6 +258,8 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
                              "\" is out of range or repeated");
     }
     spec.tokens[id] = text;
+    // byte_fallback's <0xNN> pieces decode to their byte (the ByteFallback decoder).
+    if (sentencepiece && IsBytePiece(text)) spec.token_types[id] = TokenizerSpec::kByte;
     seen[id] = true;
   }
   for (const Json& t : added) {
@@ -221,7 +292,8 @@ Expected<TokenizerSpec> Parse(const Json& doc) {
     } else {
       return InvalidArgument("tokenizer.json merge of unknown form: " + Describe(m));
     }
-    // Stored as GGUF stores them, "left right"; byte-level symbols never contain a space.
+    // Stored as GGUF stores them, "left right"; byte-level symbols never contain a space, nor
+    // do SentencePiece ones (spaces are U+2581).
     if (left.find(' ') != std::string::npos || right.find(' ') != std::string::npos) {
       return Unimplemented("tokenizer.json merge with a space inside a symbol: " + Describe(m));
     }

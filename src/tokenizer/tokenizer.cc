@@ -101,23 +101,30 @@ std::string DecodeBytePiece(const std::string& text) {
   return std::string(1, static_cast<char>(high * 16 + low));
 }
 
+// SentencePiece's decoding of a piece: every U+2581 is a space.
+std::string UnescapeSpaces(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
+      out.push_back(' ');
+      i += kSpaceMark.size();
+    } else {
+      out.push_back(text[i++]);
+    }
+  }
+  return out;
+}
+
 std::string PieceOf(const TokenizerSpec& spec, const Vocab& v, int32_t id) {
   const uint8_t attr = v.attr[id];
   const std::string& text = v.text[id];
-  if (attr & (ti::kAttrUnknown | ti::kAttrControl | ti::kAttrUserDefined)) return text;
+  const bool spm = spec.model == TokenizerSpec::Model::kSentencePieceBpe;
+  if (attr & (ti::kAttrUnknown | ti::kAttrControl | ti::kAttrUserDefined)) {
+    // Hugging Face's decoder chain (Replace U+2581 -> space, ...) runs over added tokens too.
+    return spm && spec.flavor == TokenizerSpec::Flavor::kHuggingFace ? UnescapeSpaces(text) : text;
+  }
   if (attr & ti::kAttrNormal) {
-    if (spec.model == TokenizerSpec::Model::kSentencePieceBpe) {
-      std::string out;
-      for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-          out.push_back(' ');
-          i += kSpaceMark.size();
-        } else {
-          out.push_back(text[i++]);
-        }
-      }
-      return out;
-    }
+    if (spm) return UnescapeSpaces(text);
     // Byte-level: each code point stands for one byte. One that stands for none (not in a
     // well-formed vocabulary) is passed through as its UTF-8.
     std::string out;
@@ -224,7 +231,8 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
     if (!spec.token_types.empty()) v.attr[i] = AttrOfType(spec.token_types[i]);
   }
   v.index.Build(v.text);
-  ApplyLlamaCppAttrFixups(&v);
+  const bool hf = spec.flavor == TokenizerSpec::Flavor::kHuggingFace;
+  if (!hf) ApplyLlamaCppAttrFixups(&v);
 
   if (spec.model == TokenizerSpec::Model::kBytePairGpt2) {
     state->pre = ti::LookUpPreTokenizer(spec.pre_tokenizer);
@@ -238,6 +246,12 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
     state->bpe.emplace(std::move(bpe));
   } else {
     state->spm.emplace(&v);
+    if (hf) {
+      // tokenizers' BPE model: ranked merges over characters, <0xNN> byte fallback.
+      EMBER_ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::Create(&v, spec.merges, spec.ignore_merges,
+                                                            BpeModel::Symbols::kCharacters, spec.unk_id));
+      state->bpe.emplace(std::move(bpe));
+    }
   }
 
   // Longest first, so that a special token containing another wins; then by id, so the order
@@ -251,7 +265,7 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
     if (v.attr[id] & (ti::kAttrControl | ti::kAttrUserDefined | ti::kAttrUnknown)) {
       state->special_by_length.push_back(id);
-      state->special_text[id] = spm ? EscapeSpaces(v.text[id]) : v.text[id];
+      state->special_text[id] = spm && !hf ? EscapeSpaces(v.text[id]) : v.text[id];
       state->special_trie.Insert(state->special_text[id], id);
     }
   }
@@ -267,31 +281,50 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(spec), std::move(state)));
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
-  const Vocab& v = state_->vocab;
-  // SentencePiece: spaces become U+2581 before anything is matched, so that a U+2581 typed in the
-  // input and a space are the same character from here on, as in SentencePiece.
-  std::string escaped_input;
-  if (state_->spm) {
-    escaped_input = EscapeSpaces(text);
-    text = escaped_input;
-  }
-  // 1. Cut out special tokens, llama.cpp's way: one token at a time, longest first, every
-  //    occurrence in what is still raw text. Only tokens that occur anywhere in the input can
-  //    match, so the trie narrows the list first; the result is the same as trying them all.
+namespace {
+
+// Hugging Face's AddedVocabulary: one pass, leftmost-longest over every added token; a special
+// token's match that is not parsed is skipped and its text stays in the surrounding raw text.
+std::vector<Fragment> HfFragments(const TokenizerState& state, std::string_view text, bool parse_special) {
+  const Vocab& v = state.vocab;
   std::vector<Fragment> fragments;
+  size_t raw_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto [id, len] = state.special_trie.LongestAt(text, i);
+    if (id < 0) {
+      ++i;
+      continue;
+    }
+    const bool needs_parse = v.attr[id] & (ti::kAttrControl | ti::kAttrUnknown);
+    if (!needs_parse || parse_special) {
+      if (i > raw_start) fragments.push_back({-1, raw_start, i - raw_start});
+      fragments.push_back({id, 0, 0});
+      raw_start = i + len;
+    }
+    i += len;
+  }
+  if (raw_start < text.size()) fragments.push_back({-1, raw_start, text.size() - raw_start});
+  return fragments;
+}
+
+// llama.cpp's: one special token at a time, longest first, every occurrence in what is still raw
+// text. Only tokens that occur anywhere in the input can match, so the trie narrows the list
+// first; the result is the same as trying them all.
+void LlamaCppFragments(const TokenizerState& state, std::string_view text, bool parse_special,
+                       std::vector<Fragment>* out) {
+  const Vocab& v = state.vocab;
+  std::vector<Fragment>& fragments = *out;
   if (!text.empty()) fragments.push_back({-1, 0, text.size()});
   std::vector<int32_t> candidates;
-  state_->special_trie.ForEachOccurring(text, [&](int32_t id) {
+  state.special_trie.ForEachOccurring(text, [&](int32_t id) {
     const bool needs_parse = v.attr[id] & (ti::kAttrControl | ti::kAttrUnknown);
-    if (!needs_parse || parse_special) candidates.push_back(state_->special_rank[id]);
+    if (!needs_parse || parse_special) candidates.push_back(state.special_rank[id]);
   });
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   for (int32_t rank : candidates) {
-    const int32_t id = state_->special_by_length[rank];
-    const std::string& needle = state_->special_text[id];
+    const int32_t id = state.special_by_length[rank];
+    const std::string& needle = state.special_text[id];
     std::vector<Fragment> next;
     next.reserve(fragments.size() + 2);
     for (const Fragment& f : fragments) {
@@ -310,6 +343,28 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
     }
     fragments = std::move(next);
   }
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  // SentencePiece (llama.cpp flavour): spaces become U+2581 before anything is matched, so that
+  // a U+2581 typed in the input and a space are the same character from here on, as in
+  // SentencePiece. Hugging Face matches added tokens in the raw text and normalizes after.
+  const bool hf = spec_.flavor == TokenizerSpec::Flavor::kHuggingFace;
+  std::string escaped_input;
+  if (state_->spm && !hf) {
+    escaped_input = EscapeSpaces(text);
+    text = escaped_input;
+  }
+  // 1. Cut out special tokens, llama.cpp's or Hugging Face's way.
+  std::vector<Fragment> fragments;
+  if (hf) {
+    fragments = HfFragments(*state_, text, parse_special);
+  } else {
+    LlamaCppFragments(*state_, text, parse_special, &fragments);
+  }
 
   // 2. Run the model on each raw fragment.
   std::vector<int32_t> out;
@@ -325,8 +380,13 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
       }
       escaped.clear();
       if (spec_.add_space_prefix && after_special) escaped.append(kSpaceMark);
-      escaped.append(text.substr(f.offset, f.length));  // spaces are U+2581 already
-      state_->spm->Encode(escaped, &out);
+      if (hf) {
+        escaped.append(EscapeSpaces(text.substr(f.offset, f.length)));
+        state_->bpe->EncodeWord(escaped, &out);
+      } else {
+        escaped.append(text.substr(f.offset, f.length));  // spaces are U+2581 already
+        state_->spm->Encode(escaped, &out);
+      }
       after_special = false;
     }
   } else {

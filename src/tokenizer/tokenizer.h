@@ -62,7 +62,8 @@ struct TokenizerSpec {
   std::vector<float> scores;
   // "tokenizer.ggml.token_type": TokenType by id. Empty means all kNormal.
   std::vector<int32_t> token_types;
-  // "tokenizer.ggml.merges": "left right" pairs, highest priority first (byte-level BPE only).
+  // "tokenizer.ggml.merges": "left right" pairs, highest priority first (byte-level BPE, and
+  // SentencePiece-style BPE with Flavor::kHuggingFace).
   std::vector<std::string> merges;
   // "tokenizer.ggml.bos_token_id", "...eos_token_id", "...unknown_token_id",
   // "...padding_token_id"; -1 if none. Without the keys llama.cpp assumes bos 1, eos 2, unk 0
@@ -84,6 +85,18 @@ struct TokenizerSpec {
   // merging. No GGUF key: llama.cpp turns it on for the llama3 family, and Create() does the
   // same; tokenizer.json says it with model.ignore_merges.
   bool ignore_merges = false;
+
+  // Whose behaviour Encode and Decode reproduce where llama.cpp and Hugging Face `tokenizers`
+  // differ. GGUF vocabularies are llama.cpp's; a tokenizer.json is Hugging Face's, and
+  // LoadHfTokenizerJson sets kHuggingFace. With kHuggingFace:
+  //   * no llama.cpp attribute fix-ups (a token is special only if tokenizer.json says so);
+  //   * added tokens are matched in the raw text, leftmost-longest in one pass (Hugging Face's
+  //     AddedVocabulary), before spaces become U+2581, so a typed U+2581 is not a space there;
+  //     a special token's text that is not parsed (parse_special off) stays raw text;
+  //   * SentencePiece-style BPE merges by rank of `merges` (tokenizers' BPE model with
+  //     byte_fallback) instead of by score, and every piece decodes with U+2581 as a space.
+  enum class Flavor { kLlamaCpp, kHuggingFace };
+  Flavor flavor = Flavor::kLlamaCpp;
 
   // The Model for a "tokenizer.ggml.model" value, or Unimplemented.
   static Expected<Model> ModelFromGgufName(std::string_view name);

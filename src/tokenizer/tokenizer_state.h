@@ -33,6 +33,18 @@ class SpecialTokenTrie {
     }
   }
 
+  // The longest special token that starts at text[at], as {id, length}; {-1, 0} if none.
+  std::pair<int32_t, size_t> LongestAt(std::string_view text, size_t at) const {
+    std::pair<int32_t, size_t> best{-1, 0};
+    int node = 0;
+    for (size_t j = at; j < text.size(); ++j) {
+      node = Child(node, static_cast<uint8_t>(text[j]));
+      if (node < 0) break;
+      if (nodes_[node].id >= 0) best = {nodes_[node].id, j + 1 - at};
+    }
+    return best;
+  }
+
  private:
   struct Node {
     int32_t id = -1;
@@ -46,7 +58,7 @@ class SpecialTokenTrie {
 struct TokenizerState {
   Vocab vocab;
   std::optional<PreTokenizerInfo> pre;  // byte-level BPE only
-  std::optional<BpeModel> bpe;
+  std::optional<BpeModel> bpe;  // byte-level BPE; also SentencePiece with Flavor::kHuggingFace
   std::optional<SpmModel> spm;
   // Control, user-defined and unknown tokens: the ones matched as whole strings before the
   // model runs. Longest text first, then lowest id.
@@ -54,7 +66,8 @@ struct TokenizerState {
   std::vector<int32_t> special_rank;  // id -> position in special_by_length, or -1
   SpecialTokenTrie special_trie;
   // id -> the text matched for a special token: its vocabulary text, with spaces escaped to
-  // U+2581 for SentencePiece (which matches in escaped text); "" for other tokens.
+  // U+2581 for llama.cpp-flavoured SentencePiece (which matches in escaped text); "" for other
+  // tokens.
   std::vector<std::string> special_text;
   // What each token decodes to when special tokens are kept.
   std::vector<std::string> piece;

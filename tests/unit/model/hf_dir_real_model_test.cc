@@ -8,9 +8,10 @@
 //   .venv/bin/python scripts/make_dense_gguf.py --type f32
 //   .venv/bin/python scripts/gguf_to_hf_dir.py
 //
-// Gemma 3 the same way (--src gemma-3-270m-q4_k_m.gguf for both scripts), on a prompt given as ids
-// (its SentencePiece tokenizer is not converted): norm gains back from 1 + w, no q/k permutation,
-// sliding layers, local RoPE base and query_pre_attn_scalar as config.json fields.
+// Gemma 3 the same way (--src gemma-3-270m-q4_k_m.gguf for both scripts): norm gains back from
+// 1 + w, no q/k permutation, sliding layers, local RoPE base and query_pre_attn_scalar as
+// config.json fields; its tokenizer.json (SentencePiece-style, read with Hugging Face's rules)
+// gives a chat prompt the GGUF's ids and decodes the greedy reply to the GGUF's text.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,6 +159,43 @@ TEST(HfDirRealModelTest, Gemma3DirectoryMatchesF32GgufLogitsAndGreedyIds) {
               prompt.size(), worst);
   EXPECT_LT(worst, 1e-4f);
   EXPECT_EQ(dir.greedy, gguf.greedy);
+}
+
+TEST(HfDirRealModelTest, Gemma3DirectoryTokenizerAndTemplateEqualTheGguf) {
+  const std::string gguf_path = CachePath("gemma-3-270m-q4_k_m.F32.gguf");
+  const std::string dir_path = CachePath("gemma-3-270m-q4_k_m-hf-f32");
+  if (!std::filesystem::exists(gguf_path) || !std::filesystem::exists(dir_path + "/tokenizer.json")) {
+    GTEST_SKIP() << "needs " << gguf_path << " and " << dir_path << "/tokenizer.json (the two scripts with --src "
+                 << "gemma-3-270m-q4_k_m.gguf)";
+  }
+  auto dir_tok = LoadModelTokenizer(dir_path);
+  auto gguf_tok = LoadModelTokenizer(gguf_path);
+  ASSERT_TRUE(dir_tok.ok()) << dir_tok.status().ToString();
+  ASSERT_TRUE(gguf_tok.ok()) << gguf_tok.status().ToString();
+  EXPECT_EQ((*dir_tok)->bos_id(), (*gguf_tok)->bos_id());
+  EXPECT_EQ((*dir_tok)->eos_id(), (*gguf_tok)->eos_id());
+  // The 270M GGUF (a base model) carries no template; the script then writes Gemma 3's published one.
+  auto dir_template = LoadModelChatTemplateSource(dir_path);
+  auto gguf_template = LoadModelChatTemplateSource(gguf_path);
+  ASSERT_TRUE(dir_template.ok()) << dir_template.status().ToString();
+  if (gguf_template.ok()) {
+    EXPECT_EQ(*dir_template, *gguf_template);
+  } else {
+    EXPECT_NE(dir_template->find("<start_of_turn>"), std::string::npos);
+  }
+  // A chat prompt as Gemma's template renders it (ordinary text: where HF and SentencePiece part,
+  // long space runs, does not arise).
+  const std::string text =
+      "<start_of_turn>user\nWrite a short poem about the sea, and explain 12 + 30 = 42.<end_of_turn>\n"
+      "<start_of_turn>model\n";
+  const auto ids = (*dir_tok)->Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  EXPECT_EQ(ids, (*gguf_tok)->Encode(text, true, true));
+  const ModelRun gguf = RunModel(gguf_path, ids);
+  const ModelRun dir = RunModel(dir_path, ids);
+  EXPECT_EQ(dir.greedy, gguf.greedy);
+  const std::string reply = (*dir_tok)->Decode(dir.greedy, /*skip_special=*/true);
+  EXPECT_EQ(reply, (*gguf_tok)->Decode(gguf.greedy, true));
+  std::printf("[ Gemma 3 ] directory greedy text: %s\n", reply.c_str());
 }
 
 }  // namespace

@@ -324,4 +324,23 @@ inline ReferenceIds ReadIds(const std::string& name) {
   return ids;
 }
 
+// Whether `s` is well-formed UTF-8 (the records the `tokenizers` API, which takes str, can encode).
+inline bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    if (n == 2 && b < 0xC2) return false;
+    if (n == 3 && b == 0xED && static_cast<uint8_t>(s[i + 1]) >= 0xA0) return false;
+    if (n == 3 && b == 0xE0 && static_cast<uint8_t>(s[i + 1]) < 0xA0) return false;
+    if (n == 4 && (b > 0xF4 || (b == 0xF0 && static_cast<uint8_t>(s[i + 1]) < 0x90))) return false;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace ember::tokenizer_testing
