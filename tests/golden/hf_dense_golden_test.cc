@@ -18,6 +18,7 @@
 #include "formats/safetensors_writer.h"
 #include "model/causal_lm.h"
 #include "model/quantized_weights.h"
+#include "support/golden_logits.h"
 #include "support/single_sequence.h"
 
 namespace ember {
@@ -38,53 +39,12 @@ constexpr float kRelativeTolerance = 1e-4f;
 // (|w| < 6.1e-5, rounded to f16 subnormals): a few ulps of the smallest weights.
 constexpr float kF16RelativeTolerance = 1e-3f;
 
-struct Golden {
-  std::string dir;
-  std::vector<int32_t> prompt_ids;
-  std::vector<int32_t> greedy_ids;
-  int64_t vocab_size = 0;
-  std::vector<float> logits;         // [prompt, vocab]
-  std::vector<float> greedy_logits;  // [greedy, vocab]
-};
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  in.seekg(0, std::ios::end);
-  const auto bytes = static_cast<size_t>(in.tellg());
-  in.seekg(0);
-  std::vector<float> values(bytes / sizeof(float));
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(bytes));
-  return values;
-}
+using Golden = test::GoldenLogits;
+using test::ReadFloats;
+using test::WorstRelativeError;
 
 Golden LoadGolden(const std::string& name) {
-  Golden g;
-  g.dir = std::string(EMBER_SOURCE_DIR) + "/tests/golden/hf_dense/" + name;
-  std::ifstream in(g.dir + "/golden.json");
-  EXPECT_TRUE(in.good()) << "missing fixture " << g.dir;
-  const nlohmann::json json = nlohmann::json::parse(in);
-  g.prompt_ids = json.at("prompt_ids").get<std::vector<int32_t>>();
-  g.greedy_ids = json.at("greedy_ids").get<std::vector<int32_t>>();
-  g.vocab_size = json.at("vocab_size").get<int64_t>();
-  g.logits = ReadFloats(g.dir + "/" + json.at("logits_file").get<std::string>());
-  g.greedy_logits = ReadFloats(g.dir + "/" + json.at("greedy_logits_file").get<std::string>());
-  EXPECT_EQ(g.logits.size(), g.prompt_ids.size() * g.vocab_size);
-  EXPECT_EQ(g.greedy_logits.size(), g.greedy_ids.size() * g.vocab_size);
-  return g;
-}
-
-// Worst |ours - ref| / max(1, max|ref|) over the rows.
-float WorstRelativeError(const float* ours, const float* ref, int64_t rows, int64_t vocab) {
-  float worst = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) {
-    float scale = 1.0f;
-    for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, std::fabs(ref[r * vocab + v]));
-    for (int64_t v = 0; v < vocab; ++v) {
-      worst = std::max(worst, std::fabs(ours[r * vocab + v] - ref[r * vocab + v]) / scale);
-    }
-  }
-  return worst;
+  return test::LoadGoldenLogits(std::string(EMBER_SOURCE_DIR) + "/tests/golden/hf_dense/" + name);
 }
 
 Expected<std::vector<float>> PromptLogits(const std::string& dir, const Golden& g, const LoadOptions& options = {}) {

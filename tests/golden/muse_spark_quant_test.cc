@@ -27,20 +27,13 @@
 #include "model/causal_lm.h"
 #include "model/convert_checkpoint.h"
 #include "model/quantized_weights.h"
+#include "support/golden_logits.h"
 #include "support/single_sequence.h"
 
 namespace ember {
 namespace {
 
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  in.seekg(0, std::ios::end);
-  std::vector<float> values(static_cast<size_t>(in.tellg()) / sizeof(float));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-  return values;
-}
+using test::ReadFloats;
 
 constexpr int64_t kVocab = 256;  // the accuracy model's vocabulary
 
