@@ -37,8 +37,9 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   EMBER_CHECK(form != nullptr || w.packed == nullptr || !packed_isa, "GgufMatMul: packed {} matrix", traits->name);
   // Prefill shapes under the amx variant take the tile GEMM (the same bits as the avx512 one).
   const bool amx = form != nullptr && isa == Isa::kAmx && form->rows_amx != nullptr && m >= kAmxMinRows;
-  // The packed form may append its own per-row data (Q8_0's integer block sums) to each row.
-  const bool extend = form != nullptr && form->extend_activation != nullptr;
+  // The packed form may append its own per-row data (Q8_0's integer block sums) to each row; the
+  // tile GEMM has no use for it (its Q8_0 product is signed x signed).
+  const bool extend = form != nullptr && form->extend_activation != nullptr && !amx;
   const int64_t act_bytes = ActivationRowBytes(w.type, k) + (extend ? form->extra_activation_bytes(k) : 0);
   const QuantizeActivationFn quantize = FindGgufKernels(*kernels->activation)->quantize_activation;
   // Reused across calls: a decode step makes hundreds of these and the row is small. The tile

@@ -36,14 +36,16 @@ constexpr int64_t kQ8_KBlockBytes = 292;  // f32 d, 256 quants, 16 int16 bsums
 constexpr int64_t kCTileBytes = 1024;     // 16 x 16 int32
 static_assert(kAmxTileRows == 16);
 
-// Tiles 0 and 1 hold results, 2 and 3 activations, 4 and 5 weights; consecutive runs alternate
-// between the two sets so that one product's store overlaps the next one's loads.
+// Tiles 0-3 hold results, 4 and 5 activations, 6 and 7 weights. Consecutive runs cycle through
+// four result tiles (a product's result is ready ~50 cycles after its loads, and its store must
+// finish before the tile is zeroed for another: with two, that chain was what the GEMM waited on)
+// and alternate between the two operand pairs.
 constexpr AmxTileConfig Config(int run_bytes) {
   AmxTileConfig c;
+  for (int t = 0; t < 4; ++t) c.Tile(t, kAmxTileRows, 64);
   for (int t = 0; t < 2; ++t) {
-    c.Tile(t, kAmxTileRows, 64);
-    c.Tile(2 + t, kAmxTileRows, run_bytes);
-    c.Tile(4 + t, run_bytes / 4, 64);
+    c.Tile(4 + t, kAmxTileRows, run_bytes);
+    c.Tile(6 + t, run_bytes / 4, 64);
   }
   return c;
 }
@@ -96,16 +98,17 @@ float LoadF32(const uint8_t* p) {
     }                                                                                         \
     _tile_stored(c, out, 64);                                                                 \
   }
-EMBER_AMX_PRODUCT(ProductSet0, 0, 2, 4)
-EMBER_AMX_PRODUCT(ProductSet1, 1, 3, 5)
+EMBER_AMX_PRODUCT(ProductSet0, 0, 4, 6)
+EMBER_AMX_PRODUCT(ProductSet1, 1, 5, 7)
+EMBER_AMX_PRODUCT(ProductSet2, 2, 4, 6)
+EMBER_AMX_PRODUCT(ProductSet3, 3, 5, 7)
 #undef EMBER_AMX_PRODUCT
 
 // The products of one chunk of runs: run.a(t) / run.w(t) are run t's activation and weight
 // operands, its result goes to c + t * kCTileBytes. A chunk's products are issued a few at a time
 // between the epilogue rows of the chunk before (Until), not in one burst: a burst of tile
 // instructions, whose results take ~100 cycles, would fill the reorder buffer behind them and
-// stall the vector work that is the real cost. Consecutive runs alternate between the two tile
-// sets.
+// stall the vector work.
 template <bool kSignedWeights, class Run>
 class Pending {
  public:
@@ -122,10 +125,14 @@ class Pending {
  private:
   void IssueOne() {
     const int t = issued_++;
-    if (t & 1) {
-      ProductSet1<kSignedWeights>(run_.a(t), act_bytes_, run_.w(t), c_ + t * kCTileBytes);
-    } else {
-      ProductSet0<kSignedWeights>(run_.a(t), act_bytes_, run_.w(t), c_ + t * kCTileBytes);
+    const uint8_t* a = run_.a(t);
+    const uint8_t* w = run_.w(t);
+    uint8_t* out = c_ + t * kCTileBytes;
+    switch (t & 3) {
+      case 0: return ProductSet0<kSignedWeights>(a, act_bytes_, w, out);
+      case 1: return ProductSet1<kSignedWeights>(a, act_bytes_, w, out);
+      case 2: return ProductSet2<kSignedWeights>(a, act_bytes_, w, out);
+      default: return ProductSet3<kSignedWeights>(a, act_bytes_, w, out);
     }
   }
 
