@@ -385,37 +385,20 @@ const Form kQ6_K = {kPackedQ6_KBlockBytes, kQ6_KOperandBytes, 256, &UnpackGroupQ
 
 }  // namespace
 
-void PackedRowsQ4_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ4_0, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ4_1Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ4_1, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ5_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ5_0, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ5_1Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ5_1, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ8_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ8_0, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ4_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ4_K, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ5_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ5_K, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
-void PackedRowsQ6_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
-                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {
-  Groups(kQ6_K, packed, n, k, group_begin, group_end, act, m, act_bytes, y);
-}
+// The entry points gguf_packed.h declares, one per type.
+#define EMBER_PACKED_ROWS_AMX(Type)                                                                          \
+  void PackedRows##Type##Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end, \
+                             const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {                      \
+    Groups(k##Type, packed, n, k, group_begin, group_end, act, m, act_bytes, y);                                \
+  }
+EMBER_PACKED_ROWS_AMX(Q4_0)
+EMBER_PACKED_ROWS_AMX(Q4_1)
+EMBER_PACKED_ROWS_AMX(Q5_0)
+EMBER_PACKED_ROWS_AMX(Q5_1)
+EMBER_PACKED_ROWS_AMX(Q8_0)
+EMBER_PACKED_ROWS_AMX(Q4_K)
+EMBER_PACKED_ROWS_AMX(Q5_K)
+EMBER_PACKED_ROWS_AMX(Q6_K)
+#undef EMBER_PACKED_ROWS_AMX
 
 }  // namespace ember::quant

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -17,16 +16,11 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "quant/gguf_packed.h"
+#include "support/model_cache.h"
 #include "support/single_sequence.h"
 
 namespace ember {
 namespace {
-
-std::string ModelCache() {
-  const char* cache = std::getenv("EMBER_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  return cache && *cache ? cache : std::string(home ? home : "/") + "/.cache/ember/models";
-}
 
 // All logits of a 40-token chunk, then a 24-token one over the cached KV.
 std::vector<float> PrefillLogits(CausalLM* model) {
@@ -64,7 +58,7 @@ class AmxPrefillTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(AmxPrefillTest, LogitsEqualTheAvx512Ones) {
-  const std::string path = ModelCache() + "/" + GetParam();
+  const std::string path = test::ModelCacheDir() + "/" + GetParam();
   if (!std::ifstream(path).good()) GTEST_SKIP() << path << " not fetched (scripts/fetch_models.py)";
   // Both levels read the same packed copy, made at load under amx.
   ASSERT_TRUE(SelectIsa("amx").ok());

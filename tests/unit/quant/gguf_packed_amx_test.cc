@@ -29,54 +29,10 @@ const std::vector<GgmlType>& RoutedTypes() {
 
 std::string TypeName(GgmlType type) { return std::string(GgmlTypeInfo(static_cast<uint32_t>(type))->name); }
 
-// n weight rows of k columns, `pad` bytes of garbage after each row (a strided view), packed.
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::shared_ptr<const void> packed;
-  QuantMatrix matrix;
-};
+using Weights = test_util::PackedTestMatrix;
 
-Weights RandomWeights(GgmlType type, int64_t n, int64_t k, int64_t pad, std::mt19937& rng) {
-  Weights w;
-  const int64_t row_bytes = test_util::RowBytes(type, k) + pad;
-  for (int64_t j = 0; j < n; ++j) {
-    std::vector<uint8_t> row = test_util::RandomRow(type, k, rng);
-    for (int64_t p = 0; p < pad; ++p) row.push_back(static_cast<uint8_t>(rng()));
-    w.bytes.insert(w.bytes.end(), row.begin(), row.end());
-  }
-  w.matrix = QuantMatrix{type, w.bytes.data(), n, k, row_bytes};
-  w.packed = PackQuantMatrix(w.matrix);
-  w.matrix.packed = w.packed.get();
-  return w;
-}
-
-std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) {
-  std::vector<float> x;
-  for (int64_t i = 0; i < m; ++i) {
-    const std::vector<float> row = test_util::RandomActivations(k, rng);
-    x.insert(x.end(), row.begin(), row.end());
-  }
-  return x;
-}
-
-class GgufPackedAmxTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no amx level here: " << IsaUnavailableReason(Isa::kAmx);
-    saved_ = std::string(IsaName(ActiveIsa()));
-    // The packed copies are made under a packed level.
-    ASSERT_TRUE(SelectIsa("amx").ok());
-  }
-  void TearDown() override {
-    if (!saved_.empty()) {
-      ASSERT_TRUE(SelectIsa(saved_).ok());
-    }
-    ThreadPool::SetGlobalThreads(0);
-  }
-
- private:
-  std::string saved_;
-};
+// The packed copies are made under a packed level (amx packs as avx512 does).
+using GgufPackedAmxTest = test_util::LevelTest<Isa::kAmx>;
 
 // Every 16-row group, m activation rows quantized as GgufMatMul does, through both kernels; the
 // activation buffer has the tile padding the AMX kernel's contract asks for, filled with noise.
@@ -91,7 +47,7 @@ TEST_F(GgufPackedAmxTest, KernelsAreBitIdenticalToAvx512) {
     for (const int64_t blocks : {1, 2, 3, 9}) {
       const int64_t k = blocks * block;
       for (const int64_t n : {1, 16, 21, 47}) {
-        const Weights w = RandomWeights(type, n, k, 0, rng);
+        const Weights w = test_util::RandomPackedMatrix(type, n, k, /*pad=*/0, rng);
         const auto* packed = static_cast<const uint8_t*>(w.packed.get());
         const int64_t groups = (n + kPackRows - 1) / kPackRows;
         for (const int64_t m : {1, 15, 16, 17, 33}) {
@@ -101,7 +57,7 @@ TEST_F(GgufPackedAmxTest, KernelsAreBitIdenticalToAvx512) {
           const int64_t tiles = (m + kAmxTileRows - 1) / kAmxTileRows;
           std::vector<uint8_t> act(static_cast<size_t>(tiles * kAmxTileRows * act_bytes));
           for (uint8_t& b : act) b = static_cast<uint8_t>(rng());
-          const std::vector<float> x = RandomX(m, k, rng);
+          const std::vector<float> x = test_util::RandomActivationRows(m, k, rng);
           for (int64_t i = 0; i < m; ++i) {
             QuantizeActivationRow(type, x.data() + i * k, k, act.data() + i * act_bytes);
             if (form->extend_activation) form->extend_activation(act.data() + i * act_bytes, k);
@@ -128,9 +84,9 @@ TEST_F(GgufPackedAmxTest, MatMulMatchesAvx512AcrossBatchesThreadsAndStrides) {
     SCOPED_TRACE(TypeName(type));
     const int64_t block = test_util::BlockElements(type);
     const int64_t k = block == 32 ? 7 * 32 : 3 * 256, n = 37;
-    const Weights w = RandomWeights(type, n, k, /*pad=*/12, rng);
+    const Weights w = test_util::RandomPackedMatrix(type, n, k, /*pad=*/12, rng);
     for (const int64_t m : {1, 15, 16, 17, 33, 64, 200}) {
-      const std::vector<float> x = RandomX(m, k, rng);
+      const std::vector<float> x = test_util::RandomActivationRows(m, k, rng);
       std::vector<float> want(static_cast<size_t>(m * n));
       ThreadPool::SetGlobalThreads(1);
       ASSERT_TRUE(SelectIsa("avx512").ok());
