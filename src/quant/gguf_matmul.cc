@@ -36,7 +36,7 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   const GgufPackedForm* form = w.packed != nullptr && packed_isa ? kernels->packed : nullptr;
   EMBER_CHECK(form != nullptr || w.packed == nullptr || !packed_isa, "GgufMatMul: packed {} matrix", traits->name);
   // Prefill shapes under the amx variant take the tile GEMM (the same bits as the avx512 one).
-  const bool amx = form != nullptr && isa == Isa::kAmx && form->rows_amx != nullptr && m >= kAmxMinRows;
+  const bool amx = form != nullptr && isa == Isa::kAmx && form->rows_amx != nullptr && m >= form->amx_min_rows;
   // The packed form may append its own per-row data (Q8_0's integer block sums) to each row; the
   // tile GEMM has no use for it (its Q8_0 product is signed x signed).
   const bool extend = form != nullptr && form->extend_activation != nullptr && !amx;

@@ -132,8 +132,11 @@ void PackedRowsQ6_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t g
 // they hold, and their products dropped). Each call configures the calling thread's tiles and
 // releases them before it returns (core/amx_tiles.h).
 inline constexpr int kAmxTileRows = 16;
-// Below this many activation rows GgufMatMul keeps the avx512 tiles (measured, src/quant/README.md).
+// Below this many activation rows GgufMatMul keeps the avx512 tiles (GgufPackedForm::amx_min_rows;
+// measured, src/quant/README.md): one tile's worth, and two for Q6_K, whose 16-element groups
+// take twice the tile products per block.
 inline constexpr int64_t kAmxMinRows = 16;
+inline constexpr int64_t kAmxMinRowsQ6_K = 32;
 void PackedRowsQ4_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 void PackedRowsQ4_1Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,

@@ -32,6 +32,9 @@ struct GgufPackedForm {
   // 16-row tiles), or null: the amx variant then runs rows_avx512.
   void (*rows_amx)(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                    const uint8_t* act, int64_t m, int64_t act_bytes, float* y) = nullptr;
+  // GgufMatMul calls rows_amx from this many activation rows up (below, the avx512 tiles are
+  // faster: gguf_packed.h kAmxMinRows).
+  int64_t amx_min_rows = 0;
   // Where the GEMM needs more per activation row than the activation format holds (Q8_0's
   // integer block sums): the bytes appended to a row of k elements, and the function that
   // fills them from the quantized row, or null.

@@ -1,5 +1,5 @@
 // The amx level end to end: SmolLM2 (Q4_1, Q8_0) and Gemma 3 (Q4_K, Q5_0, Q6_K, Q8_0) prefill
-// chunks long enough for the AMX tile GEMMs (m >= kAmxMinRows) give the avx512 level's logits bit
+// chunks long enough for the AMX tile GEMMs (m >= kAmxMinRows; the first for Q6_K's too) give the avx512 level's logits bit
 // for bit, at 1 and 2 threads. logit_hashes_test.cc's prompts (13 + 7 tokens) stay below the
 // tile threshold, so its amx keys equal the avx512 ones without exercising the tiles; this test
 // does. Skipped without the amx level or the models (scripts/fetch_models.py).
@@ -27,7 +27,7 @@ std::vector<float> PrefillLogits(CausalLM* model) {
   const int64_t vocab = model->info().vocab_size;
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < 64; ++i) prompt.push_back(static_cast<int32_t>((3 + i * 7919) % vocab));
-  static_assert(quant::kAmxMinRows <= 24);
+  static_assert(quant::kAmxMinRows <= 24 && quant::kAmxMinRowsQ6_K <= 40);
   Expected<test::SingleSequence> sequence = test::SingleSequence::Create(model, 64, kv::KvDtype::kF32);
   EXPECT_TRUE(sequence.ok()) << sequence.status().ToString();
   if (!sequence.ok()) return {};
