@@ -5,9 +5,12 @@
 set(EMBER_AVX2_FLAGS -mavx2 -mfma -mf16c)
 set(EMBER_AVX512_FLAGS -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
     -mavx512bf16 -mavx512vnni)
+# The AMX level runs the avx512 kernels plus tile GEMMs (cpu_features.h: the OS state and Linux's
+# permission are checked at startup, not here).
+set(EMBER_AMX_FLAGS ${EMBER_AVX512_FLAGS} -mamx-tile -mamx-int8)
 
 # ember_library(NAME DEPS ...): a static library from every .cc under src/NAME/.
-# Files named *_avx2.cc and *_avx512.cc get that ISA's flags.
+# Files named *_avx2.cc, *_avx512.cc and *_amx.cc get that ISA's flags.
 function(ember_library name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
@@ -26,6 +29,8 @@ function(ember_library name)
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EMBER_AVX2_FLAGS}")
     elseif(src MATCHES "_avx512\\.cc$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EMBER_AVX512_FLAGS}")
+    elseif(src MATCHES "_amx\\.cc$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EMBER_AMX_FLAGS}")
     endif()
   endforeach()
 endfunction()

@@ -1,6 +1,8 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -11,6 +13,20 @@ uint64_t ReadXcr0() {
   uint32_t eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+// Linux 5.16+: a process must ask for the AMX tile-data state before its first tile instruction.
+// The constants are the kernel's uapi values (asm/prctl.h, asm/fpu/xstate.h), spelled here because
+// older headers lack them.
+constexpr long kArchGetXcompPerm = 0x1022;
+constexpr long kArchReqXcompPerm = 0x1023;
+constexpr long kXfeatureXtiledata = 18;
+
+bool RequestAmxPermission() {
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  unsigned long permitted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) != 0) return false;
+  return (permitted >> kXfeatureXtiledata) & 1;
 }
 
 CpuFeatures Detect() {
@@ -40,11 +56,11 @@ CpuFeatures Detect() {
     unsigned eax1, ebx1, ecx1, edx1;
     if (__get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1)) f.avx512bf16 = eax1 & (1u << 5);
   }
-  if (amx_state) {
-    f.amx_bf16 = edx & (1u << 22);
-    f.amx_tile = edx & (1u << 24);
-    f.amx_int8 = edx & (1u << 25);
-  }
+  f.amx_bf16 = edx & (1u << 22);
+  f.amx_tile = edx & (1u << 24);
+  f.amx_int8 = edx & (1u << 25);
+  f.amx_os_state = amx_state;
+  f.amx_permitted = f.amx_tile && amx_state && RequestAmxPermission();
   return f;
 }
 
@@ -66,9 +82,10 @@ std::string CpuFeatures::ToString() const {
   add(avx512dq, "avx512dq");
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
-  add(amx_tile, "amx-tile");
-  add(amx_bf16, "amx-bf16");
-  add(amx_int8, "amx-int8");
+  const bool amx_usable = amx_os_state && amx_permitted;
+  add(amx_tile && amx_usable, "amx-tile");
+  add(amx_bf16 && amx_usable, "amx-bf16");
+  add(amx_int8 && amx_usable, "amx-int8");
   return out.empty() ? "baseline x86-64" : out;
 }
 

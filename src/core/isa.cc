@@ -9,7 +9,7 @@
 namespace ember {
 namespace {
 
-constexpr std::array<std::string_view, kIsaCount> kNames = {"ref", "generic", "avx2", "avx512"};
+constexpr std::array<std::string_view, kIsaCount> kNames = {"ref", "generic", "avx2", "avx512", "amx"};
 
 // The CPU features a level needs that the host lacks, space-separated.
 std::string MissingFeatures(Isa isa, const CpuFeatures& cpu) {
@@ -27,6 +27,7 @@ std::string MissingFeatures(Isa isa, const CpuFeatures& cpu) {
                                {cpu.avx512vnni, "avx512vnni"},
                                {cpu.avx512bf16, "avx512bf16"}});
   }
+  if (isa >= Isa::kAmx) needs.insert(needs.end(), {{cpu.amx_tile, "amx-tile"}, {cpu.amx_int8, "amx-int8"}});
   std::string missing;
   for (const Need& n : needs) {
     if (n.have) continue;
@@ -34,6 +35,15 @@ std::string MissingFeatures(Isa isa, const CpuFeatures& cpu) {
     missing += n.name;
   }
   return missing;
+}
+
+// Why a CPU that has the AMX instructions still cannot run them, or empty.
+std::string AmxStateProblem(const CpuFeatures& cpu) {
+  if (!cpu.amx_os_state) return "the OS does not enable the AMX tile state (XCR0 bits 17 and 18)";
+  if (!cpu.amx_permitted) {
+    return "Linux did not grant the AMX tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)";
+  }
+  return {};
 }
 
 // -1 until the first ActiveIsa / SelectIsa, then the active Isa. Atomic because kernels on pool
@@ -62,16 +72,19 @@ Expected<Isa> ParseIsa(std::string_view name) {
   for (int i = 0; i < kIsaCount; ++i) {
     if (kNames[i] == name) return static_cast<Isa>(i);
   }
-  return InvalidArgument("unknown kernel variant '" + std::string(name) + "': expected ref, generic, avx2 or avx512");
+  return InvalidArgument("unknown kernel variant '" + std::string(name) +
+                         "': expected ref, generic, avx2, avx512 or amx");
 }
 
 std::string IsaUnavailableReason(Isa isa, const CpuFeatures& cpu) {
   const bool compiled = isa == Isa::kAvx2     ? internal::CompilerTargetsAvx2()
                         : isa == Isa::kAvx512 ? internal::CompilerTargetsAvx512()
+                        : isa == Isa::kAmx    ? internal::CompilerTargetsAmx()
                                               : true;
   if (!compiled) return "ember was built by a compiler that cannot target " + std::string(IsaName(isa));
   const std::string missing = MissingFeatures(isa, cpu);
   if (!missing.empty()) return "this CPU lacks " + missing;
+  if (isa >= Isa::kAmx) return AmxStateProblem(cpu);
   return {};
 }
 

@@ -30,12 +30,13 @@ enum class Isa : uint8_t {
   kGeneric,  // portable C++ the compiler vectorises for baseline x86-64
   kAvx2,     // AVX2 + FMA + F16C
   kAvx512,   // AVX-512 F/BW/VL/DQ + VNNI + BF16
+  kAmx,      // avx512's set + AMX-TILE / AMX-INT8, the OS's tile state and Linux's permission for it
 };
-inline constexpr int kIsaCount = 4;
+inline constexpr int kIsaCount = 5;
 // The environment variable that overrides the choice at startup.
 inline constexpr const char* kIsaEnvVar = "EMBER_ISA";
 
-// "ref", "generic", "avx2", "avx512".
+// "ref", "generic", "avx2", "avx512", "amx".
 std::string_view IsaName(Isa isa);
 // The level named `name`, InvalidArgument listing the names if there is none.
 Expected<Isa> ParseIsa(std::string_view name);
@@ -58,8 +59,9 @@ Isa ActiveIsa();
 // active level is unchanged then.
 Status SelectIsa(std::string_view name);
 
-// One kernel family's variants, indexed by level. A null entry is a level the family has no
-// implementation of; tests/unit/kernels/variant_registry_test.cc checks every family is complete
+// One kernel family's variants, indexed by level. A family with no AMX code of its own lists its
+// avx512 object again in the amx slot (AMX only adds tile instructions, so the avx512 code is
+// what that level runs). A null entry is a level the family has no implementation of; tests/unit/kernels/variant_registry_test.cc checks every family is complete
 // for every level the host can run, so For() failing is a bug.
 template <typename Variant>
 class IsaTable {
@@ -81,10 +83,12 @@ class IsaTable {
 };
 
 namespace internal {
-// Defined in isa_avx2.cc / isa_avx512.cc, which get the same flags as every *_avx2.cc / *_avx512.cc
-// kernel file (cmake/ember.cmake): true iff the compiler targeted the level there.
+// Defined in isa_avx2.cc / isa_avx512.cc / isa_amx.cc, which get the same flags as every
+// *_avx2.cc / *_avx512.cc / *_amx.cc kernel file (cmake/ember.cmake): true iff the compiler
+// targeted the level there.
 bool CompilerTargetsAvx2();
 bool CompilerTargetsAvx512();
+bool CompilerTargetsAmx();
 }  // namespace internal
 
 }  // namespace ember

@@ -7,9 +7,10 @@
 namespace ember::kernels {
 
 // Slot per Isa level, slowest first (core/isa.h). constinit: kernels may run from other
-// translation units' static initialisers, before any dynamic initialisation here.
+// translation units' static initialisers, before any dynamic initialisation here. The amx level
+// runs the avx512 objects: no kernel of this family uses the tiles.
 constinit const IsaTable<KernelVariant> kKernelVariants(
-    "kernels::KernelVariant", {&kRefVariant, &kGenericVariant, &kAvx2Variant, &kAvx512Variant});
+    "kernels::KernelVariant", {&kRefVariant, &kGenericVariant, &kAvx2Variant, &kAvx512Variant, &kAvx512Variant});
 
 void MatMul(const float* x, int64_t m, const TensorView& w, float* y) {
   EMBER_CHECK(w.shape.rank() == 2, "weight must be 2-D, got {}", w.shape.ToString());

@@ -14,8 +14,10 @@ int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
+// amx runs the avx512 dots (no tile code here yet).
 constinit const IsaTable<BlockDotVariant> kBlockDotVariants(
-    "quant::BlockDotVariant", {&kBlockDotRef, &kBlockDotGeneric, &kBlockDotAvx2, &kBlockDotAvx512});
+    "quant::BlockDotVariant",
+    {&kBlockDotRef, &kBlockDotGeneric, &kBlockDotAvx2, &kBlockDotAvx512, &kBlockDotAvx512});
 
 ActivationLayout Int8ActivationLayout(int64_t k) {
   ActivationLayout l;

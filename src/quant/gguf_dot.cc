@@ -22,8 +22,10 @@ const GgufTypeKernels& ActivationKernels(GgmlType weight_type) {
 
 }  // namespace
 
-// generic is the reference's code (gguf_dot_ref.cc says why).
-constinit const IsaTable<DotVariant> kDotVariants("quant::DotVariant", {&kDotRef, &kDotRef, &kDotAvx2, &kDotAvx512});
+// generic is the reference's code (gguf_dot_ref.cc says why); amx runs the avx512 row dots (its tile
+// GEMMs are the packed forms', gguf_packed.h).
+constinit const IsaTable<DotVariant> kDotVariants("quant::DotVariant",
+                                                  {&kDotRef, &kDotRef, &kDotAvx2, &kDotAvx512, &kDotAvx512});
 
 std::optional<GgmlType> ActivationFormatFor(GgmlType weight_type) {
   const GgufTypeKernels* kernels = FindGgufKernels(weight_type);

@@ -32,16 +32,21 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
 
   const int64_t k = w.cols;
   const int64_t n = w.rows;
-  const GgufPackedForm* form = w.packed != nullptr && isa == Isa::kAvx512 ? kernels->packed : nullptr;
-  EMBER_CHECK(form != nullptr || w.packed == nullptr || isa != Isa::kAvx512, "GgufMatMul: packed {} matrix",
-              traits->name);
-  // The packed form may append its own per-row data (Q8_0's integer block sums) to each row.
-  const bool extend = form != nullptr && form->extend_activation != nullptr;
+  const bool packed_isa = isa >= Isa::kAvx512;
+  const GgufPackedForm* form = w.packed != nullptr && packed_isa ? kernels->packed : nullptr;
+  EMBER_CHECK(form != nullptr || w.packed == nullptr || !packed_isa, "GgufMatMul: packed {} matrix", traits->name);
+  // Prefill shapes under the amx variant take the tile GEMM (the same bits as the avx512 one).
+  const bool amx = form != nullptr && isa == Isa::kAmx && form->rows_amx != nullptr && m >= kAmxMinRows;
+  // The packed form may append its own per-row data (Q8_0's integer block sums) to each row; the
+  // tile GEMM has no use for it (its Q8_0 product is signed x signed).
+  const bool extend = form != nullptr && form->extend_activation != nullptr && !amx;
   const int64_t act_bytes = ActivationRowBytes(w.type, k) + (extend ? form->extra_activation_bytes(k) : 0);
   const QuantizeActivationFn quantize = FindGgufKernels(*kernels->activation)->quantize_activation;
-  // Reused across calls: a decode step makes hundreds of these and the row is small.
+  // Reused across calls: a decode step makes hundreds of these and the row is small. The tile
+  // GEMM reads whole 16-row activation tiles: the last one's rows past m are this buffer's.
   thread_local std::vector<uint8_t> activations;
-  activations.resize(static_cast<size_t>(m * act_bytes));
+  const int64_t act_rows = amx ? (m + kAmxTileRows - 1) / kAmxTileRows * kAmxTileRows : m;
+  activations.resize(static_cast<size_t>(act_rows * act_bytes));
   uint8_t* act = activations.data();
   ThreadPool& pool = ThreadPool::Global();
   pool.ParallelFor(
@@ -57,11 +62,10 @@ void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y) {
   if (form != nullptr) {
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
     const int64_t group_bytes = form->bytes(kPackRows, k);
+    const auto rows = amx ? form->rows_amx : form->rows_avx512;
     pool.ParallelFor(
         groups,
-        [&](int64_t begin, int64_t end) {
-          form->rows_avx512(static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y);
-        },
+        [&](int64_t begin, int64_t end) { rows(static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y); },
         std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, group_bytes * m)));
     return;
   }

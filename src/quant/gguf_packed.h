@@ -76,7 +76,8 @@ inline constexpr int64_t kPackedQ5_KBlockBytes = 2880;
 inline constexpr int64_t kPackedQ6_KBlockBytes = 3360;
 
 // The packed copy of `w` (a type whose traits row has a packed form: every type GgufMatMul
-// multiplies by except F32 / F16 / BF16) when the avx512 variant is active, else null: GgufMatMul then uses the row dots.
+// multiplies by except F32 / F16 / BF16) when the avx512 or amx variant is active, else null:
+// GgufMatMul then uses the row dots. The amx level reads the same copy (no second layout).
 // Set the result's get() as `w.packed` and keep the pointer alive as long as the matrix.
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w);
 
@@ -124,5 +125,30 @@ void PackedRowsQ5_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t g
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 void PackedRowsQ6_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+
+// The AMX tile GEMMs (gguf_packed_amx.cc): the same contract and the same bits as the Avx512 ones,
+// for m >= kAmxMinRows under the amx variant. The activation tiles are kAmxTileRows rows: `act`
+// must hold m rounded up to a multiple of kAmxTileRows rows (the rows past m are read, whatever
+// they hold, and their products dropped). Each call configures the calling thread's tiles and
+// releases them before it returns (core/amx_tiles.h).
+inline constexpr int kAmxTileRows = 16;
+// Below this many activation rows GgufMatMul keeps the avx512 tiles (measured, src/quant/README.md).
+inline constexpr int64_t kAmxMinRows = 16;
+void PackedRowsQ4_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ4_1Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ5_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ5_1Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ8_0Amx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ4_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ5_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ6_KAmx(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 
 }  // namespace ember::quant

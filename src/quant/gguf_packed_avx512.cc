@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "quant/gguf_packed_operands.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
@@ -182,6 +183,20 @@ void TileQ45_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, flo
   for (int r = 0; r < kRows; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_sub_ps(acc[r], acc_min[r]));
 }
 
+// The 6-bit q of a Q6_K sub-block (384 bytes at sub): the low nibbles decode as Q4_K's and the top
+// two bits are merged in (a shift and one vpternlogd per 4-byte step).
+void DecodeQ6_KSubBlock(const uint8_t* sub, __m512i q[8]) {
+  const __m512i top_mask = _mm512_set1_epi8(0x30);
+  DecodeNibbles(sub, q);
+  for (int u = 0; u < 2; ++u) {
+    const __m512i top = _mm512_loadu_si512(sub + 256 + 64 * u);
+    // Bits 2s, 2s + 1 of each byte to bits 4, 5 (16-bit shifts: the 0x30 mask drops what
+    // crosses between bytes).
+    const __m512i shifted[4] = {_mm512_slli_epi16(top, 4), _mm512_slli_epi16(top, 2), top, _mm512_srli_epi16(top, 2)};
+    for (int s = 0; s < 4; ++s) q[4 * u + s] = _mm512_ternarylogic_epi32(q[4 * u + s], shifted[s], top_mask, 0xf8);
+  }
+}
+
 // Q6_K: per 32-element sub-block the low nibbles decode as Q4_K's and the top two bits are
 // merged in (a shift and one vpternlogd per 4-byte step); two 16-element groups per sub-block
 // with their own scales. The -32 offset is sum_g sc_g * bsums_g, accumulated by vpdpwssd from
@@ -190,7 +205,6 @@ template <int kRows>
 void TileQ6_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, float* y, int64_t ldy, int cols) {
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
-  const __m512i top_mask = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + b * kPackedQ6_KBlockBytes;
     __m512i sumi[kRows], offset[kRows];
@@ -203,14 +217,7 @@ void TileQ6_K(int64_t nb, const uint8_t* group, const uint8_t* const* rows, floa
       const __m512i scale_hi = _mm512_maskz_srai_epi32(kAll, pair, 16);
       const uint8_t* sub = block + 288 + 384 * sb;
       __m512i q[8];
-      DecodeNibbles(sub, q);
-      for (int u = 0; u < 2; ++u) {
-        const __m512i top = _mm512_loadu_si512(sub + 256 + 64 * u);
-        // Bits 2s, 2s + 1 of each byte to bits 4, 5 (16-bit shifts: the 0x30 mask drops what
-        // crosses between bytes).
-        const __m512i shifted[4] = {_mm512_slli_epi16(top, 4), _mm512_slli_epi16(top, 2), top, _mm512_srli_epi16(top, 2)};
-        for (int s = 0; s < 4; ++s) q[4 * u + s] = _mm512_ternarylogic_epi32(q[4 * u + s], shifted[s], top_mask, 0xf8);
-      }
+      DecodeQ6_KSubBlock(sub, q);
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* a = rows[r] + b * kQ8_KBlockBytes;
         const __m512i lo = Dot32<4>(_mm512_setzero_si512(), q, a + 4 + 32 * sb);
@@ -276,7 +283,108 @@ void Groups(const uint8_t* packed, int64_t n, int64_t nb, int64_t block_bytes, i
   }
 }
 
+// The tile GEMM's operands (gguf_packed_operands.h) of a 32-element type's group: the decode of
+// TileLegacy / TileQ8_0, stored instead of multiplied.
+template <Legacy kType, bool kQ8_0 = false>
+void UnpackLegacy(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  constexpr bool kMin = kType == Legacy::kQ4_1 || kType == Legacy::kQ5_1;
+  constexpr bool kFifthBit = kType == Legacy::kQ5_0 || kType == Legacy::kQ5_1;
+  constexpr int64_t kBlockBytes = kQ8_0                    ? kPackedQ8_0BlockBytes
+                                  : kType == Legacy::kQ4_0 ? kPackedQ4_0BlockBytes
+                                  : kType == Legacy::kQ4_1 ? kPackedQ4_1BlockBytes
+                                  : kType == Legacy::kQ5_0 ? kPackedQ5_0BlockBytes
+                                                           : kPackedQ5_1BlockBytes;
+  constexpr int kNibbles = kMin ? 64 : 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = group + b * kBlockBytes;
+    uint8_t* out = operands + b * kLegacyOperandBytes;
+    PrefetchAhead(block, kBlockBytes);
+    __m512i q[8];
+    if constexpr (kQ8_0) {
+      // Back from q + 128 to the file's signed q (the tiles have a signed x signed product).
+      const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+      for (int j = 0; j < 8; ++j) q[j] = _mm512_xor_si512(_mm512_loadu_si512(block + 32 + 64 * j), flip);
+    } else {
+      DecodeNibbles(block + kNibbles, q);
+      if constexpr (kFifthBit) AddFifthBits(block + kNibbles + 256, q);
+    }
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(out + 64 * j, q[j]);
+    const __m512 d = _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)));
+    const __m512 dm =
+        kMin ? _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))) : d;
+    _mm512_store_ps(out + 512, d);
+    _mm512_store_ps(out + 576, dm);
+  }
+}
+
+// Q4_K / Q5_K: TileQ45_K's decode and its widened scales and (m, m) pairs.
+template <bool kFifthBit>
+void UnpackQ45_K(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  constexpr int64_t kBlockBytes = kFifthBit ? kPackedQ5_KBlockBytes : kPackedQ4_KBlockBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = group + b * kBlockBytes;
+    uint8_t* out = operands + b * kQ45_KOperandBytes;
+    for (int sb = 0; sb < 8; ++sb) {
+      PrefetchAhead(block + sb * kBlockBytes / 8, kBlockBytes / 8);
+      const __m512i scale = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 64 + 16 * sb)));
+      const __m512i min = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192 + 16 * sb)));
+      _mm512_store_si512(out + 4224 + 64 * sb, scale);
+      _mm512_store_si512(out + 4736 + 64 * sb, _mm512_or_si512(min, _mm512_maskz_slli_epi32(kAll, min, 16)));
+      __m512i q[8];
+      DecodeNibbles(block + 320 + 256 * sb, q);
+      if constexpr (kFifthBit) AddFifthBits(block + kPackedQ4_KBlockBytes + 64 * sb, q);
+      for (int j = 0; j < 8; ++j) _mm512_store_si512(out + kBTileBytes * sb + 64 * j, q[j]);
+    }
+    _mm512_store_ps(out + 4096, _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block))));
+    _mm512_store_ps(out + 4160,
+                    _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))));
+  }
+}
+
+// Q6_K: TileQ6_K's decode, its two int32 scales per sub-block and the (sc_2s, sc_2s+1) pairs.
+void UnpackQ6_K(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* block = group + b * kPackedQ6_KBlockBytes;
+    uint8_t* out = operands + b * kQ6_KOperandBytes;
+    for (int sb = 0; sb < 8; ++sb) {
+      PrefetchAhead(block + sb * kPackedQ6_KBlockBytes / 8, kPackedQ6_KBlockBytes / 8);
+      const __m512i pair = _mm512_maskz_cvtepi8_epi16(~__mmask32{0}, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32 + 32 * sb)));
+      _mm512_store_si512(out + 4160 + 64 * sb, _mm512_maskz_srai_epi32(kAll, _mm512_maskz_slli_epi32(kAll, pair, 16), 16));
+      _mm512_store_si512(out + 4672 + 64 * sb, _mm512_maskz_srai_epi32(kAll, pair, 16));
+      _mm512_store_si512(out + 5184 + 64 * sb, pair);
+      __m512i q[8];
+      DecodeQ6_KSubBlock(block + 288 + 384 * sb, q);
+      for (int j = 0; j < 8; ++j) _mm512_store_si512(out + kBTileBytes * sb + 64 * j, q[j]);
+    }
+    _mm512_store_ps(out + 4096, _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block))));
+  }
+}
+
 }  // namespace
+
+void UnpackGroupQ4_0Avx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackLegacy<Legacy::kQ4_0>(group, nb, operands);
+}
+void UnpackGroupQ4_1Avx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackLegacy<Legacy::kQ4_1>(group, nb, operands);
+}
+void UnpackGroupQ5_0Avx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackLegacy<Legacy::kQ5_0>(group, nb, operands);
+}
+void UnpackGroupQ5_1Avx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackLegacy<Legacy::kQ5_1>(group, nb, operands);
+}
+// Q8_0 has no minimum: its Legacy argument only selects d as the second scale row.
+void UnpackGroupQ8_0Avx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackLegacy<Legacy::kQ4_0, true>(group, nb, operands);
+}
+void UnpackGroupQ4_KAvx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackQ45_K<false>(group, nb, operands);
+}
+void UnpackGroupQ5_KAvx512(const uint8_t* group, int64_t nb, uint8_t* operands) {
+  UnpackQ45_K<true>(group, nb, operands);
+}
+void UnpackGroupQ6_KAvx512(const uint8_t* group, int64_t nb, uint8_t* operands) { UnpackQ6_K(group, nb, operands); }
 
 void PackedRowsQ4_0Avx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y) {

@@ -8,7 +8,6 @@
 
 #include <cstring>
 
-#include "core/dtypes.h"
 #include "quant/gguf_dot.h"
 
 namespace ember::quant {
@@ -66,10 +65,12 @@ void QuantizeActivationQ8_0Avx512(const float* x, int64_t n, BlockQ8_0* blocks, 
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     const float d = AbsMax(x, kQK) / 127.0f;
     const __m512 id = _mm512_set1_ps(InverseScale(d));
-    blocks[i].d = F32ToF16(d);
+    // vcvtps2ph / vcvtph2ps: F32ToF16's and F16ToF32's results (core/dtype_convert.cc follows
+    // F16C), without the calls into the portable code, ~5% of an AMX prefill GEMM.
+    blocks[i].d = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
     const int32_t total = StoreQuants(Quantize16(x, id), blocks[i].qs) + StoreQuants(Quantize16(x + 16, id), blocks[i].qs + 16);
     Q8_0BlockSum sum;
-    sum.d = F16ToF32(blocks[i].d);
+    sum.d = _cvtsh_ss(blocks[i].d);
     sum.d_sum = sum.d * static_cast<float>(total);
     std::memcpy(sums + i * static_cast<int64_t>(sizeof(sum)), &sum, sizeof(sum));
   }

@@ -21,13 +21,17 @@ using DequantizeBlocksFn = void (*)(const void* row, int64_t blocks, float* out)
 // An activation format's converter (gguf_dot.h QuantizeActivationRow): x[0, n) into `out`.
 using QuantizeActivationFn = void (*)(const float* x, int64_t n, void* out);
 
-// A weight type's load-time repacked form for the AVX-512 GEMM (gguf_packed.h).
+// A weight type's load-time repacked form for the AVX-512 and AMX GEMMs (gguf_packed.h).
 struct GgufPackedForm {
   int64_t (*bytes)(int64_t rows, int64_t cols);
   void (*pack)(const QuantMatrix& w, uint8_t* out);
   // Output rows of 16-row groups [group_begin, group_end) (PackedRowsAvx512's contract).
   void (*rows_avx512)(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                       const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+  // The same with AMX tiles and the same bits (PackedRowsAmx's contract: act padded to whole
+  // 16-row tiles), or null: the amx variant then runs rows_avx512.
+  void (*rows_amx)(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                   const uint8_t* act, int64_t m, int64_t act_bytes, float* y) = nullptr;
   // Where the GEMM needs more per activation row than the activation format holds (Q8_0's
   // integer block sums): the bytes appended to a row of k elements, and the function that
   // fills them from the quantized row, or null.
@@ -45,7 +49,7 @@ struct GgufTypeKernels {
   // An activation format: its converter and the bytes of a row of n elements (a multiple of 4).
   QuantizeActivationFn quantize_activation = nullptr;
   int64_t (*activation_row_bytes)(int64_t n) = nullptr;
-  // The repacked form GgufMatMul uses under the avx512 variant, or null.
+  // The repacked form GgufMatMul uses under the avx512 and amx variants, or null.
   const GgufPackedForm* packed = nullptr;
 };
 

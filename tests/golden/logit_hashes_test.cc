@@ -23,6 +23,7 @@
 #include "core/isa.h"
 #include "model/causal_lm.h"
 #include "quant/block_scaled.h"
+#include "support/model_cache.h"
 #include "support/single_sequence.h"
 
 namespace ember {
@@ -36,12 +37,6 @@ struct Case {
   std::optional<quant::WeightFormat> quantization;
 };
 
-std::string ModelCache() {
-  const char* cache = std::getenv("EMBER_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  return cache && *cache ? cache : std::string(home ? home : "/") + "/.cache/ember/models";
-}
-
 std::vector<Case> Cases() {
   const std::string muse = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/";
   return {
@@ -50,8 +45,8 @@ std::vector<Case> Cases() {
       {"muse_tiny_a_nvfp4", muse + "tiny_a", quant::WeightFormat::kNvfp4},
       {"muse_tiny_a_mxfp4", muse + "tiny_a", quant::WeightFormat::kMxfp4},
       {"muse_tiny_a_fp8", muse + "tiny_a", quant::WeightFormat::kFp8E4m3},
-      {"smollm2", ModelCache() + "/SmolLM2-135M-Instruct.Q4_1.gguf", std::nullopt},
-      {"gemma3", ModelCache() + "/gemma-3-270m-q4_k_m.gguf", std::nullopt},
+      {"smollm2", test::ModelCacheDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf", std::nullopt},
+      {"gemma3", test::ModelCacheDir() + "/gemma-3-270m-q4_k_m.gguf", std::nullopt},
   };
 }
 

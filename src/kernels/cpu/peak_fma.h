@@ -32,7 +32,7 @@ double FmaLoopAvx2(int64_t iterations, int64_t* flops_per_iteration);
 double FmaLoopGeneric(int64_t iterations, int64_t* flops_per_iteration);
 
 struct PeakInt8Ops {
-  std::string_view isa;  // "avx512-vnni" (vpdpbusd), "avx2" (vpmaddubsw + vpmaddwd + vpaddd), "none"
+  std::string_view isa;  // "avx512-vnni" (vpdpbusd), "avx2" (vpmaddubsw + vpmaddwd + vpaddd), "amx-int8", "none"
   double gops = 0;       // 1e9 int8 operations per second, a multiply-add counted as two; 0 for "none"
 };
 
@@ -40,8 +40,14 @@ struct PeakInt8Ops {
 // has no SIMD int8 dot for them, so there is no peak to compare with.
 PeakInt8Ops MeasurePeakInt8Ops(int64_t iterations, int repetitions, int num_threads);
 
-// The int8 loops (cpu/avx2/, cpu/avx512/), same contract as the FMA loops.
+// The AMX int8 peak: tdpbusd on register tiles (cpu/amx/), for hosts where the amx level runs
+// (isa "amx-int8"), else isa "none" and 0. The packed GEMMs' AMX path (quant/gguf_packed.h) is
+// measured against it and against the VNNI peak.
+PeakInt8Ops MeasurePeakAmxInt8Ops(int64_t iterations, int repetitions, int num_threads);
+
+// The int8 loops (cpu/avx2/, cpu/avx512/, cpu/amx/), same contract as the FMA loops.
 double Int8DotLoopAvx512Vnni(int64_t iterations, int64_t* ops_per_iteration);
 double Int8DotLoopAvx2(int64_t iterations, int64_t* ops_per_iteration);
+double Int8DotLoopAmx(int64_t iterations, int64_t* ops_per_iteration);
 
 }  // namespace ember::kernels

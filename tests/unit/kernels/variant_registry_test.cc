@@ -56,7 +56,7 @@ TEST_F(VariantRegistryTest, UnknownNameIsRejectedAndListsTheNames) {
   const Isa before = ActiveIsa();
   const Status status = SelectIsa("sse9");
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "unknown kernel variant 'sse9': expected ref, generic, avx2 or avx512");
+  EXPECT_EQ(status.message(), "unknown kernel variant 'sse9': expected ref, generic, avx2, avx512 or amx");
   EXPECT_EQ(ActiveIsa(), before);
 }
 
@@ -76,6 +76,48 @@ TEST_F(VariantRegistryTest, UnavailableLevelIsRejectedNamingTheMissingFeatures) 
             "kernel variant avx2 cannot run here: this CPU lacks avx2 fma f16c");
   EXPECT_EQ(*ResolveIsa("ref", baseline), Isa::kRef);
   EXPECT_EQ(*ResolveIsa("generic", baseline), Isa::kGeneric);
+}
+
+// amx needs the avx512 set, the two AMX features, the OS's tile state and Linux's permission; the
+// reason names the first thing missing.
+TEST_F(VariantRegistryTest, AmxNamesWhatIsMissing) {
+  CpuFeatures cpu;
+  cpu.avx2 = cpu.fma = cpu.f16c = true;
+  cpu.avx512f = cpu.avx512bw = cpu.avx512vl = cpu.avx512dq = cpu.avx512vnni = cpu.avx512bf16 = true;
+  ASSERT_TRUE(ResolveIsa("avx512", cpu).ok());
+  EXPECT_EQ(ResolveIsa("amx", cpu).status().message(),
+            "kernel variant amx cannot run here: this CPU lacks amx-tile amx-int8");
+  cpu.amx_tile = true;
+  EXPECT_EQ(ResolveIsa("amx", cpu).status().message(), "kernel variant amx cannot run here: this CPU lacks amx-int8");
+  cpu.amx_int8 = true;
+  EXPECT_EQ(ResolveIsa("amx", cpu).status().message(),
+            "kernel variant amx cannot run here: the OS does not enable the AMX tile state (XCR0 bits 17 and 18)");
+  cpu.amx_os_state = true;
+  EXPECT_EQ(ResolveIsa("amx", cpu).status().message(),
+            "kernel variant amx cannot run here: Linux did not grant the AMX tile-data permission (arch_prctl "
+            "ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)");
+  cpu.amx_permitted = true;
+  if (internal::CompilerTargetsAmx()) {
+    EXPECT_EQ(*ResolveIsa("amx", cpu), Isa::kAmx);
+  }
+  // The AMX features without the avx512 set are not the level either.
+  CpuFeatures amx_only;
+  amx_only.amx_tile = amx_only.amx_int8 = amx_only.amx_os_state = amx_only.amx_permitted = true;
+  EXPECT_EQ(ResolveIsa("amx", amx_only).status().message(),
+            "kernel variant amx cannot run here: this CPU lacks avx2 fma f16c avx512f avx512bw avx512vl avx512dq "
+            "avx512vnni avx512bf16");
+}
+
+// On this host: amx is listed exactly when the detected features allow it, and then it is the
+// default (the fastest level).
+TEST_F(VariantRegistryTest, AmxIsTheDefaultWhereTheHostRunsIt) {
+  const CpuFeatures& host = HostCpuFeatures();
+  EXPECT_EQ(IsaSupported(Isa::kAmx), host.HasAmxInt8Set() && internal::CompilerTargetsAmx())
+      << IsaUnavailableReason(Isa::kAmx);
+  if (IsaSupported(Isa::kAmx) && std::getenv(kIsaEnvVar) == nullptr) {
+    EXPECT_EQ(AvailableIsas().back(), Isa::kAmx);
+    EXPECT_EQ(saved_, Isa::kAmx);
+  }
 }
 
 TEST_F(VariantRegistryTest, HostLevelsAreExactlyTheSupportedOnes) {
@@ -129,6 +171,27 @@ TEST(VariantRegistryEnvironment, OverrideSelectsTheNamedLevelAndABadOneFallsBack
         std::exit(ActiveIsa() == AvailableIsas().back() ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "EMBER_ISA=sse9 ignored \\(unknown kernel variant 'sse9'");
+}
+
+// EMBER_ISA=avx512 switches AMX off on an AMX host (the avx512 packed tiles run every shape);
+// EMBER_ISA=amx elsewhere falls back to the fastest level, naming what is missing.
+TEST(VariantRegistryEnvironment, Avx512OverrideTurnsAmxOff) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no avx512 level here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv(kIsaEnvVar, "avx512", 1);
+        std::exit(ActiveIsa() == Isa::kAvx512 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  if (!IsaSupported(Isa::kAmx)) {
+    EXPECT_EXIT(
+        {
+          setenv(kIsaEnvVar, "amx", 1);
+          std::exit(ActiveIsa() == AvailableIsas().back() ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "EMBER_ISA=amx ignored \\(kernel variant amx cannot run here");
+  }
 }
 
 }  // namespace

@@ -21,50 +21,15 @@
 namespace ember::quant {
 namespace {
 
-struct Packed {
-  std::vector<uint8_t> bytes;
-  std::shared_ptr<const void> packed;
-  QuantMatrix matrix;
-};
+using Packed = test_util::PackedTestMatrix;
 
 Packed RandomPacked(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
-  Packed w;
-  for (int64_t j = 0; j < n; ++j) {
-    const std::vector<uint8_t> row = test_util::RandomRow(type, k, rng);
-    w.bytes.insert(w.bytes.end(), row.begin(), row.end());
-  }
-  w.matrix = QuantMatrix{type, w.bytes.data(), n, k, test_util::RowBytes(type, k)};
-  w.packed = PackQuantMatrix(w.matrix);
-  w.matrix.packed = w.packed.get();
-  return w;
+  return test_util::RandomPackedMatrix(type, n, k, /*pad=*/0, rng);
 }
 
-std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) {
-  std::vector<float> x;
-  for (int64_t i = 0; i < m; ++i) {
-    const std::vector<float> row = test_util::RandomActivations(k, rng);
-    x.insert(x.end(), row.begin(), row.end());
-  }
-  return x;
-}
+std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) { return test_util::RandomActivationRows(m, k, rng); }
 
-class GgufPackedTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "the packed kernel needs AVX-512";
-    saved_ = std::string(IsaName(ActiveIsa()));
-    ASSERT_TRUE(SelectIsa("avx512").ok());
-  }
-  void TearDown() override {
-    if (!saved_.empty()) {
-      ASSERT_TRUE(SelectIsa(saved_).ok());
-    }
-    ThreadPool::SetGlobalThreads(0);
-  }
-
- private:
-  std::string saved_;
-};
+using GgufPackedTest = test_util::LevelTest<Isa::kAvx512>;
 
 // The types with a packed form (every one a GgufMatMul of an AVX-512 host uses).
 const std::vector<GgmlType>& PackedTypes() {

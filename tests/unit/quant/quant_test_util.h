@@ -8,14 +8,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtypes.h"
+#include "core/isa.h"
+#include "core/thread_pool.h"
 #include "formats/ggml_type.h"
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_dot.h"
+#include "quant/gguf_matmul.h"
+#include "quant/gguf_packed.h"
 
 namespace ember::quant::test_util {
 
@@ -117,6 +123,57 @@ inline std::vector<float> RandomActivations(int64_t n, std::mt19937& rng) {
     if (kind == 1) x[b + static_cast<int64_t>(rng() % static_cast<uint32_t>(end - b))] = 20.0f * scale;
   }
   return x;
+}
+
+// A test that runs under one kernel level (SetUp selects it, or skips the test naming why the
+// host cannot run it); the previous level and the default thread count come back afterwards.
+template <Isa kIsa>
+class LevelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!IsaSupported(kIsa)) GTEST_SKIP() << "no " << IsaName(kIsa) << " level here: " << IsaUnavailableReason(kIsa);
+    saved_ = std::string(IsaName(ActiveIsa()));
+    ASSERT_TRUE(SelectIsa(IsaName(kIsa)).ok());
+  }
+  void TearDown() override {
+    if (!saved_.empty()) {
+      ASSERT_TRUE(SelectIsa(saved_).ok());
+    }
+    ThreadPool::SetGlobalThreads(0);
+  }
+
+ private:
+  std::string saved_;
+};
+
+// m rows of RandomActivations, row after row.
+inline std::vector<float> RandomActivationRows(int64_t m, int64_t k, std::mt19937& rng) {
+  std::vector<float> x;
+  for (int64_t i = 0; i < m; ++i) {
+    const std::vector<float> row = RandomActivations(k, rng);
+    x.insert(x.end(), row.begin(), row.end());
+  }
+  return x;
+}
+
+// n RandomRow rows of k columns, `pad` random bytes after each (a strided view), with the packed
+// copy PackQuantMatrix makes under the active level (null below avx512) set as the view's.
+struct PackedTestMatrix {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<const void> packed;
+  QuantMatrix matrix;
+};
+inline PackedTestMatrix RandomPackedMatrix(GgmlType type, int64_t n, int64_t k, int64_t pad, std::mt19937& rng) {
+  PackedTestMatrix w;
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<uint8_t> row = RandomRow(type, k, rng);
+    for (int64_t p = 0; p < pad; ++p) row.push_back(static_cast<uint8_t>(rng()));
+    w.bytes.insert(w.bytes.end(), row.begin(), row.end());
+  }
+  w.matrix = QuantMatrix{type, w.bytes.data(), n, k, RowBytes(type, k) + pad};
+  w.packed = PackQuantMatrix(w.matrix);
+  w.matrix.packed = w.packed.get();
+  return w;
 }
 
 inline std::vector<float> Dequantized(GgmlType type, const void* row, int64_t n) {

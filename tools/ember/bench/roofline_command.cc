@@ -89,6 +89,9 @@ int RunRoofline(const RooflineOptions& o) {
     const double copy = kernels::MeasureStreamCopyGBps(big, stream_reps, threads);
     const kernels::PeakFlops peak = kernels::MeasurePeakF32Flops(fma_iterations, fma_reps, threads);
     const kernels::PeakInt8Ops int8_peak = kernels::MeasurePeakInt8Ops(fma_iterations, fma_reps, threads);
+    // Where the amx level runs, the quantized GEMMs' prefill shapes use tiles: their rows are also
+    // given as a fraction of the tile unit's peak.
+    const kernels::PeakInt8Ops amx_peak = kernels::MeasurePeakAmxInt8Ops(fma_iterations, fma_reps, threads);
     const std::vector<bench::KernelRate> rates = bench::MeasureKernels(sizes);
     nlohmann::ordered_json level = {{"threads", threads},
                                     {"stream_triad_gbps", triad},
@@ -97,13 +100,16 @@ int RunRoofline(const RooflineOptions& o) {
                                     {"peak_f32_gflops", peak.gflops},
                                     {"peak_int8_isa", std::string(int8_peak.isa)},
                                     {"peak_int8_gops", int8_peak.gops},
+                                    {"peak_amx_int8_gops", amx_peak.gops},
                                     {"kernels", nlohmann::ordered_json::array()}};
     if (!o.json) {
       std::printf("\n%d thread%s: STREAM triad %.2f GB/s, copy %.2f GB/s; peak f32 FMA %.1f GFLOP/s (%s); "
-                  "peak int8 %.1f GOP/s (%s)\n",
+                  "peak int8 %.1f GOP/s (%s)",
                   threads, threads == 1 ? "" : "s", triad, copy, peak.gflops, std::string(peak.isa).c_str(),
                   int8_peak.gops, std::string(int8_peak.isa).c_str());
-      std::printf("  %-24s %-40s %-8s %12s %12s %9s\n", "kernel", "shape", "bound", "achieved", "ceiling", "fraction");
+      if (amx_peak.gops > 0) std::printf("; peak AMX int8 %.1f GOP/s (tdpbusd)", amx_peak.gops);
+      std::printf("\n  %-24s %-40s %-8s %12s %12s %9s%s\n", "kernel", "shape", "bound", "achieved", "ceiling", "fraction",
+                  amx_peak.gops > 0 ? "    of AMX" : "");
     }
     for (const bench::KernelRate& r : rates) {
       const bool memory = r.bound == bench::Bound::kMemory;
@@ -119,10 +125,14 @@ int RunRoofline(const RooflineOptions& o) {
                                   {"ceiling", ceiling},
                                   {"fraction", r.rate / ceiling},
                                   {"best_seconds", r.best_seconds}});
+      const bool amx = int8 && amx_peak.gops > 0;
+      if (amx) level["kernels"].back()["fraction_of_amx_peak"] = r.rate / amx_peak.gops;
       if (!o.json) {
-        std::printf("  %-24s %-40s %-8s %7.1f %-4s %7.1f %-4s %8.1f%%\n", r.name.c_str(), r.shape.c_str(),
+        std::printf("  %-24s %-40s %-8s %7.1f %-4s %7.1f %-4s %8.1f%%", r.name.c_str(), r.shape.c_str(),
                     memory ? "memory" : int8 ? "int8" : "compute", r.rate, memory ? "GB/s" : "GF/s", ceiling,
                     memory ? "GB/s" : int8 ? "GO/s" : "GF/s", 100.0 * r.rate / ceiling);
+        if (amx) std::printf(" %8.1f%%", 100.0 * r.rate / amx_peak.gops);
+        std::printf("\n");
       }
     }
     out["threads"].push_back(std::move(level));
@@ -133,7 +143,8 @@ int RunRoofline(const RooflineOptions& o) {
   } else {
     std::printf("\nmemory-bound rows: bytes read (weights or KV) per second / STREAM triad; compute rows: GFLOP/s\n"
                 "(2*m*n*k per second) / the f32 FMA peak; int8 rows (quantized GEMMs, which multiply int8 activations\n"
-                "by quantized weights): the same GFLOP/s / the int8 multiply-add peak.\n");
+                "by quantized weights): the same GFLOP/s / the int8 multiply-add peak (vpdpbusd), and where the host\n"
+                "has AMX also / the tile unit's peak (\"of AMX\"; the amx level runs these shapes on tiles).\n");
   }
   return 0;
 }
