@@ -22,17 +22,21 @@ using MatMulF32Fn = void (*)(const float* x, int64_t m, int64_t k, const float* 
                              int64_t n_end, float* y, int64_t ldy);
 
 struct PagedKvView;
-struct PagedHeadTask;
-// One query head of paged attention (kernels/paged_attention.h).
-using PagedAttentionHeadFn = void (*)(const PagedKvView& kv, const PagedHeadTask& task);
+struct PagedTileTask;
+// One query tile over one key segment of paged attention (kernels/paged_attention.h).
+using PagedAttentionTileFn = void (*)(const PagedKvView& kv, const PagedTileTask& task);
+// out[i] = e^x[i] for x[i] <= 0 (or -inf) as the variant's paged attention computes its softmax
+// weights; exposed so that tests can bound its error.
+using SoftmaxExpFn = void (*)(const float* x, int64_t count, float* out);
 // out[i] = gelu_tanh(gate[i]) * up[i] for i < count (kernels/ops.h GeGluTanh).
 using GeGluTanhFn = void (*)(const float* gate, const float* up, int64_t count, float* out);
 
 struct KernelVariant {
   MatMulBF16Fn matmul_bf16;
   MatMulF32Fn matmul_f32;
-  PagedAttentionHeadFn paged_attention_head;
+  PagedAttentionTileFn paged_attention_tile;
   GeGluTanhFn geglu_tanh;
+  SoftmaxExpFn softmax_exp;
 };
 
 // One variant per ISA level (kernels/variants.h), registered with the ember-wide registry

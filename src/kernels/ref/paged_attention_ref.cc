@@ -21,33 +21,47 @@ float Element(const PagedKvView& kv, const void* base, const float* scales, int6
 
 }  // namespace
 
-void PagedAttentionHead(const PagedKvView& kv, const PagedHeadTask& t) {
+void PagedAttentionTile(const PagedKvView& kv, const PagedTileTask& t) {
   const int64_t d = kv.head_dim;
-  const int64_t count = t.last_key - t.first_key + 1;
   auto row_of = [&](int64_t position) {
     const int64_t slot = int64_t{t.block_row[position / kv.block_size]} * kv.block_size + position % kv.block_size;
     return slot * kv.num_kv_heads + t.kv_head;
   };
-  float max_score = -INFINITY;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t row = row_of(t.first_key + j);
-    float dot = 0.0f;
-    for (int64_t i = 0; i < d; ++i) dot += t.q[i] * Element(kv, kv.keys, kv.key_scales, row, i);
-    t.scores[j] = dot * t.scale;
-    max_score = std::max(max_score, t.scores[j]);
+  for (int64_t i = 0; i < t.num_rows * t.num_heads; ++i) {
+    const int64_t row = i / t.num_heads;
+    const int64_t position = t.first_position + row;
+    const float* q = t.q + row * t.q_row_stride + (i % t.num_heads) * d;
+    const int64_t first = std::max(t.key_begin, t.window > 0 ? position - t.window + 1 : int64_t{0});
+    const int64_t last = std::min(position, t.key_end - 1);
+    float* o = t.o + i * t.stride;
+    t.m[i] = -INFINITY;
+    t.l[i] = 0.0f;
+    if (first > last) continue;
+    // Scores and their max, then the weights and the sums, keys in position order.
+    float scores[kPagedSegmentKeys];
+    float max_score = -INFINITY;
+    for (int64_t j = first; j <= last; ++j) {
+      const int64_t r = row_of(j);
+      float dot = 0.0f;
+      for (int64_t e = 0; e < d; ++e) dot += q[e] * Element(kv, kv.keys, kv.key_scales, r, e);
+      scores[j - first] = dot * t.scale;
+      max_score = std::max(max_score, scores[j - first]);
+    }
+    float total = 0.0f;
+    std::fill(o, o + d, 0.0f);
+    for (int64_t j = first; j <= last; ++j) {
+      const float p = std::exp(scores[j - first] - max_score);
+      total += p;
+      const int64_t r = row_of(j);
+      for (int64_t e = 0; e < d; ++e) o[e] += p * Element(kv, kv.values, kv.value_scales, r, e);
+    }
+    t.m[i] = max_score;
+    t.l[i] = total;
   }
-  float total = 0.0f;
-  for (int64_t j = 0; j < count; ++j) {
-    t.scores[j] = std::exp(t.scores[j] - max_score);
-    total += t.scores[j];
-  }
-  const float inv_total = 1.0f / total;
-  std::fill(t.out, t.out + d, 0.0f);
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t row = row_of(t.first_key + j);
-    const float p = t.scores[j] * inv_total;
-    for (int64_t i = 0; i < d; ++i) t.out[i] += p * Element(kv, kv.values, kv.value_scales, row, i);
-  }
+}
+
+void SoftmaxExp(const float* x, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = std::exp(x[i]);
 }
 
 }  // namespace ember::kernels::ref

@@ -6,7 +6,7 @@
 
 namespace ember::kernels {
 struct PagedKvView;
-struct PagedHeadTask;
+struct PagedTileTask;
 }  // namespace ember::kernels
 
 namespace ember::kernels::ref {
@@ -16,9 +16,12 @@ void MatMulBF16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t
 void MatMulF32(const float* x, int64_t m, int64_t k, const float* w, int64_t n_begin, int64_t n_end, float* y,
                int64_t ldy);
 
-// One query head: scores as sequential f32 dot products over keys widened (fp8: times their
-// scale) to f32, softmax with std::exp, then values accumulated key by key.
-void PagedAttentionHead(const PagedKvView& kv, const PagedHeadTask& task);
+// One tile over one segment, query by query: scores as sequential f32 dot products over keys
+// widened (fp8: times their scale) to f32, their max, then std::exp weights and values
+// accumulated key by key in position order.
+void PagedAttentionTile(const PagedKvView& kv, const PagedTileTask& task);
+// std::exp, element by element.
+void SoftmaxExp(const float* x, int64_t count, float* out);
 
 // out[i] = 0.5 g (1 + tanhf(sqrt(2/pi) (g + 0.044715 g^3))) * up[i], g = gate[i]: PyTorch's
 // formula with libm's tanhf.

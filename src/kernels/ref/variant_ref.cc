@@ -2,6 +2,6 @@
 #include "kernels/variants.h"
 
 namespace ember::kernels {
-const KernelVariant kRefVariant = {&ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionHead,
-                                   &ref::GeGluTanh};
+const KernelVariant kRefVariant = {&ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionTile,
+                                   &ref::GeGluTanh, &ref::SoftmaxExp};
 }  // namespace ember::kernels

@@ -139,8 +139,9 @@ TEST(VariantRegistryFamilies, EveryFamilyIsCompleteForEveryAvailableLevel) {
     const kernels::KernelVariant& k = kernels::kKernelVariants.For(isa);
     EXPECT_NE(k.matmul_bf16, nullptr);
     EXPECT_NE(k.matmul_f32, nullptr);
-    EXPECT_NE(k.paged_attention_head, nullptr);
+    EXPECT_NE(k.paged_attention_tile, nullptr);
     EXPECT_NE(k.geglu_tanh, nullptr);
+    EXPECT_NE(k.softmax_exp, nullptr);
     ASSERT_TRUE(quant::kBlockDotVariants.Has(isa));
     const quant::BlockDotVariant& b = quant::kBlockDotVariants.For(isa);
     for (int f = 0; f < quant::kWeightFormatCount; ++f) {

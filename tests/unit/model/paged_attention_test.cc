@@ -141,13 +141,15 @@ class PagedAttentionTest : public ::testing::TestWithParam<kv::KvDtype> {
           // Each weight moves by at most a factor exp(+-2 delta); each stored value by
           // relative * |v| + floor.
           const double weight_factor = std::exp(2 * delta) - 1;
+          std::vector<double> value_floor(p - first + 1);
+          for (int64_t j = first; j <= p; ++j) value_floor[j - first] = abs_err(values[r], j);
           for (int64_t i = 0; i < d; ++i) {
             double o = 0, value_err = 0, v_max = 0;
             for (int64_t j = first; j <= p; ++j) {
               const double v = values[r][(j * c.num_kv_heads + kvh) * d + i];
               const double w = s[j - first] / total;
               o += w * v;
-              value_err += w * (err.relative * std::fabs(v) + abs_err(values[r], j));
+              value_err += w * (err.relative * std::fabs(v) + value_floor[j - first]);
               v_max = std::max(v_max, std::fabs(v));
             }
             expected[t * q_width + h * d + i] = o;
@@ -207,6 +209,17 @@ TEST_P(PagedAttentionTest, MultiQueryHeadAndBlockSizeOne) {
 
 TEST_P(PagedAttentionTest, WindowOfOneReadsOnlyTheOwnKey) {
   Run({2, 1, 4, 2, 1, {{5, 2}, {1, 1}}}, 5);
+}
+
+// Past several segments of the tiled kernel (kPagedSegmentKeys), SmolLM2's head layout: the
+// online softmax and the segment fold over up to 700 keys.
+TEST_P(PagedAttentionTest, LongContextAcrossSegments) {
+  Run({9, 3, 64, 16, -1, {{700, 40}, {600, 1}, {300, 300}}}, 6);
+}
+
+// Gemma 3's sliding layers: head_dim 256, 4 heads per KV head, a 512-key window.
+TEST_P(PagedAttentionTest, HeadDim256SlidingWindow) {
+  Run({4, 1, 256, 16, 512, {{900, 20}, {530, 1}, {40, 40}}}, 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, PagedAttentionTest,

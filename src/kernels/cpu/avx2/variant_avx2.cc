@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gelu_tanh.h"
-#include "kernels/cpu/paged_attention_head.h"
+#include "kernels/cpu/paged_attention_tile.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -180,19 +180,25 @@ void MatMulF32Avx2(const float* x, int64_t m, int64_t k, const float* w, int64_t
   cpu::TiledMatMul<Avx2Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
-// Paged attention lanes (kernels/cpu/paged_attention_head.h). f16 widens with F16C; fp8 e4m3
+// Paged attention lanes (kernels/cpu/paged_attention_tile.h). f16 widens with F16C; fp8 e4m3
 // becomes f16 by moving its exponent and mantissa bits into place (the value scaled by 2^-8,
 // subnormals included), then F16C and an exact multiply by 256.
 struct Avx2PagedSimd {
   using Vec = __m256;
   static constexpr int kLanes = kVectorLanes;
+  // Value tile: 3 queries x 3 vectors = 9 accumulators + 3 value vectors + 1 broadcast weight.
+  static constexpr int kValueRows = 3;
+  static constexpr int kValueVecs = 3;
   static Vec Zero() { return _mm256_setzero_ps(); }
   static Vec Set1(float x) { return _mm256_set1_ps(x); }
+  static Vec Add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec Sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  static Vec Mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec Max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
   static Vec LoadF32(const float* p) { return _mm256_loadu_ps(p); }
   static Vec LoadF32Tail(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
-  static void Store(float* p, Vec x) { _mm256_storeu_ps(p, x); }
-  static void StoreTail(float* p, Vec x, int64_t n) { _mm256_maskstore_ps(p, TailMask(n), x); }
+  static void Store(float* p, Vec x) { _mm256_store_ps(p, x); }
   static Vec Fp8ToF32(__m128i codes16) {
     const __m128i magnitude = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x7f)), 7);
     const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x80)), 8);
@@ -221,20 +227,91 @@ struct Avx2PagedSimd {
       return Load<T>(padded);
     }
   }
+  // e^x for x <= 0 (kernels/cpu/gelu_tanh.h's range reduction and polynomial): 0 below kExpMin;
+  // max(kExpMin, x) returns x when x is NaN (vmaxps returns its second operand then).
+  static Vec Exp(Vec x) {
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(cpu::kExpMin), _CMP_NLT_UQ);
+    const __m256 xc = _mm256_max_ps(_mm256_set1_ps(cpu::kExpMin), x);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(cpu::kLog2e)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cpu::kLn2Hi), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cpu::kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(cpu::kExpC[5]);
+    for (int i = 4; i >= 0; --i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cpu::kExpC[i]));
+    const __m256 e_r = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(e_r, _mm256_castsi256_ps(pow2)), keep);
+  }
+  static Vec KeepLanes(Vec x, int64_t lo, int64_t hi, float fill) {
+    if (lo < 0) lo = 0;
+    if (hi > kLanes - 1) hi = kLanes - 1;
+    if (lo > hi) return _mm256_set1_ps(fill);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi) + 1), lane));
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), x, _mm256_castsi256_ps(keep));
+  }
+  static float ReduceMax(Vec x) {
+    const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+  }
   static float Sum(Vec x) { return HorizontalSum(x); }
+
+  // 16 dot products in two halves of 8, each one FMA chain over head_dim in 8-lane steps (the
+  // tail masked), then the tree of HorizontalSum (lane i + lane i+4, then +2, +1) for 8 keys at
+  // once by a transpose-and-add, so each score is the bits HorizontalSum(its accumulator) gives.
+  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
+    const int64_t full = d / kLanes * kLanes;
+    for (int half = 0; half < 2; ++half) {
+      const float* k0 = keys + half * 8 * stride;
+      __m256 acc[8];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+      for (int64_t e = 0; e < full; e += kLanes) {
+        const __m256 qv = _mm256_loadu_ps(q + e);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + k * stride + e), acc[k]);
+      }
+      if (full < d) {  // the key rows are zero past head_dim
+        const __m256 qv = LoadF32Tail(q + full, d - full);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + k * stride + full), acc[k]);
+      }
+      // Stage 1: x[m] = [4 sums of key 2m | 4 of key 2m+1], lanes i + (i+4).
+      __m256 x[4];
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        x[m] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x20),
+                             _mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x31));
+      }
+      // Stage 2: y[n], 128-bit lane k = [2 sums of key 4n + k | 2 of key 4n + 2 + k].
+      __m256 y[2];
+#pragma GCC unroll 2
+      for (int n = 0; n < 2; ++n) {
+        const __m256d a = _mm256_castps_pd(x[2 * n]), b = _mm256_castps_pd(x[2 * n + 1]);
+        y[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+      }
+      // Stage 3: 128-bit lane k = scores of keys k, 2 + k, 4 + k, 6 + k; lane 4k + j = key 2j + k.
+      const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm256_store_ps(out + half * 8, _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+  }
 };
 
 }  // namespace
 
 const KernelVariant kAvx2Variant = {&MatMulBF16Avx2, &MatMulF32Avx2,
-                                    &cpu::PagedAttentionHead<Avx2PagedSimd>, &cpu::GeGluTanhAvx2};
+                                    &cpu::PagedAttentionTile<Avx2PagedSimd>, &cpu::GeGluTanhAvx2,
+                                    &cpu::SoftmaxExp<Avx2PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx2Variant = {nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx2Variant = {nullptr, nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

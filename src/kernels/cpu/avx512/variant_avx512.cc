@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/gelu_tanh.h"
-#include "kernels/cpu/paged_attention_head.h"
+#include "kernels/cpu/paged_attention_tile.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -181,22 +181,29 @@ void MatMulF32Avx512(const float* x, int64_t m, int64_t k, const float* w, int64
   cpu::TiledMatMul<Avx512Kernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
-// Paged attention lanes (kernels/cpu/paged_attention_head.h). f16 widens with vcvtph2ps; fp8
+// Paged attention lanes (kernels/cpu/paged_attention_tile.h). f16 widens with vcvtph2ps; fp8
 // e4m3 becomes f16 by moving its exponent and mantissa bits into place (the value scaled by 2^-8,
 // subnormals included), then vcvtph2ps and an exact multiply by 256. Tails use mask registers.
 struct Avx512PagedSimd {
   using Vec = __m512;
   static constexpr int kLanes = 16;
+  // Value tile: 6 queries x 4 vectors = 24 accumulators + 4 value vectors + 1 broadcast weight.
+  static constexpr int kValueRows = 6;
+  static constexpr int kValueVecs = 4;
+  // The all-ones maskz forms: GCC 12's unmasked forms trip -Wmaybe-uninitialized (WidenBF16).
+  static constexpr __mmask16 kAll = 0xffff;
   static __mmask16 Mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static Vec Zero() { return _mm512_setzero_ps(); }
   static Vec Set1(float x) { return _mm512_set1_ps(x); }
+  static Vec Add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec Sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  static Vec Mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec Max(Vec a, Vec b) { return _mm512_maskz_max_ps(kAll, a, b); }
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-  // The all-ones maskz form for the same GCC 12 -Wmaybe-uninitialized reason as WidenBF16.
-  static Vec HalfToF32(__m256i bits) { return _mm512_maskz_cvtph_ps(0xffff, bits); }
+  static Vec HalfToF32(__m256i bits) { return _mm512_maskz_cvtph_ps(kAll, bits); }
   static Vec LoadF32(const float* p) { return _mm512_loadu_ps(p); }
   static Vec LoadF32Tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(Mask(n), p); }
-  static void Store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
-  static void StoreTail(float* p, Vec x, int64_t n) { _mm512_mask_storeu_ps(p, Mask(n), x); }
+  static void Store(float* p, Vec x) { _mm512_store_ps(p, x); }
   static Vec Fp8ToF32(__m256i codes16) {
     const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x7f)), 7);
     const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x80)), 8);
@@ -226,20 +233,99 @@ struct Avx512PagedSimd {
       return Fp8ToF32(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(Mask(n), p)));
     }
   }
+  // e^x for x <= 0 (kernels/cpu/gelu_tanh.h's range reduction and polynomial): 0 below kExpMin,
+  // where 2^n would leave the normal range. max(kExpMin, x) returns x when x is NaN (vmaxps
+  // returns its second operand then), so NaN propagates.
+  static Vec Exp(Vec x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(cpu::kExpMin), _CMP_NLT_UQ);
+    const __m512 xc = _mm512_maskz_max_ps(kAll, _mm512_set1_ps(cpu::kExpMin), x);
+    const __m512 n = _mm512_maskz_roundscale_ps(kAll, _mm512_mul_ps(xc, _mm512_set1_ps(cpu::kLog2e)),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cpu::kLn2Hi), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cpu::kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(cpu::kExpC[5]);
+    for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cpu::kExpC[i]));
+    const __m512 e_r = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i pow2 = _mm512_maskz_slli_epi32(
+        kAll, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll, n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(keep, e_r, _mm512_castsi512_ps(pow2));
+  }
+  static Vec KeepLanes(Vec x, int64_t lo, int64_t hi, float fill) {
+    if (lo < 0) lo = 0;
+    if (hi > kLanes - 1) hi = kLanes - 1;
+    if (lo > hi) return _mm512_set1_ps(fill);
+    const auto mask = static_cast<__mmask16>((0xffffu >> (kLanes - 1 - hi)) & (0xffffu << lo));
+    return _mm512_mask_blend_ps(mask, _mm512_set1_ps(fill), x);
+  }
+  static float ReduceMax(Vec x) {
+    const __m256 m8 = _mm256_max_ps(_mm512_extractf32x8_ps(x, 0), _mm512_extractf32x8_ps(x, 1));
+    const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+  }
   static float Sum(Vec x) { return HorizontalSum(x); }
+
+  // 16 dot products, each one FMA chain over head_dim in 16-lane steps (the tail masked), then
+  // the tree of HorizontalSum (lane i + lane i+8, then +4, +2, +1) done for all 16 at once by a
+  // transpose-and-add: each stage adds the same lane pairs of every key as HorizontalSum would
+  // of that key alone, so each score is the bits HorizontalSum(its accumulator) gives.
+  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
+    const int64_t full = d / kLanes * kLanes;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) acc[k] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < full; e += kLanes) {
+      const __m512 qv = _mm512_loadu_ps(q + e);
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(qv, _mm512_load_ps(keys + k * stride + e), acc[k]);
+    }
+    if (full < d) {  // the key rows are zero past head_dim
+      const __m512 qv = LoadF32Tail(q + full, d - full);
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(qv, _mm512_load_ps(keys + k * stride + full), acc[k]);
+    }
+    // Stage 1: x[m] = [lanes 0-7 of key 2m | of key 2m+1], lane i the sum of lanes i and i+8.
+    __m512 x[8];
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      x[m] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, acc[2 * m], acc[2 * m + 1], 0x44),
+                           _mm512_maskz_shuffle_f32x4(kAll, acc[2 * m], acc[2 * m + 1], 0xee));
+    }
+    // Stage 2: y[n], 128-bit lane k = key 4n + k, its lanes i + (i+4).
+    __m512 y[4];
+#pragma GCC unroll 4
+    for (int n = 0; n < 4; ++n) {
+      y[n] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x[2 * n], x[2 * n + 1], 0x88),
+                           _mm512_maskz_shuffle_f32x4(kAll, x[2 * n], x[2 * n + 1], 0xdd));
+    }
+    // Stage 3: z[p], 128-bit lane k = [2 sums of key 8p + k | 2 of key 8p + 4 + k].
+    __m512 z[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512d a = _mm512_castps_pd(y[2 * p]), b = _mm512_castps_pd(y[2 * p + 1]);
+      z[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, a, b)),
+                           _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, a, b)));
+    }
+    // Stage 4: 128-bit lane k = scores of keys k, 4 + k, 8 + k, 12 + k; lane 4k + j = key 4j + k.
+    const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    _mm512_store_ps(out, _mm512_maskz_permutexvar_ps(kAll, order, w));
+  }
 };
 
 }  // namespace
 
 const KernelVariant kAvx512Variant = {&MatMulBF16Avx512, &MatMulF32Avx512,
-                                      &cpu::PagedAttentionHead<Avx512PagedSimd>, &cpu::GeGluTanhAvx512};
+                                      &cpu::PagedAttentionTile<Avx512PagedSimd>, &cpu::GeGluTanhAvx512,
+                                      &cpu::SoftmaxExp<Avx512PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX-512: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx512Variant = {nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx512Variant = {nullptr, nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

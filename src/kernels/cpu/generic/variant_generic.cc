@@ -11,7 +11,8 @@
 #include <cstring>
 #include <cstdint>
 
-#include "kernels/cpu/paged_attention_head.h"
+#include "kernels/cpu/gelu_tanh.h"
+#include "kernels/cpu/paged_attention_tile.h"
 #include "kernels/cpu/tiled_matmul.h"
 #include "kernels/ref/ref.h"
 #include "kernels/variants.h"
@@ -85,18 +86,30 @@ void MatMulF32Generic(const float* x, int64_t m, int64_t k, const float* w, int6
   cpu::TiledMatMul<GenericKernel>(x, m, k, w, n_begin, n_end, y, ldy);
 }
 
-// Paged attention lanes (kernels/cpu/paged_attention_head.h): 8 independent f32 partial sums.
+// Paged attention lanes (kernels/cpu/paged_attention_tile.h): 8 independent f32 lanes.
 struct GenericPagedSimd {
   static constexpr int kLanes = ember::kernels::kLanes;
+  static constexpr int kValueRows = 2;
+  static constexpr int kValueVecs = 2;
   struct Vec {
     float v[kLanes];
   };
+  template <class Op>
+  static Vec Map(const Vec& a, const Vec& b, Op op) {
+    Vec r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = op(a.v[l], b.v[l]);
+    return r;
+  }
   static Vec Zero() { return Vec{}; }
   static Vec Set1(float x) {
     Vec r;
     for (int l = 0; l < kLanes; ++l) r.v[l] = x;
     return r;
   }
+  static Vec Add(const Vec& a, const Vec& b) { return Map(a, b, [](float x, float y) { return x + y; }); }
+  static Vec Sub(const Vec& a, const Vec& b) { return Map(a, b, [](float x, float y) { return x - y; }); }
+  static Vec Mul(const Vec& a, const Vec& b) { return Map(a, b, [](float x, float y) { return x * y; }); }
+  static Vec Max(const Vec& a, const Vec& b) { return Map(a, b, [](float x, float y) { return x > y ? x : y; }); }
   static Vec Fma(const Vec& a, const Vec& b, const Vec& c) {
     Vec r;
     for (int l = 0; l < kLanes; ++l) r.v[l] = a.v[l] * b.v[l] + c.v[l];
@@ -108,9 +121,8 @@ struct GenericPagedSimd {
     for (int64_t l = 0; l < n; ++l) r.v[l] = p[l];
     return r;
   }
-  static void Store(float* p, const Vec& x) { StoreTail(p, x, kLanes); }
-  static void StoreTail(float* p, const Vec& x, int64_t n) {
-    for (int64_t l = 0; l < n; ++l) p[l] = x.v[l];
+  static void Store(float* p, const Vec& x) {
+    for (int64_t l = 0; l < kLanes; ++l) p[l] = x.v[l];
   }
   template <DType T>
   static Vec Load(const uint8_t* p) { return LoadTail<T>(p, kLanes); }
@@ -130,12 +142,50 @@ struct GenericPagedSimd {
     }
     return r;
   }
+  // e^x for x <= 0, the range reduction and polynomial of kernels/cpu/gelu_tanh.h lane by lane
+  // (without FMA: each multiply and add rounds); n = round(x / ln 2) by the 1.5 * 2^23 trick.
+  static float Exp1(float x) {
+    if (!(x >= cpu::kExpMin)) return x != x ? x : 0.0f;
+    constexpr float kRound = 12582912.0f;
+    const float n = (x * cpu::kLog2e + kRound) - kRound;
+    const float r = (x - n * cpu::kLn2Hi) - n * cpu::kLn2Lo;
+    float p = cpu::kExpC[5];
+    for (int i = 4; i >= 0; --i) p = p * r + cpu::kExpC[i];
+    const float e_r = p * (r * r) + (r + 1.0f);
+    return e_r * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  }
+  static Vec Exp(const Vec& x) {
+    Vec r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = Exp1(x.v[l]);
+    return r;
+  }
+  static Vec KeepLanes(const Vec& x, int64_t lo, int64_t hi, float fill) {
+    Vec r;
+    for (int l = 0; l < kLanes; ++l) r.v[l] = l >= lo && l <= hi ? x.v[l] : fill;
+    return r;
+  }
+  static float ReduceMax(const Vec& x) {
+    float m = x.v[0];
+    for (int l = 1; l < kLanes; ++l) m = x.v[l] > m ? x.v[l] : m;
+    return m;
+  }
   static float Sum(const Vec& x) { return HorizontalSum(x.v); }
+  // Each of the 16 scores: 8 lane sums over head_dim (the tail zero-padded), then HorizontalSum.
+  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
+    const int64_t full = d / kLanes * kLanes;
+    for (int64_t k = 0; k < kPagedChunkKeys; ++k) {
+      Vec acc{};
+      for (int64_t e = 0; e < full; e += kLanes) acc = Fma(LoadF32(q + e), LoadF32(keys + k * stride + e), acc);
+      if (full < d) acc = Fma(LoadF32Tail(q + full, d - full), LoadF32(keys + k * stride + full), acc);
+      out[k] = Sum(acc);
+    }
+  }
 };
 
 }  // namespace
 
 const KernelVariant kGenericVariant = {&MatMulBF16Generic, &MatMulF32Generic,
-                                       &cpu::PagedAttentionHead<GenericPagedSimd>, &ref::GeGluTanh};
+                                       &cpu::PagedAttentionTile<GenericPagedSimd>, &ref::GeGluTanh,
+                                       &cpu::SoftmaxExp<GenericPagedSimd>};
 
 }  // namespace ember::kernels
