@@ -244,10 +244,12 @@ void PagedAttention(const float* q, int64_t num_tokens, const PagedBatch& batch,
   const int64_t partial_floats = kPagedMaxTileQueries * stride + 2 * RoundUp(kPagedMaxTileQueries);
   thread_local std::vector<float> tl_partials;
   std::vector<float>& partials = tl_partials;
-  // Sized for as many segments as the block tables (or the window) can hold, so it grows only
-  // when a step's tables are wider than any before, not as each context grows.
+  // Sized for as many segments as a tile's keys can touch given the block tables (or the window
+  // plus a tile's rows), so it grows only when a step's tables are wider than any before, not as
+  // each context grows.
   const int64_t table_keys = batch.max_blocks_per_req * kv.block_size;
-  const int64_t most_keys = shape.window > 0 ? std::min<int64_t>(shape.window, table_keys) : table_keys;
+  const int64_t most_keys =
+      shape.window > 0 ? std::min<int64_t>(shape.window + kPagedMaxTileQueries - 1, table_keys) : table_keys;
   const int64_t most_segments = (most_keys + kPagedSegmentKeys - 1) / kPagedSegmentKeys + 1;
   const size_t partials_size = static_cast<size_t>(partial_floats * num_tiles * most_segments + kAlign);
   const int64_t num_items = item_begin[num_tiles];

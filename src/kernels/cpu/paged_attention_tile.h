@@ -14,10 +14,10 @@
 //   Vec Exp(Vec x)       // e^x for x <= 0; exactly 0 below kExpMin (so for -inf), 1 at 0, NaN stays NaN
 //   Vec KeepLanes(Vec x, int64_t lo, int64_t hi, float fill)  // lanes l in [lo, hi] keep x, others fill
 //   float ReduceMax(Vec); float Sum(Vec)                     // Sum: a fixed reduction tree
-//   void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out)
-//       out[j] = q . keys[j * stride ..] for j < kPagedChunkKeys, each as one kLanes-wide FMA
-//       chain over head_dim (masked tail) reduced by the fixed tree of Sum: the score of a
-//       (query, key) pair does not depend on the other keys of the chunk
+//   static constexpr int kScoreKeys; void ReduceScores(const Vec* acc, float* out)
+//       out[j] = Sum(acc[j]) for j < kScoreKeys (a divisor of kPagedChunkKeys), all at once
+//       (a transpose-and-add whose stages add the lane pairs Sum's tree adds, so each result
+//       is the bits Sum(acc[j]) gives: a score never depends on the other keys of the chunk)
 //
 // Per tile and segment: the keys the tile's queries see are walked chunk by chunk (chunks of
 // kPagedChunkKeys aligned to position 0). Each chunk's K and V rows are widened to f32 once into
@@ -91,6 +91,34 @@ void WidenChunk(const PagedKvView& kv, const PagedTileTask& t, int64_t chunk, in
         value_scales[position - chunk] = kv.value_scales[row];
       }
     }
+  }
+}
+
+// scores[j] = q . keys[j * stride ..] for the chunk's kPagedChunkKeys keys: per key one
+// kLanes-wide FMA chain over head_dim (the q tail masked, the key rows zero past head_dim), then
+// the variant's reduction, kScoreKeys keys at a time.
+template <class S>
+void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* scores) {
+  using Vec = typename S::Vec;
+  constexpr int64_t kLanes = S::kLanes;
+  constexpr int kKeys = S::kScoreKeys;
+  const int64_t full = d / kLanes * kLanes;
+  for (int64_t k0 = 0; k0 < kPagedChunkKeys; k0 += kKeys) {
+    const float* k = keys + k0 * stride;
+    Vec acc[kKeys];
+#pragma GCC unroll 16
+    for (int j = 0; j < kKeys; ++j) acc[j] = S::Zero();
+    for (int64_t e = 0; e < full; e += kLanes) {
+      const Vec qv = S::LoadF32(q + e);
+#pragma GCC unroll 16
+      for (int j = 0; j < kKeys; ++j) acc[j] = S::Fma(qv, S::LoadF32(k + j * stride + e), acc[j]);
+    }
+    if (full < d) {
+      const Vec qv = S::LoadF32Tail(q + full, d - full);
+#pragma GCC unroll 16
+      for (int j = 0; j < kKeys; ++j) acc[j] = S::Fma(qv, S::LoadF32(k + j * stride + full), acc[j]);
+    }
+    S::ReduceScores(acc, scores + k0);
   }
 }
 
@@ -204,7 +232,7 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
       const int64_t hi = (last[i] < chunk_last ? last[i] : chunk_last) - chunk;
       const float* q = t.q + (i / t.num_heads) * t.q_row_stride + (i % t.num_heads) * d;
       float* scores = t.weights + i * kChunk;
-      S::ChunkScores(q, t.key_buf, t.stride, d, scores);
+      ChunkScores<S>(q, t.key_buf, t.stride, d, scores);
       Vec chunk_max = S::Set1(-INFINITY);
       for (int v = 0; v < kVecs; ++v) {
         Vec s = S::LoadF32(scores + v * kLanes);

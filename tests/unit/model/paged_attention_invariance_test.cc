@@ -13,7 +13,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -164,24 +163,32 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
       }
     }
     // Chunked prefills (tiles start at other offsets), the chunk batched with other sequences.
-    for (const auto& [chunk, threads] : {std::pair<int64_t, int>{1, 2}, {7, 1}, {100, 3}}) {
-      {
-        std::vector<float> rows;
-        for (int64_t begin = 0; begin < n; begin += chunk) {
-          const int64_t end = std::min(n, begin + chunk);
-          std::vector<Part> parts = {{0, begin, end}};
-          // Other requests before and after it: a decode of sequence 1 and a prefill chunk of 2.
-          if (shape_.seq_lens.size() > 2) {
-            parts.insert(parts.begin(), Part{1, shape_.seq_lens[1] - 1, shape_.seq_lens[1]});
-            parts.push_back(Part{2, 0, std::min<int64_t>(shape_.seq_lens[2], 5 + begin % 23)});
-          }
-          const auto out = Run(parts, threads);
-          const std::vector<float>& mine = out[shape_.seq_lens.size() > 2 ? 1 : 0];
-          rows.insert(rows.end(), mine.begin(), mine.end());
+    // Chunked prefills (tiles start at other offsets), batched with other sequences or alone;
+    // the lone chunks of 8 after a first chunk of 6 are the few-tiles path with multi-row tiles
+    // (with a 512-key window, a tile at positions 766-773 spans four segments).
+    struct Plan {
+      int64_t first, chunk;
+      int threads;
+      bool batched;
+    };
+    for (const Plan& plan : {Plan{1, 1, 2, true}, Plan{7, 7, 1, true}, Plan{100, 100, 3, true}, Plan{6, 8, 2, false}}) {
+      std::vector<float> rows;
+      for (int64_t begin = 0; begin < n; begin += begin == 0 ? plan.first : plan.chunk) {
+        const int64_t end = std::min(n, begin + (begin == 0 ? plan.first : plan.chunk));
+        std::vector<Part> parts = {{0, begin, end}};
+        // Other requests before and after it: a decode of sequence 1 and a prefill chunk of 2.
+        const bool batched = plan.batched && shape_.seq_lens.size() > 2;
+        if (batched) {
+          parts.insert(parts.begin(), Part{1, shape_.seq_lens[1] - 1, shape_.seq_lens[1]});
+          parts.push_back(Part{2, 0, std::min<int64_t>(shape_.seq_lens[2], 5 + begin % 23)});
         }
-        ASSERT_EQ(std::memcmp(rows.data(), whole.data(), rows.size() * sizeof(float)), 0)
-            << "chunks of " << chunk << ", " << threads << " threads differ from one prefill call";
+        const auto out = Run(parts, plan.threads);
+        const std::vector<float>& mine = out[batched ? 1 : 0];
+        rows.insert(rows.end(), mine.begin(), mine.end());
       }
+      ASSERT_EQ(std::memcmp(rows.data(), whole.data(), rows.size() * sizeof(float)), 0)
+          << "chunks of " << plan.first << " then " << plan.chunk << (plan.batched ? " batched, " : " alone, ")
+          << plan.threads << " threads differ from one prefill call";
     }
     // Decode of the probed positions in a batch with many other requests (enough tiles that no
     // segment split happens), against the same alone (where a long context splits).
@@ -225,8 +232,9 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
 // SmolLM2's attention (9 query heads over 3 KV heads, head_dim 64), past two segments.
 TEST_P(PagedAttentionInvarianceTest, GqaFullAttention) { RunOnEveryVariant({9, 3, 64, 16, -1, {600, 300, 40}}, 11); }
 
-// Gemma 3's sliding layers (4 heads over 1 KV head, head_dim 256), a window across segments.
-TEST_P(PagedAttentionInvarianceTest, SlidingWindowHeadDim256) { RunOnEveryVariant({4, 1, 256, 16, 300, {560, 90, 20}}, 12); }
+// Gemma 3's sliding layers (4 heads over 1 KV head, head_dim 256, a 512-key window across
+// segments).
+TEST_P(PagedAttentionInvarianceTest, SlidingWindowHeadDim256) { RunOnEveryVariant({4, 1, 256, 16, 512, {800, 90, 20}}, 12); }
 
 // Odd shapes: head_dim not a lane multiple, blocks of 5 (chunks span blocks), a window of 20
 // (chunk-unaligned edges), 5 query heads per KV head (tiles of 6 positions).

@@ -258,45 +258,28 @@ struct Avx2PagedSimd {
   }
   static float Sum(Vec x) { return HorizontalSum(x); }
 
-  // 16 dot products in two halves of 8, each one FMA chain over head_dim in 8-lane steps (the
-  // tail masked), then the tree of HorizontalSum (lane i + lane i+4, then +2, +1) for 8 keys at
-  // once by a transpose-and-add, so each score is the bits HorizontalSum(its accumulator) gives.
-  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
-    const int64_t full = d / kLanes * kLanes;
-    for (int half = 0; half < 2; ++half) {
-      const float* k0 = keys + half * 8 * stride;
-      __m256 acc[8];
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
-      for (int64_t e = 0; e < full; e += kLanes) {
-        const __m256 qv = _mm256_loadu_ps(q + e);
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + k * stride + e), acc[k]);
-      }
-      if (full < d) {  // the key rows are zero past head_dim
-        const __m256 qv = LoadF32Tail(q + full, d - full);
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(qv, _mm256_load_ps(k0 + k * stride + full), acc[k]);
-      }
-      // Stage 1: x[m] = [4 sums of key 2m | 4 of key 2m+1], lanes i + (i+4).
-      __m256 x[4];
+  // The tree of HorizontalSum (lane i + lane i+4, then +2, +1) for 8 accumulators at once: each
+  // stage adds the same lane pairs of every key as HorizontalSum would of that key alone.
+  static constexpr int kScoreKeys = 8;
+  static void ReduceScores(const Vec* acc, float* out) {
+    // Stage 1: x[m] = [4 sums of key 2m | 4 of key 2m+1], lanes i + (i+4).
+    __m256 x[4];
 #pragma GCC unroll 4
-      for (int m = 0; m < 4; ++m) {
-        x[m] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x20),
-                             _mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x31));
-      }
-      // Stage 2: y[n], 128-bit lane k = [2 sums of key 4n + k | 2 of key 4n + 2 + k].
-      __m256 y[2];
-#pragma GCC unroll 2
-      for (int n = 0; n < 2; ++n) {
-        const __m256d a = _mm256_castps_pd(x[2 * n]), b = _mm256_castps_pd(x[2 * n + 1]);
-        y[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-      }
-      // Stage 3: 128-bit lane k = scores of keys k, 2 + k, 4 + k, 6 + k; lane 4k + j = key 2j + k.
-      const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                     _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
-      _mm256_store_ps(out + half * 8, _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int m = 0; m < 4; ++m) {
+      x[m] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x20),
+                           _mm256_permute2f128_ps(acc[2 * m], acc[2 * m + 1], 0x31));
     }
+    // Stage 2: y[n], 128-bit lane k = [2 sums of key 4n + k | 2 of key 4n + 2 + k].
+    __m256 y[2];
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      const __m256d a = _mm256_castps_pd(x[2 * n]), b = _mm256_castps_pd(x[2 * n + 1]);
+      y[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    // Stage 3: 128-bit lane k = scores of keys k, 2 + k, 4 + k, 6 + k; lane 4k + j = key 2j + k.
+    const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_store_ps(out, _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
 };
 

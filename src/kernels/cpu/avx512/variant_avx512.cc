@@ -265,25 +265,10 @@ struct Avx512PagedSimd {
   }
   static float Sum(Vec x) { return HorizontalSum(x); }
 
-  // 16 dot products, each one FMA chain over head_dim in 16-lane steps (the tail masked), then
-  // the tree of HorizontalSum (lane i + lane i+8, then +4, +2, +1) done for all 16 at once by a
-  // transpose-and-add: each stage adds the same lane pairs of every key as HorizontalSum would
-  // of that key alone, so each score is the bits HorizontalSum(its accumulator) gives.
-  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
-    const int64_t full = d / kLanes * kLanes;
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int k = 0; k < 16; ++k) acc[k] = _mm512_setzero_ps();
-    for (int64_t e = 0; e < full; e += kLanes) {
-      const __m512 qv = _mm512_loadu_ps(q + e);
-#pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(qv, _mm512_load_ps(keys + k * stride + e), acc[k]);
-    }
-    if (full < d) {  // the key rows are zero past head_dim
-      const __m512 qv = LoadF32Tail(q + full, d - full);
-#pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(qv, _mm512_load_ps(keys + k * stride + full), acc[k]);
-    }
+  // The tree of HorizontalSum (lane i + lane i+8, then +4, +2, +1) for 16 accumulators at once:
+  // each stage adds the same lane pairs of every key as HorizontalSum would of that key alone.
+  static constexpr int kScoreKeys = 16;
+  static void ReduceScores(const Vec* acc, float* out) {
     // Stage 1: x[m] = [lanes 0-7 of key 2m | of key 2m+1], lane i the sum of lanes i and i+8.
     __m512 x[8];
 #pragma GCC unroll 8

@@ -170,16 +170,9 @@ struct GenericPagedSimd {
     return m;
   }
   static float Sum(const Vec& x) { return HorizontalSum(x.v); }
-  // Each of the 16 scores: 8 lane sums over head_dim (the tail zero-padded), then HorizontalSum.
-  static void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* out) {
-    const int64_t full = d / kLanes * kLanes;
-    for (int64_t k = 0; k < kPagedChunkKeys; ++k) {
-      Vec acc{};
-      for (int64_t e = 0; e < full; e += kLanes) acc = Fma(LoadF32(q + e), LoadF32(keys + k * stride + e), acc);
-      if (full < d) acc = Fma(LoadF32Tail(q + full, d - full), LoadF32(keys + k * stride + full), acc);
-      out[k] = Sum(acc);
-    }
-  }
+  // One key at a time: its 8 lane sums through HorizontalSum.
+  static constexpr int kScoreKeys = 1;
+  static void ReduceScores(const Vec* acc, float* out) { out[0] = Sum(acc[0]); }
 };
 
 }  // namespace
