@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
 #include "quant/gguf_packed.h"
+#include "support/isa_level_restorer.h"
 #include "support/model_cache.h"
 #include "support/single_sequence.h"
 
@@ -44,17 +46,11 @@ class AmxPrefillTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no amx level here: " << IsaUnavailableReason(Isa::kAmx);
-    saved_ = std::string(IsaName(ActiveIsa()));
-  }
-  void TearDown() override {
-    if (!saved_.empty()) {
-      ASSERT_TRUE(SelectIsa(saved_).ok());
-    }
-    ThreadPool::SetGlobalThreads(0);
+    restorer_.emplace();
   }
 
  private:
-  std::string saved_;
+  std::optional<test::IsaLevelRestorer> restorer_;
 };
 
 TEST_P(AmxPrefillTest, LogitsEqualTheAvx512Ones) {

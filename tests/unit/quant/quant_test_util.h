@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "quant/gguf_dot.h"
 #include "quant/gguf_matmul.h"
 #include "quant/gguf_packed.h"
+#include "support/isa_level_restorer.h"
 
 namespace ember::quant::test_util {
 
@@ -132,18 +134,12 @@ class LevelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!IsaSupported(kIsa)) GTEST_SKIP() << "no " << IsaName(kIsa) << " level here: " << IsaUnavailableReason(kIsa);
-    saved_ = std::string(IsaName(ActiveIsa()));
+    restorer_.emplace();
     ASSERT_TRUE(SelectIsa(IsaName(kIsa)).ok());
-  }
-  void TearDown() override {
-    if (!saved_.empty()) {
-      ASSERT_TRUE(SelectIsa(saved_).ok());
-    }
-    ThreadPool::SetGlobalThreads(0);
   }
 
  private:
-  std::string saved_;
+  std::optional<test::IsaLevelRestorer> restorer_;
 };
 
 // m rows of RandomActivations, row after row.
