@@ -1,11 +1,13 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/logging.h"
 #include "engine/token_stop.h"
 
 namespace ember {
@@ -174,6 +176,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
   if (candidates.empty()) {
     if (base_emitted > 0) guard_.Planned(base_emitted, false);
+    if (base_emitted > 0) EMBER_LOG_DEBUG("spec plan: {} decodes, none with drafts, allowed {}", base_emitted, allowed);
     return;
   }
   std::vector<int32_t> plan;
@@ -183,13 +186,16 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     plan = PlanSpeculation({.candidates = candidates,
                             .base_tokens = base_tokens,
                             .base_emitted = base_emitted,
-                            .propose_seconds = propose_seconds_,
+                            .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
+                            .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
                             .cost = &config_.step_cost,
                             .engine = &engine_acceptance_});
   } else {
     for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
   }
   guard_.Planned(base_emitted, std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; }));
+  EMBER_LOG_DEBUG("spec plan: {} decodes, {} with drafts, allowed {}, verifies {} tokens, proposer {:.2f} ms", base_emitted,
+                  candidates.size(), allowed, std::accumulate(plan.begin(), plan.end(), int64_t{0}), propose_seconds_ * 1e3);
   for (size_t i = 0; i < decodes.size(); ++i) {
     decodes[i]->set_num_spec_tokens(plan[i]);
     decodes[i]->set_last_spec_plan(plan[i]);
@@ -203,7 +209,8 @@ int32_t Scheduler::TokensToPropose(const Request& req) const {
   if (config_.adaptive_speculation) {
     // A proposer costing over 2% of a plain step is worth stopping when nothing is verified.
     const int64_t decodes = std::max<int64_t>(1, guard_step_.num_decodes);
-    const bool costly = propose_seconds_ > 0.02 * config_.step_cost.Seconds(decodes);
+    const double per_step = propose_seconds_ * (config_.propose_cost_per_position ? config_.num_speculative_tokens : 1);
+    const bool costly = per_step > 0.02 * config_.step_cost.Seconds(decodes);
     if (!guard_.WantsDrafts(decodes, costly)) return 0;
   }
   const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
@@ -367,9 +374,12 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
   constexpr double kProposeDecay = 0.9;
   // The proposer's per-step cost when it drafts (a step that drafted nothing says nothing about
   // it), without one-off catch-ups.
-  if (output.propose_seconds > 0.0) {
-    const double per_step = output.propose_seconds - output.propose_catch_up_seconds;
-    propose_seconds_ = propose_seconds_ == 0.0 ? per_step : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * per_step;
+  size_t longest_draft = 0;
+  for (const std::vector<int32_t>& d : output.draft_token_ids) longest_draft = std::max(longest_draft, d.size());
+  if (output.propose_seconds > 0.0 && (longest_draft > 0 || !config_.propose_cost_per_position)) {
+    double cost = output.propose_seconds - output.propose_catch_up_seconds;
+    if (config_.propose_cost_per_position) cost /= static_cast<double>(longest_draft);
+    propose_seconds_ = propose_seconds_ == 0.0 ? cost : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * cost;
   }
   if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
       scheduled.total_num_scheduled_tokens > 0) {

@@ -51,6 +51,9 @@ struct SchedulerConfig {
   // then); off: verify as many as the draft holds, up to the ceiling.
   bool adaptive_speculation = true;
   StepCostModel step_cost;
+  // The proposer's time grows with the draft length (spec::Proposer::cost_grows_with_draft_length:
+  // a draft model): adaptive speculation prices it per draft position, not per step.
+  bool propose_cost_per_position = false;
 
   Status Validate() const;
 };
@@ -149,7 +152,9 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   AcceptanceStats engine_acceptance_;  // every request's drafts, verified or not
   SpecDecodeCounters spec_counters_;
-  double propose_seconds_ = 0.0;       // moving average of the proposer's cost per step
+  // Moving average of the proposer's cost per step, or per position of the longest draft where
+  // config_.propose_cost_per_position.
+  double propose_seconds_ = 0.0;
   SpeculationGuard guard_;             // adaptive only: off where speculation realised less
   // What the guard needs to judge the step in flight (set by Schedule, read by UpdateFromOutput).
   struct GuardStep {

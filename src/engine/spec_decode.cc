@@ -138,9 +138,13 @@ std::vector<int32_t> PlanSpeculation(const SpecPlanInput& in) {
   double best_rate = base_rate * kMinGain;
   size_t best_m = 0;
   double emitted = static_cast<double>(in.base_emitted);
+  std::vector<int32_t> taken(in.candidates.size(), 0);
+  int32_t longest = 0;
   for (size_t m = 1; m <= gains.size(); ++m) {
     emitted += gains[m - 1].expected;
-    const double seconds = in.cost->Seconds(in.base_tokens + static_cast<int64_t>(m)) + in.propose_seconds;
+    longest = std::max(longest, ++taken[gains[m - 1].candidate]);
+    const double seconds = in.cost->Seconds(in.base_tokens + static_cast<int64_t>(m)) + in.propose_seconds +
+                           in.propose_seconds_per_position * longest;
     const double rate = emitted / seconds;
     if (rate > best_rate) {
       best_rate = rate;

@@ -113,6 +113,9 @@ struct SpecPlanInput {
   int64_t base_tokens = 0;         // tokens the step computes without speculation
   int64_t base_emitted = 0;        // tokens it emits without speculation (one per decode)
   double propose_seconds = 0.0;    // the proposer's cost per step, paid when anyone speculates
+  // The proposer's cost per position of the longest verified draft (a drafter model's forward per
+  // draft token), paid on top: drafting m tokens for the next step costs m of them.
+  double propose_seconds_per_position = 0.0;
   const StepCostModel* cost = nullptr;
   const AcceptanceStats* engine = nullptr;
 };

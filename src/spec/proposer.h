@@ -107,6 +107,12 @@ class Proposer {
   // conclude drafting never pays, and stop drafting, and so never learn otherwise).
   virtual double last_catch_up_seconds() const { return 0.0; }
 
+  // The proposer's time grows with the draft's length: a drafter model runs one forward per draft
+  // position, so a 2-token draft costs about 2/5 of a 5-token one. Adaptive speculation then
+  // charges the drafting per position of the longest draft it verifies rather than per step; a
+  // lookup or a block drafter (one pass for the whole block) costs about the same at any length.
+  virtual bool cost_grows_with_draft_length() const { return false; }
+
   // The step that verified `req`'s previous draft kept `num_accepted` of its `num_drafted` tokens.
   virtual void OnVerified(RequestId req, int32_t num_drafted, int32_t num_accepted) {
     (void)req, (void)num_drafted, (void)num_accepted;
