@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "quant/block_scaled_packed.h"
 #include "quant/grouped_block_scaled_matmul.h"
 
 namespace ember {
@@ -42,6 +43,19 @@ ExpertWeights ExpertWeights::BlockScaled(int64_t rows, int64_t cols,
     }
     EMBER_CHECK(covered == rows, "expert parts cover {} of {} rows", covered, rows);
   }
+  // FP4 parts get packed copies where the active variant has a packed GEMM (each part its own,
+  // so a gate / up half need not start at a 16-row group of the whole tensor).
+  auto packed = std::make_shared<std::vector<std::shared_ptr<const uint8_t>>>();
+  for (auto& expert : parts) {
+    for (quant::BlockScaledMatrix& m : expert) {
+      quant::PackedBuffer copy = quant::MaybePackBlockScaledMatrix(m);
+      if (copy == nullptr) continue;
+      m.packed = copy.get();
+      w.repacked_bytes_ += quant::PackedFp4Bytes(m.format, m.rows, m.cols);
+      packed->push_back(std::shared_ptr<const uint8_t>(copy.release(), quant::AlignedFree()));
+    }
+  }
+  if (!packed->empty()) w.packed_owner_ = std::move(packed);
   w.parts_ = std::move(parts);
   w.owner_ = std::move(owner);
   return w;

@@ -41,6 +41,8 @@ class ExpertWeights {
   std::optional<quant::WeightFormat> format() const;
   // Bytes a pass over every expert reads (codes + scales, or the dense tensor).
   int64_t bytes() const { return bytes_; }
+  // Bytes of the load-time packed copies of the FP4 parts (quant/block_scaled_packed.h; 0 without).
+  int64_t repacked_bytes() const { return repacked_bytes_; }
   const std::vector<quant::BlockScaledMatrix>& parts(int64_t expert) const { return parts_[expert]; }
 
   // y [n, rows] = x [n, cols] · W_expert^T. Row i of y depends only on row i of x.
@@ -61,10 +63,11 @@ class ExpertWeights {
   void DequantizeRow(int64_t expert, int64_t row, float* out) const;
 
  private:
-  int64_t num_experts_ = 0, rows_ = 0, cols_ = 0, bytes_ = 0;
+  int64_t num_experts_ = 0, rows_ = 0, cols_ = 0, bytes_ = 0, repacked_bytes_ = 0;
   TensorView dense_;
   std::vector<std::vector<quant::BlockScaledMatrix>> parts_;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const std::vector<std::shared_ptr<const uint8_t>>> packed_owner_;
 };
 
 }  // namespace ember

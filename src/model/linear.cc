@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "kernels/matmul.h"
+#include "quant/block_scaled_packed.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_packed.h"
 #include "quant/gguf_type_kernels.h"
@@ -50,6 +51,11 @@ Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_p
   linear.read_row_ = &ReadBlockScaledRow;
   linear.block_ = weight;
   linear.owner_ = std::move(owner);
+  if (quant::PackedBuffer packed = quant::MaybePackBlockScaledMatrix(weight); packed != nullptr) {
+    linear.block_.packed = packed.get();
+    linear.repacked_bytes_ = quant::PackedFp4Bytes(weight.format, weight.rows, weight.cols);
+    linear.packed_owner_ = std::shared_ptr<const uint8_t>(packed.release(), quant::AlignedFree());
+  }
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
   linear.bytes_ = weight.PackedBytes();

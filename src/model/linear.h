@@ -28,6 +28,8 @@ class Linear {
   // on an AVX-512 host also get a repacked copy (quant/gguf_packed.h), owned here.
   static Linear Quantized(const quant::QuantMatrix& weight);
   // A block-scaled matrix (must pass ValidateBlockScaledMatrix); `owner` keeps its bytes alive.
+  // MXFP4 / NVFP4 matrices get a repacked copy for the packed GEMM where the active variant has
+  // one (quant/block_scaled_packed.h), owned here.
   static Linear BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_ptr<const void> owner);
 
   bool empty() const { return out_features_ == 0; }
@@ -60,6 +62,7 @@ class Linear {
   quant::QuantMatrix quant_{};
   quant::BlockScaledMatrix block_{};
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const uint8_t> packed_owner_;  // the block-scaled packed copy, if any
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;

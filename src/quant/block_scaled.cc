@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "quant/block_scaled_packed.h"
 
 namespace ember::quant {
 namespace {
@@ -156,6 +157,10 @@ Expected<BlockScaledMatrix> SliceRows(const BlockScaledMatrix& w, int64_t row_be
     }
     slice.scales = static_cast<const uint8_t*>(w.scales) + row_begin / kFp8ScaleBlock * w.scales_row_stride;
   }
+  // A packed copy serves the slice only from a group boundary on.
+  slice.packed = w.packed != nullptr && row_begin % kPackedGroupRows == 0
+                     ? w.packed + row_begin / kPackedGroupRows * PackedFp4GroupBytes(w.format, w.cols)
+                     : nullptr;
   return slice;
 }
 

@@ -123,6 +123,11 @@ struct BlockScaledMatrix {
   int64_t scales_row_stride = 0;
   float global_scale = 1.0f;  // NVFP4 weight_scale_2; FP8 per-tensor scale; 1 otherwise
   Fp8ScaleKind fp8_scale_kind = Fp8ScaleKind::kPerTensor;
+  // Optional load-time repacked copy of these rows for the packed FP4 GEMM (block_scaled_packed.h:
+  // 16-row groups, group 0 = rows 0..15 of this view), owned by whoever made it (Linear,
+  // ExpertWeights); null: the row dots run. The codes and scales above stay authoritative
+  // (DequantizeRow and the levels without a packed GEMM read them).
+  const uint8_t* packed = nullptr;
 
   // Bytes a full pass over the matrix reads (codes + scales, dense): what GEMV streams.
   int64_t PackedBytes() const;

@@ -26,7 +26,8 @@ ActivationLayout Int8ActivationLayout(int64_t k) {
   l.abs = Align64(l.scale + k / 16 * 4);
   l.flip = Align64(l.abs + k);
   l.lane_scale = Align64(l.flip + k);
-  l.bytes = Align64(l.lane_scale + k / 8 * 4);
+  l.packed = Align64(l.lane_scale + k / 8 * 4);
+  l.bytes = Align64(l.packed + k / 16 * 32);
   return l;
 }
 

@@ -39,8 +39,10 @@ namespace ember::quant {
 //   flip[k]         0x08 where q < 0, in chunk order: XORed into the weight nibble, it moves the
 //                   activation's sign onto the table lookup so the activation can be unsigned
 //   lane_scale[k/8] f32, the scale of each 8-element group (scale[g / 2])
+//   packed[k/16]    32-byte records the packed FP4 GEMM reads (block_scaled_packed.h), written
+//                   only where that GEMM runs (FillPackedActivationRecords), not by the quantizers
 struct ActivationLayout {
-  int64_t q, scale, abs, flip, lane_scale, bytes;
+  int64_t q, scale, abs, flip, lane_scale, packed, bytes;
 };
 ActivationLayout Int8ActivationLayout(int64_t k);
 constexpr int64_t kChunk = 128;  // elements per chunk of the SIMD layout (64 code bytes)
@@ -66,18 +68,30 @@ using Fp8DotFn = void (*)(int64_t k, const uint8_t* codes, const float* block_sc
                           int rows, float* out, const uint8_t* prefetch);
 constexpr int kMaxBlockDotRows = 4;
 
+// Packed FP4 GEMM (block_scaled_packed.h): y[i * ldy + j] for i in [0, m), j in [row_begin,
+// row_end) from the 16-row groups at `packed` (group g = output rows 16g..16g+15 of the matrix) and
+// m prepared activation rows at act + i * act_stride whose packed records are filled; each value
+// bit for bit what the same variant's Fp4DotFn and BlockScaledMatMulRows give it.
+using PackedFp4GemmFn = void (*)(int64_t k, const uint8_t* packed, const uint8_t* act, int64_t act_stride, int64_t m,
+                                 float global_scale, int64_t row_begin, int64_t row_end, float* y, int64_t ldy);
+
 // One ISA variant: the FP4 dot of each FP4 format (indexed by WeightFormat; null for FP8, whose
 // rows are f32, WeightFormatTraits::int8_activations) and the FP8 dot.
 struct BlockDotVariant {
-  constexpr BlockDotVariant(std::initializer_list<std::pair<WeightFormat, Fp4DotFn>> fp4_dots, Fp8DotFn fp8_dot)
+  constexpr BlockDotVariant(std::initializer_list<std::pair<WeightFormat, Fp4DotFn>> fp4_dots, Fp8DotFn fp8_dot,
+                            std::initializer_list<std::pair<WeightFormat, PackedFp4GemmFn>> packed_gemms = {})
       : fp8(fp8_dot) {
     for (const auto& [format, dot] : fp4_dots) fp4_[static_cast<int>(format)] = dot;
+    for (const auto& [format, gemm] : packed_gemms) packed_[static_cast<int>(format)] = gemm;
   }
   Fp4DotFn Fp4For(WeightFormat format) const { return fp4_[static_cast<int>(format)]; }
+  // The packed GEMM for `format`, or null (the level has none: the row dots run).
+  PackedFp4GemmFn PackedFor(WeightFormat format) const { return packed_[static_cast<int>(format)]; }
   Fp8DotFn fp8;
 
  private:
   std::array<Fp4DotFn, kWeightFormatCount> fp4_{};
+  std::array<PackedFp4GemmFn, kWeightFormatCount> packed_{};
 };
 
 // The variants per ISA level (block_scaled_dot_variants.h), registered with core/isa.h.

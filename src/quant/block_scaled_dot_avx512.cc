@@ -256,6 +256,8 @@ void QuantizeActivationInt8Avx512(const float* x, int64_t k, uint8_t* out) {
 }
 
 constinit const BlockDotVariant kBlockDotAvx512 = {
-    {{WeightFormat::kMxfp4, Fp4Dot<false>}, {WeightFormat::kNvfp4, Fp4Dot<true>}}, Fp8Dot};
+    {{WeightFormat::kMxfp4, Fp4Dot<false>}, {WeightFormat::kNvfp4, Fp4Dot<true>}},
+    Fp8Dot,
+    {{WeightFormat::kMxfp4, PackedMxfp4GemmAvx512}, {WeightFormat::kNvfp4, PackedNvfp4GemmAvx512}}};
 
 }  // namespace ember::quant

@@ -20,6 +20,12 @@ extern const BlockDotVariant kBlockDotAvx512;   // block_scaled_dot_avx512.cc
 void QuantizeActivationInt8Portable(const float* x, int64_t k, uint8_t* out);
 void QuantizeActivationInt8Avx512(const float* x, int64_t k, uint8_t* out);
 
+// The packed FP4 GEMMs (block_scaled_packed_avx512.cc), listed by kBlockDotAvx512.
+void PackedMxfp4GemmAvx512(int64_t k, const uint8_t* packed, const uint8_t* act, int64_t act_stride, int64_t m,
+                           float global_scale, int64_t row_begin, int64_t row_end, float* y, int64_t ldy);
+void PackedNvfp4GemmAvx512(int64_t k, const uint8_t* packed, const uint8_t* act, int64_t act_stride, int64_t m,
+                           float global_scale, int64_t row_begin, int64_t row_end, float* y, int64_t ldy);
+
 namespace ref {
 // sum over elements [k0, k1) of one FP4 weight row of k elements (k0, k1 multiples of 16) against the
 // natural-order int8 activations of `act`: per 16 elements the exact integer sum of

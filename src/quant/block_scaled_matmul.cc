@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "quant/block_scaled_dot.h"
+#include "quant/block_scaled_packed.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
@@ -19,16 +20,29 @@ int64_t PreparedActivationRowBytes(WeightFormat format, int64_t k) {
   return FormatTraits(format).int8_activations ? Int8ActivationLayout(k).bytes : 0;
 }
 
-void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out) {
+bool UsesPackedGemm(const BlockScaledMatrix& w, int64_t m) {
+  return w.packed != nullptr && m >= kPackedMinRows && ActiveBlockDotVariant().PackedFor(w.format) != nullptr;
+}
+
+void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out,
+                        bool packed_records) {
   const int64_t row_bytes = PreparedActivationRowBytes(format, k);
   if (row_bytes == 0) return;
-  for (int64_t i = 0; i < m; ++i) QuantizeActivationInt8(x + i * k, k, out + i * row_bytes);
+  for (int64_t i = 0; i < m; ++i) {
+    QuantizeActivationInt8(x + i * k, k, out + i * row_bytes);
+    if (packed_records) FillPackedActivationRecords(k, out + i * row_bytes);
+  }
 }
 
 void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uint8_t* act, int64_t m,
                            int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
   const int64_t k = w.cols;
   const BlockDotVariant& variant = ActiveBlockDotVariant();
+  if (UsesPackedGemm(w, m)) {
+    variant.PackedFor(w.format)(k, w.packed, act, PreparedActivationRowBytes(w.format, k), m, w.global_scale,
+                                row_begin, row_end, y, ldy);
+    return;
+  }
   const bool fp8 = !FormatTraits(w.format).int8_activations;
   const Fp4DotFn fp4_dot = variant.Fp4For(w.format);
   const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
@@ -79,6 +93,7 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
   const int64_t n = w.rows;
   ThreadPool& pool = ThreadPool::Global();
 
+  const bool packed = UsesPackedGemm(w, m);
   // FP4: int8 activation rows, quantized once per call (reused buffer: decode makes many calls).
   const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
   thread_local std::vector<uint8_t> activation_buffer;
@@ -89,12 +104,25 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
     pool.ParallelFor(
         m,
         [&](int64_t begin, int64_t end) {
-          PrepareActivations(w.format, x + begin * k, end - begin, k, act + begin * act_bytes);
+          PrepareActivations(w.format, x + begin * k, end - begin, k, act + begin * act_bytes, packed);
         },
         std::max<int64_t>(1, kMinChunkBytes / (k * 4)));
   }
 
   const int64_t packed_row_bytes = CodesRowBytes(w.format, k) + ScalesRowBytes(w.format, k);
+  if (packed) {
+    // Whole 16-row groups per chunk (a group split between two chunks would be computed twice).
+    const int64_t groups = (n + kPackedGroupRows - 1) / kPackedGroupRows;
+    const int64_t min_groups =
+        std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, packed_row_bytes * kPackedGroupRows * m));
+    pool.ParallelFor(
+        groups,
+        [&](int64_t begin, int64_t end) {
+          BlockScaledMatMulRows(w, x, act, m, begin * kPackedGroupRows, std::min(n, end * kPackedGroupRows), y, n);
+        },
+        min_groups);
+    return;
+  }
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, packed_row_bytes * m));
   pool.ParallelFor(
       n, [&](int64_t begin, int64_t end) { BlockScaledMatMulRows(w, x, act, m, begin, end, y, n); }, min_rows);

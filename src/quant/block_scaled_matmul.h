@@ -14,9 +14,16 @@ namespace ember::quant {
 // (block_scaled_dot.h) for FP4, 0 for FP8 (whose kernels read the f32 rows).
 int64_t PreparedActivationRowBytes(WeightFormat format, int64_t k);
 
+// Whether BlockScaledMatMulRows runs w's m rows on the packed GEMM (block_scaled_packed.h): w has
+// a packed copy, the active variant a packed GEMM for its format, and m >= kPackedMinRows. Its
+// activations must then have their packed records (PrepareActivations' `packed_records`).
+bool UsesPackedGemm(const BlockScaledMatrix& w, int64_t m);
+
 // Prepares m rows of x [m, k] for `format` into `out` (64-byte aligned, m *
-// PreparedActivationRowBytes bytes); nothing for FP8. Single-threaded.
-void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out);
+// PreparedActivationRowBytes bytes), with the packed GEMM's records if `packed_records`; nothing
+// for FP8. Single-threaded.
+void PrepareActivations(WeightFormat format, const float* x, int64_t m, int64_t k, uint8_t* out,
+                        bool packed_records = false);
 
 // y[i * ldy + j] = (x · W^T)[i, j] for i in [0, m), j in [row_begin, row_end), on the calling
 // thread. `act` is PrepareActivations' output for x (ignored for FP8). w must be valid

@@ -7,6 +7,7 @@
 #include "core/thread_pool.h"
 #include "quant/block_scaled_dot.h"
 #include "quant/block_scaled_matmul.h"
+#include "quant/block_scaled_packed.h"
 #include "quant/matmul_tiling.h"
 
 namespace ember::quant {
@@ -46,6 +47,7 @@ struct ActivationRow {
   const float* x;
   int64_t k;
   uint8_t* out;
+  bool packed_records;
 };
 
 struct Scratch {
@@ -101,8 +103,11 @@ void GroupedBlockScaledMatMul(std::span<const BlockScaledGroup> groups) {
       if (act_offset[g] < 0 || (g > 0 && act_offset[g] == act_offset[g - 1])) continue;
       const BlockScaledGroup& group = groups[g];
       const int64_t row_bytes = PreparedActivationRowBytes(group.w.format, group.w.cols);
+      // The groups sharing these rows (consecutive, same x) may differ in having a packed copy.
+      bool packed = false;
+      for (int64_t h = g; h < count && act_offset[h] == act_offset[g]; ++h) packed |= UsesPackedGemm(groups[h].w, groups[h].m);
       for (int64_t i = 0; i < group.m; ++i) {
-        todo.push_back({group.x + i * group.w.cols, group.w.cols, act + act_offset[g] + i * row_bytes});
+        todo.push_back({group.x + i * group.w.cols, group.w.cols, act + act_offset[g] + i * row_bytes, packed});
       }
       floats += group.m * group.w.cols;
     }
@@ -110,7 +115,10 @@ void GroupedBlockScaledMatMul(std::span<const BlockScaledGroup> groups) {
     pool.ParallelFor(
         static_cast<int64_t>(todo.size()),
         [&](int64_t begin, int64_t end) {
-          for (int64_t r = begin; r < end; ++r) QuantizeActivationInt8(todo[r].x, todo[r].k, todo[r].out);
+          for (int64_t r = begin; r < end; ++r) {
+            QuantizeActivationInt8(todo[r].x, todo[r].k, todo[r].out);
+            if (todo[r].packed_records) FillPackedActivationRecords(todo[r].k, todo[r].out);
+          }
         },
         std::max<int64_t>(1, kMinChunkBytes / (average_k * 4)));
   }

@@ -121,6 +121,7 @@ Status MuseSparkModel::LoadWeights() {
   // Byte accounting for memory plans and the decode roofline.
   int64_t total = embed_tokens_.bytes() + lm_head_.bytes();
   int64_t per_token = lm_head_.bytes();
+  int64_t repacked = embed_tokens_.repacked_bytes() + lm_head_.repacked_bytes();
   for (const MuseSparkLayer& layer : layers_) {
     const AttentionWeights& a = layer.attention;
     const MoeWeights& m = layer.moe;
@@ -128,12 +129,17 @@ Status MuseSparkModel::LoadWeights() {
                           m.router.bytes() + m.pre_expert_proj.bytes() + m.post_expert_proj.bytes() +
                           layer.mlp.bytes();
     const int64_t experts = m.experts_gate_up.bytes() + m.experts_down.bytes();
+    repacked += a.q.repacked_bytes() + a.k.repacked_bytes() + a.v.repacked_bytes() + a.gate.repacked_bytes() +
+                a.o.repacked_bytes() + m.router.repacked_bytes() + m.pre_expert_proj.repacked_bytes() +
+                m.post_expert_proj.repacked_bytes() + layer.mlp.repacked_bytes() + m.experts_gate_up.repacked_bytes() +
+                m.experts_down.repacked_bytes();
     total += dense + experts;
     per_token += dense;
     if (experts > 0) per_token += experts / c.num_local_experts * c.num_experts_per_tok;
   }
   weight_bytes_.total = total;
   weight_bytes_.per_token_decode = per_token;
+  weight_bytes_.repacked = repacked;
   return Status::Ok();
 }
 

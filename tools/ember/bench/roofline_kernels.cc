@@ -15,6 +15,8 @@
 #include "formats/ggml_type.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
+#include "quant/block_scaled.h"
+#include "quant/block_scaled_packed.h"
 #include "quant/gguf_matmul.h"
 #include "quant/gguf_packed.h"
 
@@ -165,6 +167,30 @@ void MeasureQuantMatMuls(const RooflineSizes& s, std::vector<KernelRate>* out) {
     const int64_t gemv_rows = *GgmlRowBytes(traits, gemv_k);
     run(1, gemv_k, std::max<int64_t>(64, s.gemv_weight_bytes / gemv_rows / 64 * 64), Bound::kMemory);
     run(s.gemm_m, std::max<int64_t>(256, s.gemm_k / 256 * 256), s.gemm_n, Bound::kComputeInt8);
+  }
+  // The FP4 formats of the Muse Spark checkpoints (int8 activations, the same int8 ceiling), with
+  // the packed copy where the level has a packed GEMM (as model/linear.cc loads them).
+  for (const quant::WeightFormat format : {quant::WeightFormat::kMxfp4, quant::WeightFormat::kNvfp4}) {
+    const int64_t m = s.gemm_m, n = s.gemm_n, k = std::max<int64_t>(128, s.gemm_k / 128 * 128);
+    const std::vector<float> w = RandomFloats(n * k, 6);
+    std::vector<uint8_t> codes(n * quant::CodesRowBytes(format, k)), scales(n * quant::ScalesRowBytes(format, k));
+    float global = 1.0f;
+    if (format == quant::WeightFormat::kMxfp4) {
+      (void)quant::QuantizeMxfp4(w.data(), n, k, codes.data(), scales.data());
+    } else {
+      global = quant::Nvfp4GlobalScale(quant::AbsMax(w.data(), n * k));
+      (void)quant::QuantizeNvfp4(w.data(), n, k, global, codes.data(), scales.data());
+    }
+    quant::BlockScaledMatrix matrix =
+        quant::DenseBlockScaledMatrix(format, n, k, codes.data(), scales.data(), global);
+    const quant::PackedBuffer packed = quant::MaybePackBlockScaledMatrix(matrix);
+    matrix.packed = packed.get();
+    const std::vector<float> x = RandomFloats(m * k, 7);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    const double seconds =
+        BestSeconds(s.compute_repetitions, [&] { quant::BlockScaledMatMul(x.data(), m, matrix, y.data()); });
+    out->push_back(Rate("gemm " + std::string(quant::WeightFormatName(format)), fmt::format("m={} n={} k={}", m, n, k),
+                        Bound::kComputeInt8, 2.0 * m * n * k, seconds));
   }
 }
 
