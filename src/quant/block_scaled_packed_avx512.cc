@@ -83,8 +83,10 @@ void GroupTile(int64_t k, const uint8_t* group, const uint8_t* act, int64_t act_
         _mm_prefetch(reinterpret_cast<const char*>(prefetch + slot * 128), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(prefetch + slot * 128 + 64), _MM_HINT_T0);
       }
-      const __m512i b0 = _mm512_load_si512(wc);
-      const __m512i b1 = _mm512_load_si512(wc + 64);
+      // Unaligned: a group is 16 x (k/2 + k/block) bytes, not a multiple of 64 for every k (k =
+      // 160: 1360), so only the first group of a matrix is sure to start on a cache line.
+      const __m512i b0 = _mm512_loadu_si512(wc);
+      const __m512i b1 = _mm512_loadu_si512(wc + 64);
       const __m512i lo0 = _mm512_shuffle_epi8(table, _mm512_and_si512(b0, low4));
       const __m512i hi0 = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b0, 4), low4));
       const __m512i lo1 = _mm512_shuffle_epi8(table, _mm512_and_si512(b1, low4));
@@ -121,8 +123,8 @@ void GroupTile(int64_t k, const uint8_t* group, const uint8_t* act, int64_t act_
       __m512 tail = _mm512_setzero_ps();
       for (int64_t t = 0; t < tail_groups; ++t) {
         const uint8_t* rec = act + r * act_stride + records + (chunks * 8 + t) * 32;
-        const __m512i b0 = _mm512_load_si512(tail_codes + 2 * t * 64);
-        const __m512i b1 = _mm512_load_si512(tail_codes + (2 * t + 1) * 64);
+        const __m512i b0 = _mm512_loadu_si512(tail_codes + 2 * t * 64);
+        const __m512i b1 = _mm512_loadu_si512(tail_codes + (2 * t + 1) * 64);
         __m512i isum = _mm512_dpbusd_epi32(Broadcast32(rec + 28), _mm512_shuffle_epi8(table, _mm512_and_si512(b0, low4)),
                                            Broadcast32(rec));
         isum = _mm512_dpbusd_epi32(isum, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b0, 4), low4)),
