@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "engine_harness.h"
@@ -153,62 +155,80 @@ TEST(SpeculationGuard, IgnoresEmptyStepsAndNamesBuckets) {
   EXPECT_EQ(SpeculationGuard::BucketName(1000), "128+ decodes");
 }
 
-// The scheduler with adaptive speculation and perfect drafts, over steps whose seconds the test
-// sets: when verify steps cost in proportion to their tokens, drafts that are only partly
-// accepted cannot pay, and speculation must end up off in all but the exploring steps; when the
-// steps cost mostly a fixed amount, it must stay on.
-double SpeculatingShare(bool linear_cost) {
-  using test::FakeExecutor;
-  SchedulerConfig c;
-  c.vocab_size = test::kFakeVocabSize;
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 256;
-  c.max_model_len = 2048;
-  c.num_speculative_tokens = 4;
-  c.adaptive_speculation = true;
-  c.step_cost = {{1, 8, 64}, {1e-3, 1.05e-3, 1.5e-3}};  // what startup believed: wide steps are cheap
+// The scheduler over a FakeExecutor with adaptive speculation: `num_requests` requests of
+// `prompt_len` prompt tokens and `max_tokens` outputs, drafts that go wrong where `wrong` says,
+// each step's measured seconds set by `time`. Returns the share of the steps `counted` picks that
+// speculated.
+using StepTimer = std::function<void(const SchedulerOutput&, int step, ModelRunnerOutput&)>;
+using StepFilter = std::function<bool(const SchedulerOutput&, int step)>;
+double SpeculatingShare(const SchedulerConfig& c, int num_requests, int prompt_len, int max_tokens,
+                        test::FakeExecutor::WrongFn wrong, const StepTimer& time, const StepFilter& counted) {
   const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 300);
   kv::KvCacheManager kv(kv_config, {});
   Scheduler scheduler(c, &kv);
-  FakeExecutor executor(c, 1, kv_config.block_size);
+  test::FakeExecutor executor(c, 1, kv_config.block_size);
   executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
-  // A draft goes wrong at one position in three (and stays wrong after it).
-  executor.set_draft_errors([](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; });
-  for (RequestIndex r = 0; r < 4; ++r) {
+  executor.set_draft_errors(std::move(wrong));
+  for (RequestIndex r = 0; r < num_requests; ++r) {
     RequestInput input;
     input.external_id = "r" + std::to_string(r);
-    input.prompt_token_ids = test::Prompt(8, static_cast<int32_t>(r));
-    input.sampling.max_tokens = 1000;
+    input.prompt_token_ids = test::Prompt(prompt_len, static_cast<int32_t>(r));
+    input.sampling.max_tokens = max_tokens;
     input.sampling.ignore_eos = true;
     EXPECT_TRUE(scheduler.Add(r, std::move(input)).ok());
   }
-  int64_t decode_steps = 0, speculating = 0;
-  for (int step = 0; step < 600; ++step) {
+  int64_t steps = 0, speculating = 0;
+  for (int step = 0; step < 2000; ++step) {
     const SchedulerOutput out = scheduler.Schedule();
     if (out.empty()) break;
     ModelRunnerOutput result = executor.Execute(out);
-    const double tokens = static_cast<double>(out.total_num_scheduled_tokens);
-    result.execute_seconds = linear_cost ? 1e-3 * tokens : 1e-3 + 1e-6 * tokens;
+    time(out, step, result);
     bool spec = false;
     for (const std::vector<int32_t>& d : out.scheduled_spec_tokens) spec |= !d.empty();
-    if (step >= 100) {  // past learning
-      ++decode_steps;
+    if (counted(out, step)) {
+      ++steps;
       speculating += spec;
     }
     scheduler.UpdateFromOutput(out, result);
   }
-  EXPECT_GT(decode_steps, 200);
-  return static_cast<double>(speculating) / static_cast<double>(decode_steps);
+  EXPECT_GT(steps, 150);
+  return static_cast<double>(speculating) / static_cast<double>(std::max<int64_t>(1, steps));
+}
+
+SchedulerConfig AdaptiveConfig(int32_t max_num_seqs, int32_t k, StepCostModel cost) {
+  SchedulerConfig c;
+  c.vocab_size = test::kFakeVocabSize;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 2048;
+  c.num_speculative_tokens = k;
+  c.adaptive_speculation = true;
+  c.step_cost = std::move(cost);
+  return c;
+}
+
+// Four requests whose drafts go wrong at one position in three (and stay wrong after it), over
+// 600 steps: when verify steps cost in proportion to their tokens, such drafts cannot pay, and
+// speculation must end up off in all but the exploring steps; when the steps cost mostly a fixed
+// amount, it must stay on. Startup believed wide steps cheap either way.
+double PartlyAcceptedSpeculatingShare(bool linear_cost) {
+  const SchedulerConfig c = AdaptiveConfig(4, 4, {{1, 8, 64}, {1e-3, 1.05e-3, 1.5e-3}});
+  return SpeculatingShare(
+      c, 4, 8, 1000, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
+      [&](const SchedulerOutput& out, int, ModelRunnerOutput& result) {
+        const double tokens = static_cast<double>(out.total_num_scheduled_tokens);
+        result.execute_seconds = linear_cost ? 1e-3 * tokens : 1e-3 + 1e-6 * tokens;
+      },
+      [](const SchedulerOutput&, int step) { return step >= 100 && step < 600; });  // past learning
 }
 
 TEST(SpeculationGuard, SchedulerSwitchesOffSpeculationThatRealisesLess) {
-  EXPECT_LT(SpeculatingShare(/*linear_cost=*/true), 0.10);
+  EXPECT_LT(PartlyAcceptedSpeculatingShare(/*linear_cost=*/true), 0.10);
 }
 
 TEST(SpeculationGuard, SchedulerKeepsSpeculationThatPays) {
-  EXPECT_GT(SpeculatingShare(/*linear_cost=*/false), 0.80);
+  EXPECT_GT(PartlyAcceptedSpeculatingShare(/*linear_cost=*/false), 0.80);
 }
-
 
 // A costly drafter that pays (a draft model agreeing with its target on nearly every token): one
 // request at a time, eight requests one after another, steps timed as SmolLM2 BF16 with its Q4_1
@@ -219,55 +239,25 @@ TEST(SpeculationGuard, SchedulerKeepsSpeculationThatPays) {
 // a streak of unverified plans put the guard's costly-proposer probing on, and two decode steps
 // in three ran plain (0.93x no speculation at 4 requests in bench/results/spec_decode_s12/draft).
 double CostlyDrafterSpeculatingShare(bool priced_per_position) {
-  using test::FakeExecutor;
-  SchedulerConfig c;
-  c.vocab_size = test::kFakeVocabSize;
-  c.max_num_seqs = 1;
-  c.max_num_batched_tokens = 256;
-  c.max_model_len = 2048;
-  c.num_speculative_tokens = 5;
-  c.adaptive_speculation = true;
+  SchedulerConfig c = AdaptiveConfig(1, 5, {{1, 2, 6}, {15.7e-3, 17.8e-3, 26.2e-3}});
   c.propose_cost_per_position = priced_per_position;
-  c.step_cost = {{1, 2, 6}, {15.7e-3, 17.8e-3, 26.2e-3}};
-  const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 300);
-  kv::KvCacheManager kv(kv_config, {});
-  Scheduler scheduler(c, &kv);
-  FakeExecutor executor(c, 1, kv_config.block_size);
-  executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
-  executor.set_draft_errors([](std::span<const int32_t>, int64_t) { return false; });
-  for (RequestIndex r = 0; r < 8; ++r) {
-    RequestInput input;
-    input.external_id = "r" + std::to_string(r);
-    input.prompt_token_ids = test::Prompt(64, static_cast<int32_t>(r));
-    input.sampling.max_tokens = 128;
-    input.sampling.ignore_eos = true;
-    EXPECT_TRUE(scheduler.Add(r, std::move(input)).ok());
-  }
-  int64_t decode_steps = 0, speculating = 0;
-  for (int step = 0; step < 2000; ++step) {
-    const SchedulerOutput out = scheduler.Schedule();
-    if (out.empty()) break;
-    int64_t drafted = 0;
-    for (const int32_t n : out.num_tokens_to_propose) drafted += n;
-    ModelRunnerOutput result = executor.Execute(out);
-    const double tokens = static_cast<double>(out.total_num_scheduled_tokens);
-    result.propose_seconds = drafted > 0 ? 5e-3 * static_cast<double>(drafted + 1) : 0.0;
-    if (tokens > 8 && drafted > 0) {  // after a prefill the drafter catches up the prompt
-      result.propose_catch_up_seconds = 0.5e-3 * tokens;
-      result.propose_seconds += result.propose_catch_up_seconds;
-    }
-    const double noise = 0.8 + 0.4 * static_cast<double>((step * 7919) % 101) / 100.0;
-    result.execute_seconds = noise * (15.7e-3 + 2.1e-3 * (tokens - 1.0)) + result.propose_seconds;
-    bool spec = false;
-    for (const std::vector<int32_t>& d : out.scheduled_spec_tokens) spec |= !d.empty();
-    if (out.total_num_scheduled_tokens <= 1 + c.num_speculative_tokens) {
-      ++decode_steps;
-      speculating += spec;
-    }
-    scheduler.UpdateFromOutput(out, result);
-  }
-  EXPECT_GT(decode_steps, 150);
-  return static_cast<double>(speculating) / static_cast<double>(decode_steps);
+  return SpeculatingShare(
+      c, 8, 64, 128, [](std::span<const int32_t>, int64_t) { return false; },
+      [](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
+        int64_t drafted = 0;
+        for (const int32_t n : out.num_tokens_to_propose) drafted += n;
+        const double tokens = static_cast<double>(out.total_num_scheduled_tokens);
+        result.propose_seconds = drafted > 0 ? 5e-3 * static_cast<double>(drafted + 1) : 0.0;
+        if (tokens > 8 && drafted > 0) {  // after a prefill the drafter catches up the prompt
+          result.propose_catch_up_seconds = 0.5e-3 * tokens;
+          result.propose_seconds += result.propose_catch_up_seconds;
+        }
+        const double noise = 0.8 + 0.4 * static_cast<double>((step * 7919) % 101) / 100.0;
+        result.execute_seconds = noise * (15.7e-3 + 2.1e-3 * (tokens - 1.0)) + result.propose_seconds;
+      },
+      [k = c.num_speculative_tokens](const SchedulerOutput& out, int) {
+        return out.total_num_scheduled_tokens <= 1 + k;  // decode steps
+      });
 }
 
 TEST(SpeculationGuard, SchedulerKeepsACostlyDrafterThatPays) {
