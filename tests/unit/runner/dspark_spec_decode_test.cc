@@ -120,10 +120,9 @@ SpecDecodeCounters ExpectLossless(const std::string& path, const EngineOptions& 
   return last;
 }
 
-// Muse Spark's hybrid MoE (sliding and full layers) with a random drafter tapping its last layer
-// (whose tap is final-normed through CausalLM::ApplyFinalNorm), windowed layer 0.
-TEST(DSparkSpecDecode, MuseSparkLossless) {
-  TempDir tmp("muse_engine");
+// A random drafter for the tiny Muse Spark target (hidden 128, vocabulary 512, 6 layers): taps
+// 1, 3 and 5 (the last, final-normed), layer 0 windowed over 6 context rows, blocks of 5.
+RandomDrafterSpec MuseTinyDrafter() {
   RandomDrafterSpec s;
   s.hidden = 128;
   s.vocab = 512;
@@ -131,7 +130,14 @@ TEST(DSparkSpecDecode, MuseSparkLossless) {
   s.taps = {1, 3, 5};
   s.sliding_window = 6;
   s.block_size = 5;
-  WriteRandomDrafter(tmp.path, s);
+  return s;
+}
+
+// Muse Spark's hybrid MoE (sliding and full layers) with a random drafter tapping its last layer
+// (whose tap is final-normed through CausalLM::ApplyFinalNorm), windowed layer 0.
+TEST(DSparkSpecDecode, MuseSparkLossless) {
+  TempDir tmp("muse_engine");
+  WriteRandomDrafter(tmp.path, MuseTinyDrafter());
   const std::vector<RequestInput> inputs = RandomWorkload(512, 6, 20);
   ExpectLossless(kTinyA, test::SmallChunkedEngine(), inputs,
                  {{"dspark k=5 fixed", DSparkConfig(tmp.path, 5, R"(,"adaptive":false)")},
@@ -145,14 +151,8 @@ TEST(DSparkSpecDecode, MuseSparkLossless) {
 // windowed on every layer drafts for them once the window is filled; outputs stay bitwise.
 TEST(DSparkSpecDecode, PrefixCacheHitsDraftWithAWindowedDrafter) {
   TempDir tmp("muse_prefix");
-  RandomDrafterSpec s;
-  s.hidden = 128;
-  s.vocab = 512;
-  s.target_layers = 6;
-  s.taps = {1, 3, 5};
-  s.sliding_window = 6;
+  RandomDrafterSpec s = MuseTinyDrafter();
   s.window_all_layers = true;
-  s.block_size = 5;
   WriteRandomDrafter(tmp.path, s);
   std::mt19937 rng(9);
   std::vector<int32_t> prefix(24);
