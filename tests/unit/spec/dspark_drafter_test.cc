@@ -122,12 +122,9 @@ TEST_P(DSparkDrafterTest, ContextChunkingIsBitwiseInvariant) {
 TEST_P(DSparkDrafterTest, ConfidenceThresholdTruncatesAtFirstLowPosition) {
   Fixture f(GetParam());
   DSparkDrafter& d = *f.drafter;
-  const int64_t s = f.num_positions();
   DSparkContext context = d.NewContext();
-  d.AppendContext(f.feature_row(0), s, context);
+  f.ForwardBlockAfterAllPositions(5, context);
   const int32_t g = d.config().block_size;
-  std::vector<DSparkDrafter::Block> blocks = {{&context, 5, s, g}};
-  d.ForwardBlocks(blocks);
   MarkovStage markov(d);
   BlockDraft full;
   markov.Draft(0, 5, g, {}, 0.0f, false, &full);
@@ -153,11 +150,9 @@ TEST_P(DSparkDrafterTest, SampledDraftsComeFromTheDistributionsTheyReturn) {
   DSparkDrafter& d = *f.drafter;
   const int64_t s = f.num_positions();
   DSparkContext context = d.NewContext();
-  d.AppendContext(f.feature_row(0), s, context);
+  f.ForwardBlockAfterAllPositions(5, context);
   const int32_t g = d.config().block_size;
   const int64_t vocab = d.config().vocab_size;
-  std::vector<DSparkDrafter::Block> blocks = {{&context, 5, s, g}};
-  d.ForwardBlocks(blocks);
   MarkovStage markov(d);
   constexpr float kTemperature = 2.0f;
   BlockDraft sampled, replayed, again;

@@ -90,6 +90,15 @@ struct Fixture {
 
   int64_t num_positions() const { return static_cast<int64_t>(features.size()) / width; }
   const float* feature_row(int64_t position) const { return features.data() + position * width; }
+
+  // Projects every fixture position into `context` and runs one block of the full block size
+  // from `anchor` after them; the drafter's rows are then ready for its MarkovStage.
+  void ForwardBlockAfterAllPositions(int32_t anchor, DSparkContext& context) const {
+    const int64_t s = num_positions();
+    drafter->AppendContext(feature_row(0), s, context);
+    std::vector<DSparkDrafter::Block> blocks = {{&context, anchor, s, drafter->config().block_size}};
+    drafter->ForwardBlocks(blocks);
+  }
 };
 
 }  // namespace ember::spec::dspark::test
