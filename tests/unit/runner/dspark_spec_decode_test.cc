@@ -199,22 +199,13 @@ TEST(DSparkSpecDecode, BadDrafterFailsAtStartup) {
   s.block_size = 5;
   WriteRandomDrafter(tmp.path, s);
   const std::string fixture = std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/tiny";
-  const std::pair<std::string, std::string> cases[] = {
+  const std::vector<std::pair<std::string, std::string>> cases = {
       {DSparkConfig("/nonexistent/dspark", 5), "/nonexistent/dspark"},
       {DSparkConfig(fixture, 5), "hidden_size is 64 but the target's is 128"},
       {DSparkConfig(tmp.path, 6), "num_speculative_tokens is 6"},
       {DSparkConfig(tmp.path, 5, R"(,"rejection_sample_method":"block")"), "rejection_sample_method"},
   };
-  for (const auto& [config, needle] : cases) {
-    auto model = LoadModel(kTinyA);
-    ASSERT_TRUE(model.ok());
-    EngineOptions o = test::SmallChunkedEngine();
-    o.speculative_config = config;
-    o.model_path = kTinyA;
-    auto engine = LocalEngine::Create(std::move(*model), o);
-    ASSERT_FALSE(engine.ok()) << config;
-    EXPECT_NE(engine.status().message().find(needle), std::string::npos) << config << " -> " << engine.status().message();
-  }
+  test::ExpectStartupErrors(cases);
 }
 
 // SmolLM2 (a Llama GGUF: quantized embedding and tied lm_head shared with the drafter).

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
@@ -44,6 +46,21 @@ inline EngineOptions SmallChunkedEngine() {
   o.kv_cache_memory_bytes = 32 << 20;
   o.block_size = 8;
   return o;
+}
+
+// Each (speculative config, text) pair: the tiny Muse engine must refuse to start with it, and
+// its error must contain the text.
+inline void ExpectStartupErrors(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [config, needle] : cases) {
+    auto model = LoadModel(kTinyMuseA);
+    ASSERT_TRUE(model.ok());
+    EngineOptions o = SmallChunkedEngine();
+    o.speculative_config = config;
+    o.model_path = kTinyMuseA;
+    auto engine = LocalEngine::Create(std::move(*model), o);
+    ASSERT_FALSE(engine.ok()) << config;
+    EXPECT_NE(engine.status().message().find(needle), std::string::npos) << config << " -> " << engine.status().message();
+  }
 }
 
 }  // namespace ember::test

@@ -172,7 +172,7 @@ TEST(SpecDecodeLossless, Gemma3) {
 
 // Bad configurations are startup errors that name the problem.
 TEST(SpecDecodeConfig, BadConfigsFailAtStartup) {
-  const std::pair<std::string, std::string> cases[] = {
+  const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"method":"ngram"})", "num_speculative_tokens"},
       {R"({"method":"ngram","num_speculative_tokens":99})", "num_speculative_tokens"},
       {"{not json", "not a JSON object"},
@@ -181,16 +181,7 @@ TEST(SpecDecodeConfig, BadConfigsFailAtStartup) {
            R"(/tests/golden/muse_spark/tiny_b"})",
        "vocab_size"},
   };
-  for (const auto& [config, needle] : cases) {
-    auto model = LoadModel(kTinyA);
-    ASSERT_TRUE(model.ok());
-    EngineOptions o = test::SmallChunkedEngine();
-    o.speculative_config = config;
-    o.model_path = kTinyA;
-    auto engine = LocalEngine::Create(std::move(*model), o);
-    ASSERT_FALSE(engine.ok()) << config;
-    EXPECT_NE(engine.status().message().find(needle), std::string::npos) << config << " -> " << engine.status().message();
-  }
+  test::ExpectStartupErrors(cases);
 }
 
 }  // namespace
