@@ -1,5 +1,5 @@
 // Building LocalEngines in the runner tests: one model file, options, and the small chunked
-// engine the speculative-decoding tests run their workloads on.
+// engine the speculative-decoding tests run their workloads on (and the configs it must refuse).
 #pragma once
 
 #include <gtest/gtest.h>
