@@ -54,6 +54,7 @@ void Request::Preempt() {
   ++num_preemptions_;
   draft_.Clear();
   num_spec_tokens_ = 0;
+  drafter_tokens_ = 0;
   kept_blocks_.clear();
 }
 

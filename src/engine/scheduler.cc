@@ -202,7 +202,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   }
 }
 
-int32_t Scheduler::TokensToPropose(const Request& req) const {
+int32_t Scheduler::TokensToPropose(Request& req) {
   if (config_.num_speculative_tokens == 0) return 0;
   // Adaptive: a little past what was verified last, so the plan can grow; drafting is cheap for
   // lookups, and a drafter model pays only for what may be used.
@@ -210,12 +210,83 @@ int32_t Scheduler::TokensToPropose(const Request& req) const {
     // A proposer costing over 2% of a plain step is worth stopping when nothing is verified.
     const int64_t decodes = std::max<int64_t>(1, guard_step_.num_decodes);
     const double per_step = propose_seconds_ * (config_.propose_cost_per_position ? config_.num_speculative_tokens : 1);
-    const bool costly = per_step > 0.02 * config_.step_cost.Seconds(decodes);
+    const bool costly = config_.proposer_catches_up || per_step > 0.02 * config_.step_cost.Seconds(decodes);
     if (!guard_.WantsDrafts(decodes, costly)) return 0;
+    if (config_.proposer_catches_up && (!CatchUpPays(req) || !DraftsWouldBeVerified())) return 0;
+  }
+  if (config_.proposer_catches_up) {
+    guard_step_.catch_up_tokens += std::max<int64_t>(0, req.num_tokens() - req.drafter_tokens());
+    req.set_drafter_tokens(req.num_tokens());
   }
   const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
                                                     : config_.num_speculative_tokens;
   return std::min(want, config_.num_speculative_tokens);
+}
+
+bool Scheduler::DraftsWouldBeVerified() {
+  // Until the acceptance is measured, drafts are what measures it.
+  if (engine_acceptance_.checked(1) < DrafterCatchUp::kMinDraftsForAcceptance) return true;
+  if (guard_step_.drafts_verifiable) return *guard_step_.drafts_verifiable;
+  // The requests it is current with, and the one asking (at the engine's acceptance).
+  std::vector<SpecCandidate> current{{.max_tokens = config_.num_speculative_tokens}};
+  for (const Request* r : running_) {
+    if (r->drafter_tokens() > 0 && r->num_tokens() - r->drafter_tokens() <= DrafterCatchUp::kCurrent) {
+      current.push_back({.max_tokens = config_.num_speculative_tokens, .stats = &r->acceptance()});
+    }
+  }
+  const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
+  const std::vector<int32_t> plan =
+      PlanSpeculation({.candidates = current,
+                       .base_tokens = decodes,
+                       .base_emitted = decodes,
+                       .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
+                       .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
+                       .cost = &config_.step_cost,
+                       .engine = &engine_acceptance_});
+  guard_step_.drafts_verifiable = std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; });
+  return *guard_step_.drafts_verifiable;
+}
+
+bool Scheduler::CatchUpPays(const Request& req) const {
+  // The request will draft in steps of about as many decodes as requests are running.
+  const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
+  // What speculating saves per token: as measured in the bucket, else as the plan predicts it
+  // for a step in which every running request verifies a full draft, from the acceptance the
+  // engine measured (drafts are checked whether verified or not) and the drafter's measured cost.
+  std::optional<double> saving = guard_.SavingPerToken(decodes);
+  if (!saving && engine_acceptance_.checked(1) >= DrafterCatchUp::kMinDraftsForAcceptance) {
+    const std::vector<SpecCandidate> all(static_cast<size_t>(decodes),
+                                         SpecCandidate{.max_tokens = config_.num_speculative_tokens});
+    const SpecPrediction p =
+        PredictSpeculation({.candidates = all,
+                            .base_tokens = decodes,
+                            .base_emitted = decodes,
+                            .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
+                            .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
+                            .cost = &config_.step_cost,
+                            .engine = &engine_acceptance_});
+    saving = p.rate > p.base_rate ? 1.0 / p.base_rate - 1.0 / p.rate : 0.0;
+  }
+  auto current = [](const Request* r) {
+    return r->drafter_tokens() > 0 && r->num_tokens() - r->drafter_tokens() <= DrafterCatchUp::kCurrent;
+  };
+  const bool another_is_current =
+      std::any_of(running_.begin(), running_.end(), [&](const Request* r) { return r != &req && current(r); });
+  const int64_t room = std::min<int64_t>(req.sampling().max_tokens - req.num_output_tokens(),
+                                         config_.max_model_len - req.num_tokens());
+  const int64_t behind = req.num_tokens() - req.drafter_tokens();
+  const bool pays = catch_up_.Pays({.behind = behind,
+                                    .emitted = req.num_output_tokens(),
+                                    .room = room,
+                                    .saving_per_token = saving,
+                                    .another_is_current = another_is_current});
+  if (behind > DrafterCatchUp::kCurrent) {
+    EMBER_LOG_DEBUG("drafter catch-up of request {}: {} tokens at {:.2f} ms/token, saving {} ms/token over ~{:.0f} "
+                    "tokens left: {}", req.index(), behind, catch_up_.seconds_per_token() * 1e3,
+                    saving ? fmt::format("{:.3f}", *saving * 1e3) : "unknown (learning)",
+                    catch_up_.ExpectedTokensLeft(req.num_output_tokens(), room), pays ? "yes" : "no");
+  }
+  return pays;
 }
 
 std::optional<kv::KvBlocks> Scheduler::AllocateForRunning(Request* req, int64_t& num_tokens, StepPlan& plan) {
@@ -393,6 +464,9 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
       guard_.Record(guard_step_.num_decodes, guard_step_.speculated, emitted, seconds);
     }
   }
+  if (guard_step_.step_id == scheduled.step_id && guard_step_.catch_up_tokens > 0) {
+    catch_up_.ObserveCatchUp(guard_step_.catch_up_tokens, output.propose_catch_up_seconds);
+  }
   for (size_t i = 0; i < scheduled.scheduled_reqs.size(); ++i) {
     auto it = requests_.find(scheduled.scheduled_reqs[i]);
     if (it == requests_.end() || it->second->status() != RequestStatus::kRunning) continue;  // aborted meanwhile
@@ -498,6 +572,7 @@ RequestOutput Scheduler::Finish(Request* req, FinishReason reason, std::string m
     waiting_.Remove(req);
   }
   kv_->Free(req->index());
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) catch_up_.ObserveFinished(req->num_output_tokens());
   req->Finish(reason, std::move(message), stop_token);
   RequestOutput event = MakeOutput(*req);
   requests_.erase(req->index());  // `req` dangles from here on

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/drafter_catch_up.h"
 #include "engine/request.h"
 #include "engine/request_output.h"
 #include "engine/request_queue.h"
@@ -54,6 +55,9 @@ struct SchedulerConfig {
   // The proposer's time grows with the draft length (spec::Proposer::cost_grows_with_draft_length:
   // a draft model): adaptive speculation prices it per draft position, not per step.
   bool propose_cost_per_position = false;
+  // The proposer catches a request up before drafting for it (spec::Proposer::catches_up: a draft
+  // model): adaptive speculation asks it to only where that is repaid (engine/drafter_catch_up.h).
+  bool proposer_catches_up = false;
 
   Status Validate() const;
 };
@@ -109,8 +113,16 @@ class Scheduler {
   void ScheduleRunning(StepPlan& plan);
   // Sets num_spec_tokens of the decoding requests in `order` for this step.
   void PlanSpeculativeTokens(const std::vector<Request*>& order, int64_t budget);
-  // Tokens the runner should draft after this step for `req` (0: none).
-  int32_t TokensToPropose(const Request& req) const;
+  // Tokens the runner should draft after this step for `req` (0: none). Marks `req` as caught up
+  // when it asks a drafter model to draft for it.
+  int32_t TokensToPropose(Request& req);
+  // Adaptive speculation with a drafter model: is catching `req` up repaid (drafter_catch_up.h)?
+  bool CatchUpPays(const Request& req) const;
+  // Would the plan verify full drafts of the requests the drafter is current with and one more
+  // (once the acceptance is measured)? A drafter model drafting for one request of four runs the
+  // same forwards as for all four: where the plan would verify none of it, drafting is pure cost.
+  // Asked once per step.
+  bool DraftsWouldBeVerified();
   // After a verification step: num_computed_tokens back to the accepted length, and the counters.
   void RollBackRejected(Request* req, size_t num_emitted);
   void ScheduleWaiting(StepPlan& plan);
@@ -156,12 +168,15 @@ class Scheduler {
   // config_.propose_cost_per_position.
   double propose_seconds_ = 0.0;
   SpeculationGuard guard_;             // adaptive only: off where speculation realised less
+  DrafterCatchUp catch_up_;            // adaptive with a drafter model: which requests it catches up
   // What the guard needs to judge the step in flight (set by Schedule, read by UpdateFromOutput).
   struct GuardStep {
     uint64_t step_id = 0;
     int64_t num_decodes = 0;
     bool decode_only = false;
     bool speculated = false;
+    int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
+    std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
   };
   GuardStep guard_step_;
 };

@@ -107,9 +107,13 @@ std::span<const int32_t> DraftTracker::Ahead(int64_t num_tokens) const {
   return tokens_;
 }
 
-std::vector<int32_t> PlanSpeculation(const SpecPlanInput& in) {
-  std::vector<int32_t> plan(in.candidates.size(), 0);
-  if (in.candidates.empty()) return plan;
+std::vector<int32_t> PlanSpeculation(const SpecPlanInput& in) { return PredictSpeculation(in).plan; }
+
+SpecPrediction PredictSpeculation(const SpecPlanInput& in) {
+  SpecPrediction out;
+  std::vector<int32_t>& plan = out.plan;
+  plan.assign(in.candidates.size(), 0);
+  if (in.candidates.empty()) return out;
   EMBER_CHECK(in.cost != nullptr && !in.cost->empty() && in.engine != nullptr);
   // Candidate extra tokens: (expected gain, request). A request's gains decrease with the
   // position, so taking the largest gains first never skips a position.
@@ -152,7 +156,9 @@ std::vector<int32_t> PlanSpeculation(const SpecPlanInput& in) {
     }
   }
   for (size_t m = 0; m < best_m; ++m) ++plan[gains[m].candidate];
-  return plan;
+  out.base_rate = base_rate;
+  out.rate = best_m > 0 ? best_rate : base_rate;
+  return out;
 }
 
 }  // namespace ember

@@ -127,4 +127,12 @@ inline constexpr double kMinGain = 1.05;
 // Draft tokens to verify per candidate (parallel to candidates).
 std::vector<int32_t> PlanSpeculation(const SpecPlanInput& input);
 
+// The plan with the tokens/s it expects, and plain decoding's (rate == base_rate: no speculation).
+struct SpecPrediction {
+  std::vector<int32_t> plan;
+  double rate = 0.0;
+  double base_rate = 0.0;
+};
+SpecPrediction PredictSpeculation(const SpecPlanInput& input);
+
 }  // namespace ember

@@ -98,6 +98,22 @@ double SpeculationGuard::RatioOf(const Bucket& b) {
 
 double SpeculationGuard::Ratio(int64_t num_decodes) const { return RatioOf(buckets_[BucketOf(num_decodes)]); }
 
+std::optional<double> SpeculationGuard::SavingPerToken(int64_t num_decodes) const {
+  const int i = BucketOf(num_decodes);
+  if (VerdictOf(i) == Verdict::kOff) return 0.0;
+  auto saving = [](const Bucket& b) { return std::max(0.0, 1.0 / b.plain.Rate() - 1.0 / b.spec.Rate()); };
+  auto measured = [](const Bucket& b) { return !Learning(b) && b.plain.Rate() > 0.0 && b.spec.Rate() > 0.0; };
+  if (measured(buckets_[i])) return buckets_[i].off ? 0.0 : saving(buckets_[i]);
+  // Speculation saves less per token the more requests a step verifies, so the nearest larger
+  // bucket's saving, where it paid, is a lower bound for this one.
+  for (int j = i + 1; j < kBuckets; ++j) {
+    if (!measured(buckets_[j])) continue;
+    if (!buckets_[j].off && saving(buckets_[j]) > 0.0) return saving(buckets_[j]);
+    break;
+  }
+  return std::nullopt;
+}
+
 bool SpeculationGuard::off(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOff; }
 
 }  // namespace ember

@@ -34,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ember {
@@ -64,6 +65,11 @@ class SpeculationGuard {
   double Ratio(int64_t num_decodes) const;
   // Speculation is off in the bucket of `num_decodes`: its own verdict, or one its neighbours imply.
   bool off(int64_t num_decodes) const;
+  // Seconds that speculating saved per emitted token in the bucket of `num_decodes`
+  // (1/plain rate - 1/speculating rate): 0 where speculation is off (by its own verdict or an
+  // implied one). A bucket without a verdict of its own takes the saving of the nearest larger
+  // bucket that has one, where speculation paid (a lower bound); else nullopt (learning).
+  std::optional<double> SavingPerToken(int64_t num_decodes) const;
   // "2-3 decodes" for logs.
   static std::string BucketName(int64_t num_decodes);
 

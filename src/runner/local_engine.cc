@@ -80,6 +80,7 @@ Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, Mo
   EMBER_ASSIGN_OR_RETURN(spec::SpeculativeConfig config, spec::ParseSpeculativeConfig(o.speculative_config));
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<spec::Proposer> proposer, MakeProposer(config, model, o, s));
   s.propose_cost_per_position = proposer->cost_grows_with_draft_length();
+  s.proposer_catches_up = proposer->catches_up();
   runner.set_proposer(std::move(proposer));
   s.num_speculative_tokens = config.num_speculative_tokens;
   s.adaptive_speculation = config.adaptive;

@@ -61,6 +61,7 @@ class DraftModelProposer final : public Proposer {
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
   double last_catch_up_seconds() const override { return catch_up_excess_seconds_; }
+  bool catches_up() const override { return true; }
   bool cost_grows_with_draft_length() const override { return true; }
 
   const CausalLM& drafter() const { return *drafter_; }

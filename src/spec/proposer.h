@@ -113,6 +113,11 @@ class Proposer {
   // lookup or a block drafter (one pass for the whole block) costs about the same at any length.
   virtual bool cost_grows_with_draft_length() const { return false; }
 
+  // Drafting for a request first computes every token of it this proposer has not seen (a drafter
+  // model's prefill of a new prompt): adaptive speculation then catches a request up only where
+  // speculation is expected to repay it (engine/drafter_catch_up.h).
+  virtual bool catches_up() const { return false; }
+
   // The step that verified `req`'s previous draft kept `num_accepted` of its `num_drafted` tokens.
   virtual void OnVerified(RequestId req, int32_t num_drafted, int32_t num_accepted) {
     (void)req, (void)num_drafted, (void)num_accepted;

@@ -144,6 +144,22 @@ TEST(SpeculationGuard, CostlyDraftsWhileLearning) {
   EXPECT_EQ(costly, SpeculationGuard::kMinSteps / 2);
 }
 
+TEST(SpeculationGuard, SavingPerTokenIsTheBucketsOwnOrALargerBucketsLowerBound) {
+  SpeculationGuard guard;
+  EXPECT_FALSE(guard.SavingPerToken(4).has_value());  // nothing measured: learning
+  RunSteps(guard, 4, 60, 100.0, 150.0);
+  ASSERT_TRUE(guard.SavingPerToken(4).has_value());
+  EXPECT_NEAR(*guard.SavingPerToken(4), 1.0 / 100.0 - 1.0 / 150.0, 1e-9);
+  // Fewer requests save at least as much per token as 4-7 did.
+  ASSERT_TRUE(guard.SavingPerToken(1).has_value());
+  EXPECT_NEAR(*guard.SavingPerToken(1), 1.0 / 100.0 - 1.0 / 150.0, 1e-9);
+  EXPECT_FALSE(guard.SavingPerToken(16).has_value());  // more requests: no bound, learn there
+  RunSteps(guard, 16, 60, 100.0, 80.0);
+  EXPECT_EQ(guard.SavingPerToken(16), 0.0);  // off: nothing to save
+  EXPECT_EQ(guard.SavingPerToken(64), 0.0);  // off by implication
+  EXPECT_NEAR(*guard.SavingPerToken(4), 1.0 / 100.0 - 1.0 / 150.0, 1e-9);  // unchanged
+}
+
 TEST(SpeculationGuard, IgnoresEmptyStepsAndNamesBuckets) {
   SpeculationGuard guard;
   guard.Record(4, true, 0, 1.0);
