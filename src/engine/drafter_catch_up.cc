@@ -13,7 +13,8 @@ bool DrafterCatchUp::Pays(const Candidate& c) const {
   if (c.behind <= kCurrent) return true;
   const double cost = static_cast<double>(c.behind) * seconds_per_token_;
   if (!c.saving_per_token) return !c.another_is_current;  // learning: one request at a time
-  return cost < *c.saving_per_token * ExpectedTokensLeft(c.emitted, c.room);
+  const double margin = c.saving_predicted ? kPredictionMargin : 1.0;
+  return margin * cost < *c.saving_per_token * ExpectedTokensLeft(c.emitted, c.room);
 }
 
 double DrafterCatchUp::ExpectedTokensLeft(int64_t emitted, int64_t room) const {

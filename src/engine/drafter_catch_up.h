@@ -14,7 +14,8 @@
 // The saving per emitted token is what the guard measured in the bucket the request decodes in
 // (SpeculationGuard::SavingPerToken), else what the plan predicts for a step in which every
 // running request verifies a full draft, from the engine's measured acceptance (every draft is
-// checked, verified or not) and the drafter's measured cost. The tokens left are estimated from
+// checked, verified or not) and the drafter's measured cost, which must then repay the catch-up
+// kPredictionMargin times over. The tokens left are estimated from
 // recently finished requests' output lengths (before any finished: as many as the request has
 // emitted so far, so a new request waits). A request the drafter is no more than kCurrent tokens
 // behind costs about one drafting forward and always drafts (a probe in an off bucket uses such
@@ -35,6 +36,12 @@ class DrafterCatchUp {
   static constexpr int64_t kCurrent = 32;
   // Checked drafts before the engine's acceptance predicts a saving.
   static constexpr int64_t kMinDraftsForAcceptance = 8;
+  // A predicted saving must repay a catch-up this many times over. The step cost model is
+  // measured at startup on short contexts and follows only the steps that run, so it
+  // underestimates wide verify steps on a CPU (spec_guard.h): on the AMD EPYC VM it predicted
+  // 3.2-3.9 ms saved per token at 4 requests where the realised steps saved ~1 and catching up
+  // the last wave of requests on that prediction lost 6% (bench/results/spec_decode_s14).
+  static constexpr double kPredictionMargin = 2.0;
 
   struct Candidate {
     int64_t behind = 0;       // tokens the drafter has not computed
@@ -43,6 +50,7 @@ class DrafterCatchUp {
     // Seconds saved per emitted token by speculating where the request decodes, measured or
     // predicted; nullopt while nothing predicts it.
     std::optional<double> saving_per_token;
+    bool saving_predicted = false;  // from the plan's prediction, not the guard's measurement
     bool another_is_current = false;  // another running request keeps the drafter current
   };
   bool Pays(const Candidate& c) const;

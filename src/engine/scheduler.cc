@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -130,6 +131,8 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
   // after preemption) share what is left of the budget.
   std::vector<Request*> order = running_;
   std::stable_partition(order.begin(), order.end(), [](const Request* r) { return r->num_tokens_to_compute() == 1; });
+  constexpr double kLoadDecay = 0.95;  // about the last 20 steps
+  running_load_ = kLoadDecay * running_load_ + (1.0 - kLoadDecay) * static_cast<double>(running_.size());
   PlanSpeculativeTokens(order, plan.budget);
   for (Request* req : order) {
     if (plan.budget == 0) break;
@@ -248,12 +251,16 @@ bool Scheduler::DraftsWouldBeVerified() {
 }
 
 bool Scheduler::CatchUpPays(const Request& req) const {
-  // The request will draft in steps of about as many decodes as requests are running.
-  const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
+  // The request will draft in steps of about as many decodes as requests run: as many as now, or
+  // as recently when more (a moment between one request's end and the next one's arrival says
+  // nothing about the load the request will decode under).
+  const int64_t decodes =
+      std::max<int64_t>({1, static_cast<int64_t>(running_.size()), std::lround(running_load_)});
   // What speculating saves per token: as measured in the bucket, else as the plan predicts it
   // for a step in which every running request verifies a full draft, from the acceptance the
   // engine measured (drafts are checked whether verified or not) and the drafter's measured cost.
   std::optional<double> saving = guard_.SavingPerToken(decodes);
+  const bool predicted = !saving;
   if (!saving && engine_acceptance_.checked(1) >= DrafterCatchUp::kMinDraftsForAcceptance) {
     const std::vector<SpecCandidate> all(static_cast<size_t>(decodes),
                                          SpecCandidate{.max_tokens = config_.num_speculative_tokens});
@@ -279,11 +286,12 @@ bool Scheduler::CatchUpPays(const Request& req) const {
                                     .emitted = req.num_output_tokens(),
                                     .room = room,
                                     .saving_per_token = saving,
+                                    .saving_predicted = predicted,
                                     .another_is_current = another_is_current});
   if (behind > DrafterCatchUp::kCurrent) {
     EMBER_LOG_DEBUG("drafter catch-up of request {}: {} tokens at {:.2f} ms/token, saving {} ms/token over ~{:.0f} "
                     "tokens left: {}", req.index(), behind, catch_up_.seconds_per_token() * 1e3,
-                    saving ? fmt::format("{:.3f}", *saving * 1e3) : "unknown (learning)",
+                    !saving ? "unknown (learning)" : fmt::format("{:.3f} {}", *saving * 1e3, predicted ? "predicted" : "measured"),
                     catch_up_.ExpectedTokensLeft(req.num_output_tokens(), room), pays ? "yes" : "no");
   }
   return pays;

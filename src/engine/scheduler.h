@@ -169,6 +169,7 @@ class Scheduler {
   double propose_seconds_ = 0.0;
   SpeculationGuard guard_;             // adaptive only: off where speculation realised less
   DrafterCatchUp catch_up_;            // adaptive with a drafter model: which requests it catches up
+  double running_load_ = 0.0;          // moving average of running requests per step
   // What the guard needs to judge the step in flight (set by Schedule, read by UpdateFromOutput).
   struct GuardStep {
     uint64_t step_id = 0;

@@ -41,6 +41,9 @@ TEST(DrafterCatchUp, CatchesUpWhereTheExpectedSavingRepaysIt) {
   EXPECT_FALSE(rule.Pays({.behind = 330, .emitted = 0, .room = 100, .saving_per_token = 2e-3}));
   // Off (no saving): never.
   EXPECT_FALSE(rule.Pays({.behind = 40, .emitted = 0, .room = 1000, .saving_per_token = 0.0}));
+  // A predicted saving must repay the catch-up twice: 2 ms x 200 = 400 ms against 2 x 330 ms.
+  EXPECT_FALSE(rule.Pays({.behind = 330, .emitted = 0, .room = 1000, .saving_per_token = 2e-3, .saving_predicted = true}));
+  EXPECT_TRUE(rule.Pays({.behind = 330, .emitted = 0, .room = 1000, .saving_per_token = 4e-3, .saving_predicted = true}));
   // Small catch-ups say little about a prompt's cost per token: not measured.
   rule.ObserveCatchUp(DrafterCatchUp::kCurrent, 1.0);
   EXPECT_NEAR(rule.seconds_per_token(), 1e-3, 1e-9);
