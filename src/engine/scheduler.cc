@@ -22,7 +22,23 @@ uint64_t MixSeed(uint64_t base, uint64_t index) {
   return z ^ (z >> 31);
 }
 
+// The drafter model has computed all of `req` but a few tokens (drafter_catch_up.h).
+bool DrafterIsCurrent(const Request& req) {
+  return req.drafter_tokens() > 0 && req.num_tokens() - req.drafter_tokens() <= DrafterCatchUp::kCurrent;
+}
+
 }  // namespace
+
+SpecPlanInput Scheduler::PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens,
+                                   int64_t base_emitted) const {
+  return {.candidates = candidates,
+          .base_tokens = base_tokens,
+          .base_emitted = base_emitted,
+          .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
+          .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
+          .cost = &config_.step_cost,
+          .engine = &engine_acceptance_};
+}
 
 Status SchedulerConfig::Validate() const {
   if (max_num_seqs < 1) return InvalidArgument(fmt::format("max_num_seqs is {}: it must be at least 1", max_num_seqs));
@@ -186,13 +202,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   if (!allowed) {
     plan.assign(candidates.size(), 0);
   } else if (config_.adaptive_speculation) {
-    plan = PlanSpeculation({.candidates = candidates,
-                            .base_tokens = base_tokens,
-                            .base_emitted = base_emitted,
-                            .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
-                            .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
-                            .cost = &config_.step_cost,
-                            .engine = &engine_acceptance_});
+    plan = PlanSpeculation(PlanInput(candidates, base_tokens, base_emitted));
   } else {
     for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
   }
@@ -233,19 +243,12 @@ bool Scheduler::DraftsWouldBeVerified() {
   // The requests it is current with, and the one asking (at the engine's acceptance).
   std::vector<SpecCandidate> current{{.max_tokens = config_.num_speculative_tokens}};
   for (const Request* r : running_) {
-    if (r->drafter_tokens() > 0 && r->num_tokens() - r->drafter_tokens() <= DrafterCatchUp::kCurrent) {
+    if (DrafterIsCurrent(*r)) {
       current.push_back({.max_tokens = config_.num_speculative_tokens, .stats = &r->acceptance()});
     }
   }
   const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
-  const std::vector<int32_t> plan =
-      PlanSpeculation({.candidates = current,
-                       .base_tokens = decodes,
-                       .base_emitted = decodes,
-                       .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
-                       .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
-                       .cost = &config_.step_cost,
-                       .engine = &engine_acceptance_});
+  const std::vector<int32_t> plan = PlanSpeculation(PlanInput(current, decodes, decodes));
   guard_step_.drafts_verifiable = std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; });
   return *guard_step_.drafts_verifiable;
 }
@@ -264,21 +267,11 @@ bool Scheduler::CatchUpPays(const Request& req) const {
   if (!saving && engine_acceptance_.checked(1) >= DrafterCatchUp::kMinDraftsForAcceptance) {
     const std::vector<SpecCandidate> all(static_cast<size_t>(decodes),
                                          SpecCandidate{.max_tokens = config_.num_speculative_tokens});
-    const SpecPrediction p =
-        PredictSpeculation({.candidates = all,
-                            .base_tokens = decodes,
-                            .base_emitted = decodes,
-                            .propose_seconds = config_.propose_cost_per_position ? 0.0 : propose_seconds_,
-                            .propose_seconds_per_position = config_.propose_cost_per_position ? propose_seconds_ : 0.0,
-                            .cost = &config_.step_cost,
-                            .engine = &engine_acceptance_});
+    const SpecPrediction p = PredictSpeculation(PlanInput(all, decodes, decodes));
     saving = p.rate > p.base_rate ? 1.0 / p.base_rate - 1.0 / p.rate : 0.0;
   }
-  auto current = [](const Request* r) {
-    return r->drafter_tokens() > 0 && r->num_tokens() - r->drafter_tokens() <= DrafterCatchUp::kCurrent;
-  };
   const bool another_is_current =
-      std::any_of(running_.begin(), running_.end(), [&](const Request* r) { return r != &req && current(r); });
+      std::any_of(running_.begin(), running_.end(), [&](const Request* r) { return r != &req && DrafterIsCurrent(*r); });
   const int64_t room = std::min<int64_t>(req.sampling().max_tokens - req.num_output_tokens(),
                                          config_.max_model_len - req.num_tokens());
   const int64_t behind = req.num_tokens() - req.drafter_tokens();

@@ -116,6 +116,8 @@ class Scheduler {
   // Tokens the runner should draft after this step for `req` (0: none). Marks `req` as caught up
   // when it asks a drafter model to draft for it.
   int32_t TokensToPropose(Request& req);
+  // What PlanSpeculation needs besides the candidates: the step cost model, the proposer's cost.
+  SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
   // Adaptive speculation with a drafter model: is catching `req` up repaid (drafter_catch_up.h)?
   bool CatchUpPays(const Request& req) const;
   // Would the plan verify full drafts of the requests the drafter is current with and one more

@@ -81,32 +81,20 @@ constexpr ForwardCost kDrafter{11e-3, 0.45e-3, 1.0 / 681.0};
 // further draft token; its drafts are right at 19 positions in 20. Returns output tokens per
 // simulated second.
 double SimulatedThroughput(int32_t k, int32_t concurrency, int num_requests, int prompt_len, int max_tokens) {
-  SchedulerConfig c;
-  c.vocab_size = test::kFakeVocabSize;
-  c.max_num_seqs = concurrency;
-  c.max_num_batched_tokens = 2048;
-  c.max_model_len = 4096;
-  c.num_speculative_tokens = k;
-  c.adaptive_speculation = true;
+  StepCostModel cost;
+  for (const int64_t n : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    cost.tokens.push_back(n);
+    cost.seconds.push_back(kTarget(n));
+  }
+  SchedulerConfig c = test::AdaptiveSpecConfig(concurrency, k, std::move(cost), 2048, 4096);
   c.propose_cost_per_position = true;
   c.proposer_catches_up = true;
-  for (const int64_t n : {1, 2, 4, 8, 16, 32, 64, 128}) {
-    c.step_cost.tokens.push_back(n);
-    c.step_cost.seconds.push_back(kTarget(n));
-  }
   const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 2000);
   kv::KvCacheManager kv(kv_config, {});
   Scheduler scheduler(c, &kv);
   test::FakeExecutor executor(c, 1, kv_config.block_size);
   executor.set_draft_errors([](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 20 == 0; });
-  for (RequestIndex r = 0; r < num_requests; ++r) {
-    RequestInput input;
-    input.external_id = "r" + std::to_string(r);
-    input.prompt_token_ids = test::Prompt(prompt_len, static_cast<int32_t>(r));
-    input.sampling.max_tokens = max_tokens;
-    input.sampling.ignore_eos = true;
-    EXPECT_TRUE(scheduler.Add(r, std::move(input)).ok());
-  }
+  test::AddFixedLengthRequests(scheduler, num_requests, prompt_len, max_tokens);
   std::map<RequestIndex, int64_t> drafter_tokens;  // what the simulated drafter has computed
   double seconds = 0.0;
   int64_t emitted = 0;

@@ -41,6 +41,33 @@ inline std::vector<int32_t> Prompt(int64_t length, int32_t salt) {
   return p;
 }
 
+// A scheduler config for the fake model with adaptive speculation of up to `k` draft tokens.
+inline SchedulerConfig AdaptiveSpecConfig(int32_t max_num_seqs, int32_t k, StepCostModel cost,
+                                          int64_t max_num_batched_tokens = 256, int64_t max_model_len = 2048) {
+  SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_num_batched_tokens;
+  c.max_model_len = max_model_len;
+  c.num_speculative_tokens = k;
+  c.adaptive_speculation = true;
+  c.step_cost = std::move(cost);
+  return c;
+}
+
+// Adds requests 0..num_requests-1 of `prompt_len` prompt tokens (Prompt(prompt_len, index)) that
+// each generate exactly `max_tokens` tokens (EOS ignored).
+inline void AddFixedLengthRequests(Scheduler& scheduler, int num_requests, int prompt_len, int max_tokens) {
+  for (int r = 0; r < num_requests; ++r) {
+    RequestInput input;
+    input.external_id = "r" + std::to_string(r);
+    input.prompt_token_ids = Prompt(prompt_len, r);
+    input.sampling.max_tokens = max_tokens;
+    input.sampling.ignore_eos = true;
+    EXPECT_TRUE(scheduler.Add(static_cast<RequestIndex>(r), std::move(input)).ok());
+  }
+}
+
 struct RequestResult {
   std::vector<int32_t> tokens;  // everything streamed, in order
   int num_final_events = 0;

@@ -185,14 +185,7 @@ double SpeculatingShare(const SchedulerConfig& c, int num_requests, int prompt_l
   test::FakeExecutor executor(c, 1, kv_config.block_size);
   executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
   executor.set_draft_errors(std::move(wrong));
-  for (RequestIndex r = 0; r < num_requests; ++r) {
-    RequestInput input;
-    input.external_id = "r" + std::to_string(r);
-    input.prompt_token_ids = test::Prompt(prompt_len, static_cast<int32_t>(r));
-    input.sampling.max_tokens = max_tokens;
-    input.sampling.ignore_eos = true;
-    EXPECT_TRUE(scheduler.Add(r, std::move(input)).ok());
-  }
+  test::AddFixedLengthRequests(scheduler, num_requests, prompt_len, max_tokens);
   int64_t steps = 0, speculating = 0;
   for (int step = 0; step < 2000; ++step) {
     const SchedulerOutput out = scheduler.Schedule();
@@ -211,24 +204,12 @@ double SpeculatingShare(const SchedulerConfig& c, int num_requests, int prompt_l
   return static_cast<double>(speculating) / static_cast<double>(std::max<int64_t>(1, steps));
 }
 
-SchedulerConfig AdaptiveConfig(int32_t max_num_seqs, int32_t k, StepCostModel cost) {
-  SchedulerConfig c;
-  c.vocab_size = test::kFakeVocabSize;
-  c.max_num_seqs = max_num_seqs;
-  c.max_num_batched_tokens = 256;
-  c.max_model_len = 2048;
-  c.num_speculative_tokens = k;
-  c.adaptive_speculation = true;
-  c.step_cost = std::move(cost);
-  return c;
-}
-
 // Four requests whose drafts go wrong at one position in three (and stay wrong after it), over
 // 600 steps: when verify steps cost in proportion to their tokens, such drafts cannot pay, and
 // speculation must end up off in all but the exploring steps; when the steps cost mostly a fixed
 // amount, it must stay on. Startup believed wide steps cheap either way.
 double PartlyAcceptedSpeculatingShare(bool linear_cost) {
-  const SchedulerConfig c = AdaptiveConfig(4, 4, {{1, 8, 64}, {1e-3, 1.05e-3, 1.5e-3}});
+  const SchedulerConfig c = test::AdaptiveSpecConfig(4, 4, {{1, 8, 64}, {1e-3, 1.05e-3, 1.5e-3}});
   return SpeculatingShare(
       c, 4, 8, 1000, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
       [&](const SchedulerOutput& out, int, ModelRunnerOutput& result) {
@@ -255,7 +236,7 @@ TEST(SpeculationGuard, SchedulerKeepsSpeculationThatPays) {
 // a streak of unverified plans put the guard's costly-proposer probing on, and two decode steps
 // in three ran plain (0.93x no speculation at 4 requests in bench/results/spec_decode_s12/draft).
 double CostlyDrafterSpeculatingShare(bool priced_per_position) {
-  SchedulerConfig c = AdaptiveConfig(1, 5, {{1, 2, 6}, {15.7e-3, 17.8e-3, 26.2e-3}});
+  SchedulerConfig c = test::AdaptiveSpecConfig(1, 5, {{1, 2, 6}, {15.7e-3, 17.8e-3, 26.2e-3}});
   c.propose_cost_per_position = priced_per_position;
   return SpeculatingShare(
       c, 8, 64, 128, [](std::span<const int32_t>, int64_t) { return false; },
