@@ -64,6 +64,9 @@ Status SchedulerConfig::Validate() const {
   if (long_prefill_token_threshold < 0) {
     return InvalidArgument("long_prefill_token_threshold must be 0 (off) or positive");
   }
+  if (shared_step_prefill_tokens < 0) {
+    return InvalidArgument("shared_step_prefill_tokens must be 0 (off) or positive");
+  }
   if (num_speculative_tokens < 0 || num_speculative_tokens > AcceptanceStats::kMaxPositions) {
     return InvalidArgument(fmt::format("num_speculative_tokens is {}: it must be in [0, {}]", num_speculative_tokens,
                                        AcceptanceStats::kMaxPositions));
@@ -128,7 +131,12 @@ SchedulerStats Scheduler::Stats() const {
 // ---- Schedule ------------------------------------------------------------------------------
 
 SchedulerOutput Scheduler::Schedule() {
-  StepPlan plan{config_.max_num_batched_tokens, {}, {}};
+  // A step shared by several requests holds a bounded prefill (SchedulerConfig::shared_step_prefill_tokens).
+  const bool shared = running_.size() + waiting_.size() > 1;
+  const int64_t prefill_budget = config_.enable_chunked_prefill && shared && config_.shared_step_prefill_tokens > 0
+                                     ? std::min(config_.max_num_batched_tokens, config_.shared_step_prefill_tokens)
+                                     : config_.max_num_batched_tokens;
+  StepPlan plan{config_.max_num_batched_tokens, prefill_budget, {}, {}};
   ScheduleRunning(plan);
   // After a preemption the pool is known to be short: admitting new work would only thrash.
   if (plan.preempted.empty()) ScheduleWaiting(plan);
@@ -157,13 +165,16 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
     if (req->status() != RequestStatus::kRunning) continue;
     // A decode's draft tokens ride along as far as the budget allows.
     const int64_t spec = std::min<int64_t>(req->num_spec_tokens(), std::max<int64_t>(0, plan.budget - 1));
-    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, plan.budget);
+    const bool prefill = spec == 0 && req->num_tokens_to_compute() > 1;
+    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, prefill ? plan.prefill_budget : plan.budget);
     if (n == 0) continue;
     std::optional<kv::KvBlocks> blocks = AllocateForRunning(req, n, plan);
     if (!blocks) continue;
     req->set_num_spec_tokens(static_cast<int32_t>(std::max<int64_t>(0, n - req->num_tokens_to_compute())));
     plan.entries.push_back({req, n, false, std::move(*blocks)});
     plan.budget -= n;
+    if (prefill) plan.prefill_budget -= n;
+    plan.prefill_budget = std::min(plan.prefill_budget, plan.budget);
   }
 }
 
@@ -343,7 +354,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
                                  : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
     EMBER_CHECK(hit.num_tokens < req->num_tokens());
     req->set_num_computed_tokens(hit.num_tokens);
-    int64_t n = TokensToSchedule(*req, plan.budget);
+    int64_t n = TokensToSchedule(*req, std::min(plan.budget, plan.prefill_budget));
     if (n == 0) break;  // whole prompt only, and it does not fit this step's budget: keep order
     std::optional<kv::KvBlocks> blocks = AllocateForWaiting(req, hit, n);
     if (!blocks) {
@@ -360,6 +371,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     running_.push_back(req);
     plan.entries.push_back({req, n, true, {}});
     plan.budget -= n;
+    plan.prefill_budget -= n;
   }
 }
 

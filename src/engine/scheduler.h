@@ -44,6 +44,11 @@ struct SchedulerConfig {
   // With chunked prefill: tokens of one request per step at most, so one long prompt leaves room
   // for others' prefills (vLLM's long_prefill_token_threshold). 0 = no cap.
   int64_t long_prefill_token_threshold = 0;
+  // With chunked prefill: prompt tokens (prefill and recompute) of a step that holds more than one
+  // request at most, so a burst of prompts reaches its first tokens one chunk after another
+  // instead of all at the end of one long step, and decodes are not held up behind it. A request
+  // alone may use all of max_num_batched_tokens. 0 = no cap. Measured on SmolLM2 (engine/README).
+  int64_t shared_step_prefill_tokens = 0;
   uint64_t seed = 0;  // mixed with the request index into the seed of requests that bring none
   // Speculative decoding: the most draft tokens one request verifies per step (0: off). The
   // runner's proposer drafts them; see engine/spec_decode.h.
@@ -106,6 +111,7 @@ class Scheduler {
   };
   struct StepPlan {
     int64_t budget;
+    int64_t prefill_budget;  // of `budget`, what prompt tokens may still take
     std::vector<Scheduled> entries;
     std::vector<RequestIndex> preempted;
   };

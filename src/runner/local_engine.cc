@@ -121,6 +121,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   s.policy = o.policy;
   s.seed = o.seed;
   s.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  s.shared_step_prefill_tokens = o.shared_step_prefill_tokens;
   EMBER_RETURN_IF_ERROR(s.Validate());
 
   // The step workspace for the largest step the scheduler can form (every token's logits at
@@ -178,9 +179,13 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
       fmt::format("KV cache: {}", kv::DescribeKvConfig(p.kv)),
       fmt::format("KV capacity: {} tokens per full-attention group; {} sequences of max_model_len {} at once",
                   p.tokens_per_full_group, p.max_concurrency_at_max_len, p.scheduler.max_model_len),
-      fmt::format("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill {}",
+      fmt::format("scheduler: max_num_seqs {}, max_num_batched_tokens {}, chunked prefill {}{}",
                   p.scheduler.max_num_seqs, p.scheduler.max_num_batched_tokens,
-                  p.scheduler.enable_chunked_prefill ? "on" : "off"),
+                  p.scheduler.enable_chunked_prefill ? "on" : "off",
+                  p.scheduler.enable_chunked_prefill && p.scheduler.shared_step_prefill_tokens > 0
+                      ? fmt::format(", at most {} prompt tokens in a step shared by several requests",
+                                    p.scheduler.shared_step_prefill_tokens)
+                      : std::string()),
   };
   if (!p.speculation.empty()) lines.push_back(p.speculation);
   return lines;

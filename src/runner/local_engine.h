@@ -29,6 +29,8 @@ struct EngineOptions {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   uint64_t seed = 0;
   int64_t long_prefill_token_threshold = 0;
+  // A step of several requests holds at most this many prompt tokens (SchedulerConfig).
+  int64_t shared_step_prefill_tokens = 512;
   // --speculative-config (vLLM's JSON, spec/speculative_config.h); empty: no speculation.
   std::string speculative_config;
   // The target model's path, for a draft model's tokenizer check.

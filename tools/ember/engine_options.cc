@@ -68,6 +68,11 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
   cmd->add_option("--seed", e.seed, "Seed for requests that bring none");
   cmd->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
                   "With chunked prefill: prompt tokens of one request per step at most (0 = no cap)");
+  cmd->add_option("--shared-step-prefill-tokens", e.shared_step_prefill_tokens,
+                  "With chunked prefill: prompt tokens of a step that holds several requests at most, so a burst "
+                  "of prompts gets first tokens chunk by chunk and decodes keep their pace (default 512; 0 = up to "
+                  "--max-num-batched-tokens)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--speculative-config", e.speculative_config,
                   "Speculative decoding as JSON, vLLM's shape: '{\"method\":\"ngram\",\"num_speculative_tokens\":5,"
                   "\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}', method suffix, or draft_model with "

@@ -51,6 +51,51 @@ TEST(SchedulerBatching, BudgetSeqLimitAndDecodeFirstEveryStep) {
   h.ExpectAllReleased();
 }
 
+// A burst of prompts: a step shared by several requests holds at most shared_step_prefill_tokens
+// prompt tokens, so the first prompts finish (and sample their first token) a chunk at a time
+// rather than all at the end of one max_num_batched_tokens step; a request alone keeps the whole
+// budget, and without chunked prefill the cap does not apply (a whole prompt could never fit).
+TEST(SchedulerBatching, ASharedStepHoldsABoundedPrefill) {
+  SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = 16;
+  c.max_num_batched_tokens = 512;
+  c.max_model_len = 512;
+  c.shared_step_prefill_tokens = 64;
+  {
+    EngineHarness h(c, FullOnlyKv(16, 512), /*prefix_caching=*/false);
+    std::vector<RequestIndex> reqs;
+    for (int i = 0; i < 8; ++i) reqs.push_back(h.Add(Prompt(32, i), 4));
+    h.Step();
+    const SchedulerOutput& first = h.executor().last_output();
+    EXPECT_EQ(first.total_num_scheduled_tokens, 64);
+    EXPECT_EQ(first.scheduled_reqs.size(), 2u);  // two whole prompts, the rest wait their turn
+    while (h.core().HasUnfinished()) {
+      h.Step();
+      int64_t prefill = 0;
+      const SchedulerOutput& out = h.executor().last_output();
+      for (int32_t n : out.num_scheduled_tokens) prefill += n > 1 ? n : 0;
+      EXPECT_LE(prefill, 64) << "step " << out.step_id;
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(h.result(reqs[i]).tokens, ExpectedOutput(Prompt(32, i), 4, 512));
+    h.ExpectAllReleased();
+  }
+  {
+    EngineHarness h(c, FullOnlyKv(16, 512), /*prefix_caching=*/false);
+    h.Add(Prompt(400, 1), 2);
+    h.Step();
+    EXPECT_EQ(h.executor().last_output().total_num_scheduled_tokens, 400) << "alone: the whole budget";
+  }
+  {
+    c.enable_chunked_prefill = false;
+    EngineHarness h(c, FullOnlyKv(16, 512), /*prefix_caching=*/false);
+    h.Add(Prompt(300, 1), 2);
+    h.Add(Prompt(100, 2), 2);
+    h.Step();
+    EXPECT_EQ(h.executor().last_output().total_num_scheduled_tokens, 400) << "whole prompts: no cap";
+  }
+}
+
 TEST(SchedulerBatching, ChunkedPrefillSplitsLongPromptAndSeesEachPositionOnce) {
   SchedulerConfig c;
   c.vocab_size = kFakeVocabSize;
