@@ -265,6 +265,10 @@ bool Scheduler::DraftsWouldBeVerified() {
 }
 
 bool Scheduler::CatchUpPays(const Request& req) const {
+  // A current request always drafts: skip the prediction and the scan over the running requests,
+  // which would make every step's drafting decisions quadratic in the batch.
+  const int64_t behind = req.num_tokens() - req.drafter_tokens();
+  if (behind <= DrafterCatchUp::kCurrent) return true;
   // The request will draft in steps of about as many decodes as requests run: as many as now, or
   // as recently when more (a moment between one request's end and the next one's arrival says
   // nothing about the load the request will decode under).
@@ -285,19 +289,16 @@ bool Scheduler::CatchUpPays(const Request& req) const {
       std::any_of(running_.begin(), running_.end(), [&](const Request* r) { return r != &req && DrafterIsCurrent(*r); });
   const int64_t room = std::min<int64_t>(req.sampling().max_tokens - req.num_output_tokens(),
                                          config_.max_model_len - req.num_tokens());
-  const int64_t behind = req.num_tokens() - req.drafter_tokens();
   const bool pays = catch_up_.Pays({.behind = behind,
                                     .emitted = req.num_output_tokens(),
                                     .room = room,
                                     .saving_per_token = saving,
                                     .saving_predicted = predicted,
                                     .another_is_current = another_is_current});
-  if (behind > DrafterCatchUp::kCurrent) {
-    EMBER_LOG_DEBUG("drafter catch-up of request {}: {} tokens at {:.2f} ms/token, saving {} ms/token over ~{:.0f} "
-                    "tokens left: {}", req.index(), behind, catch_up_.seconds_per_token() * 1e3,
-                    !saving ? "unknown (learning)" : fmt::format("{:.3f} {}", *saving * 1e3, predicted ? "predicted" : "measured"),
-                    catch_up_.ExpectedTokensLeft(req.num_output_tokens(), room), pays ? "yes" : "no");
-  }
+  EMBER_LOG_DEBUG("drafter catch-up of request {}: {} tokens at {:.2f} ms/token, saving {} ms/token over ~{:.0f} "
+                  "tokens left: {}", req.index(), behind, catch_up_.seconds_per_token() * 1e3,
+                  !saving ? "unknown (learning)" : fmt::format("{:.3f} {}", *saving * 1e3, predicted ? "predicted" : "measured"),
+                  catch_up_.ExpectedTokensLeft(req.num_output_tokens(), room), pays ? "yes" : "no");
   return pays;
 }
 

@@ -72,7 +72,7 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
                   "With chunked prefill: prompt tokens of a step that holds several requests at most, so a burst "
                   "of prompts gets first tokens chunk by chunk and decodes keep their pace (default 512; 0 = up to "
                   "--max-num-batched-tokens)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--speculative-config", e.speculative_config,
                   "Speculative decoding as JSON, vLLM's shape: '{\"method\":\"ngram\",\"num_speculative_tokens\":5,"
                   "\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}', method suffix, or draft_model with "

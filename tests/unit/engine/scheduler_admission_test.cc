@@ -102,6 +102,10 @@ TEST(SchedulerAdmission, ConfigValidationNamesTheField) {
   c.max_num_batched_tokens = 2;  // < max_num_seqs
   EXPECT_NE(c.Validate().message().find("max_num_seqs"), std::string::npos);
 
+  c = Small();
+  c.shared_step_prefill_tokens = -1;
+  EXPECT_NE(c.Validate().message().find("shared_step_prefill_tokens"), std::string::npos);
+
   FakeExecutor executor(Small(), 1, 4);
   EngineCoreConfig bad{Small(), FullOnlyKv(4, 1), {}};
   auto core = EngineCore::Create(bad, &executor);
