@@ -71,12 +71,16 @@ class CausalLM {
   // The KV dtype tools use for "auto": f16 for GGUF models (llama.cpp's default), bf16 for
   // checkpoints whose weights are bf16.
   virtual kv::KvDtype DefaultKvDtype() const = 0;
-  // For drafters that share the target's embedding and head (DSpark). EmbedToken writes
-  // `token`'s row of what layer 0 reads (the embedding module's output: Gemma's sqrt(hidden)
-  // scale, Muse Spark's norm applied), hidden_size floats. lm_head is the output head [vocab,
-  // hidden] as loaded (the embedding table for tied models), nullptr where not exposed, valid
-  // while the model lives. Unimplemented / nullptr where an architecture does not expose them.
-  virtual Status EmbedToken(int32_t token, float* out) const {
+  // For drafters that share the target's embedding and head (DSpark, DFlash).
+  // DrafterEmbedToken writes `token`'s embedding as such a drafter reads it, hidden_size floats:
+  // the embedding module's output without an embedding norm, as transformers'
+  // DFlashTokenCandidateGenerator takes it (`_get_noise_embeds` sets the module's `embed_norm`
+  // aside; Muse Spark's normed-embedding class says "Dflash implem needs to embed without the
+  // norm"), so Gemma's sqrt(hidden) scale applies and Muse Spark's weightless RMSNorm does not.
+  // lm_head is the output head [vocab, hidden] as loaded (the embedding table for tied models),
+  // nullptr where not exposed, valid while the model lives. Unimplemented / nullptr where an
+  // architecture does not expose them.
+  virtual Status DrafterEmbedToken(int32_t token, float* out) const {
     (void)token, (void)out;
     return Unimplemented(info().architecture + " does not expose its token embedding");
   }

@@ -53,7 +53,7 @@ class MuseSparkModel : public CausalLM {
   ModelSummary Summary() const override;
   const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
-  Status EmbedToken(int32_t token, float* out) const override;
+  Status DrafterEmbedToken(int32_t token, float* out) const override;
   const Linear* lm_head() const override { return &lm_head_; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;

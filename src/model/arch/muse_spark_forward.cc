@@ -21,10 +21,10 @@ int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
   return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block);
 }
 
-Status MuseSparkModel::EmbedToken(int32_t token, float* out) const {
+Status MuseSparkModel::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= info_.vocab_size) return InvalidArgument("token " + std::to_string(token) + " is outside the vocabulary");
-  return ember::EmbedToken(embed_tokens_, {.norm_eps = static_cast<float>(config_.rms_norm_eps)}, token,
-                           config_.hidden_size, out);
+  // The table row without the embedding norm (CausalLM::DrafterEmbedToken says why).
+  return ember::EmbedToken(embed_tokens_, {}, token, config_.hidden_size, out);
 }
 
 Status MuseSparkModel::ApplyFinalNorm(const float* x, int64_t rows, float* out) const {

@@ -86,7 +86,7 @@ int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
   return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, spec_.hidden_size, block);
 }
 
-Status DenseDecoder::EmbedToken(int32_t token, float* out) const {
+Status DenseDecoder::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= spec_.info.vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", token));
   return ember::EmbedToken(spec_.embed_tokens, {.scale = spec_.embed_scale}, token, spec_.hidden_size, out);
 }

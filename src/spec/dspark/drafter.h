@@ -35,8 +35,8 @@
 namespace ember::spec::dspark {
 
 // What the drafter borrows from its target (never copied; must outlive the drafter): the token
-// embedding as the target's embedding module gives it (CausalLM::EmbedToken: Muse Spark's norm,
-// Gemma's scale applied) and its lm_head. Ignored for what the drafter's checkpoint ships itself.
+// embedding as drafters read it (CausalLM::DrafterEmbedToken: Gemma's scale applied, Muse Spark's
+// embedding norm not) and its lm_head. Ignored for what the drafter's checkpoint ships itself.
 struct SharedTargetWeights {
   // Writes token's hidden_size floats.
   std::function<Status(int32_t token, float* out)> embed;

@@ -19,8 +19,8 @@ Expected<std::unique_ptr<DSparkProposer>> LoadDSparkProposer(const std::string& 
   shared.lm_head = target.lm_head();
   // Probed once, so a target without the accessor fails here with its own message.
   std::vector<float> row(info.hidden_size);
-  if (const Status probe = target.EmbedToken(0, row.data()); probe.ok()) {
-    shared.embed = [&target](int32_t token, float* out) { return target.EmbedToken(token, out); };
+  if (const Status probe = target.DrafterEmbedToken(0, row.data()); probe.ok()) {
+    shared.embed = [&target](int32_t token, float* out) { return target.DrafterEmbedToken(token, out); };
   }
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<DSparkDrafter> drafter,
                          DSparkDrafter::Create(std::move(config), std::move(weights), std::move(shared)));
