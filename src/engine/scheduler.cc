@@ -519,8 +519,10 @@ void Scheduler::RollBackRejected(Request* req, size_t num_emitted) {
   spec_counters_.num_accepted_tokens += accepted;
   if (spec_counters_.accepted_per_position.size() < static_cast<size_t>(config_.num_speculative_tokens)) {
     spec_counters_.accepted_per_position.resize(config_.num_speculative_tokens, 0);
+    spec_counters_.drafts_per_length.resize(config_.num_speculative_tokens, 0);
   }
   for (int32_t j = 0; j < accepted; ++j) ++spec_counters_.accepted_per_position[j];
+  ++spec_counters_.drafts_per_length[drafted - 1];
 }
 
 RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& tokens,

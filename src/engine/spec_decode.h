@@ -96,6 +96,7 @@ struct SpecDecodeCounters {
   int64_t num_draft_tokens = 0;     // draft tokens verified
   int64_t num_accepted_tokens = 0;  // of which accepted
   std::vector<int64_t> accepted_per_position;  // [i]: drafts whose position i + 1 was accepted
+  std::vector<int64_t> drafts_per_length;      // [i]: drafts verified with i + 1 tokens (the plan's choice)
 };
 
 // One decoding request offered to PlanSpeculation.

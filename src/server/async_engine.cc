@@ -143,6 +143,10 @@ void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
     for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
       metrics_->spec_decode_accepted_per_pos.Set(i, static_cast<double>(spec.accepted_per_position[i]));
     }
+    metrics_->spec_decode_drafts_per_len.Resize(spec.drafts_per_length.size());
+    for (size_t i = 0; i < spec.drafts_per_length.size(); ++i) {
+      metrics_->spec_decode_drafts_per_len.Set(i, static_cast<double>(spec.drafts_per_length[i]));
+    }
   }
   last_spec_ = spec;
   last_preemptions_ = stats.num_preemptions;

@@ -47,7 +47,8 @@ void Gauge::Render(const std::string& labels, std::string* out) const {
 
 void GaugeVector::Resize(size_t n) {
   std::lock_guard lock(mutex_);
-  values_.assign(n, 0.0);
+  // Grows only: a scrape between a Resize and the Sets that follow must not see counters drop.
+  if (values_.size() < n) values_.resize(n, 0.0);
 }
 void GaugeVector::Set(size_t index, double value) {
   std::lock_guard lock(mutex_);
@@ -57,7 +58,7 @@ void GaugeVector::Render(const std::string& labels, std::string* out) const {
   std::lock_guard lock(mutex_);
   Header(name_, help_, type_.c_str(), out);
   for (size_t i = 0; i < values_.size(); ++i) {
-    *out += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name_, labels, label_, i, Number(values_[i]));
+    *out += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name_, labels, label_, first_label_ + i, Number(values_[i]));
   }
 }
 
@@ -110,7 +111,7 @@ std::string ServerMetrics::Render() const {
   for (const Metric* m : std::initializer_list<const Metric*>{
            &num_requests_running, &num_requests_waiting, &kv_cache_usage, &kv_group_usage, &prefix_cache_queries, &prefix_cache_hits,
            &prompt_tokens, &generation_tokens, &num_preemptions, &spec_decode_num_drafts,
-           &spec_decode_num_draft_tokens, &spec_decode_num_accepted_tokens, &spec_decode_accepted_per_pos, &requests_success, &requests_failed,
+           &spec_decode_num_draft_tokens, &spec_decode_num_accepted_tokens, &spec_decode_accepted_per_pos, &spec_decode_drafts_per_len, &requests_success, &requests_failed,
            &time_to_first_token, &inter_token_latency, &e2e_request_latency, &request_queue_time}) {
     m->Render(labels, &out);
   }

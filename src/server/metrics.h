@@ -51,8 +51,12 @@ class Gauge : public Metric {
 // value, set to its running total.
 class GaugeVector : public Metric {
  public:
-  GaugeVector(std::string name, std::string help, std::string label, std::string type = "gauge")
-      : Metric(std::move(name), std::move(help)), label_(std::move(label)), type_(std::move(type)) {}
+  // Entry i is rendered with label value first_label + i.
+  GaugeVector(std::string name, std::string help, std::string label, std::string type = "gauge", size_t first_label = 0)
+      : Metric(std::move(name), std::move(help)),
+        label_(std::move(label)),
+        type_(std::move(type)),
+        first_label_(first_label) {}
   void Resize(size_t n);
   void Set(size_t index, double value);
   void Render(const std::string& labels, std::string* out) const override;
@@ -61,6 +65,7 @@ class GaugeVector : public Metric {
   mutable std::mutex mutex_;
   std::string label_;
   std::string type_;
+  size_t first_label_ = 0;
   std::vector<double> values_;
 };
 
@@ -102,6 +107,10 @@ struct ServerMetrics {
   GaugeVector spec_decode_accepted_per_pos{"ember:spec_decode_num_accepted_tokens_per_pos_total",
                                            "Drafts whose token at this position (0-based) was accepted.", "position",
                                            "counter"};
+  GaugeVector spec_decode_drafts_per_len{"ember:spec_decode_num_drafts_per_len_total",
+                                         "Drafts verified with this many draft tokens (the verification length "
+                                         "the step planned).",
+                                         "length", "counter", 1};
   Counter requests_success{"ember:request_success_total", "Requests that finished normally."};
   Counter requests_failed{"ember:request_failure_total", "Requests rejected or aborted."};
   Histogram time_to_first_token{"ember:time_to_first_token_seconds", "Arrival to first generated token.",

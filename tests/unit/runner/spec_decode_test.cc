@@ -144,6 +144,14 @@ void ExpectLossless(const std::string& path, EngineOptions base, int num_request
       if (lookups_pay || v.name.starts_with("draft_model")) {
         EXPECT_GT(stats.spec_decode.num_accepted_tokens, 0) << what << ": nothing was accepted";
       }
+      // Every verified draft is counted once under its verified length.
+      int64_t drafts = 0, draft_tokens = 0;
+      for (size_t i = 0; i < stats.spec_decode.drafts_per_length.size(); ++i) {
+        drafts += stats.spec_decode.drafts_per_length[i];
+        draft_tokens += static_cast<int64_t>(i + 1) * stats.spec_decode.drafts_per_length[i];
+      }
+      EXPECT_EQ(drafts, stats.spec_decode.num_drafts) << what;
+      EXPECT_EQ(draft_tokens, stats.spec_decode.num_draft_tokens) << what;
       if (mode == 1) {
         EXPECT_GT(stats.num_preemptions, 0) << what;
       }

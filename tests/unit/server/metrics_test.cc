@@ -20,6 +20,9 @@ TEST(MetricsTest, PrometheusTextFormat) {
   m.spec_decode_num_drafts.Add(4);
   m.spec_decode_accepted_per_pos.Resize(2);
   m.spec_decode_accepted_per_pos.Set(1, 7);
+  m.spec_decode_drafts_per_len.Resize(3);
+  m.spec_decode_drafts_per_len.Set(0, 2);
+  m.spec_decode_drafts_per_len.Resize(1);  // never shrinks: a counter must not go back
   const std::string text = m.Render();
   const std::string labels = "model_name=\"my \\\"model\\\"\"";
   EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_running gauge\n"));
@@ -36,10 +39,13 @@ TEST(MetricsTest, PrometheusTextFormat) {
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_total{" + labels + "} 4\n"));
   EXPECT_TRUE(Contains(text, "# TYPE ember:spec_decode_num_accepted_tokens_per_pos_total counter\n"));
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_accepted_tokens_per_pos_total{" + labels + ",position=\"1\"} 7\n"));
+  // Verification lengths are labelled from 1.
+  EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"1\"} 2\n"));
+  EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"3\"} 0\n"));
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 19u);
+  EXPECT_EQ(types, 20u);
 }
 
 }  // namespace
