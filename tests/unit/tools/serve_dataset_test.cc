@@ -191,13 +191,44 @@ TEST(ServeDataset, QuotePromptsEndWithThePassagesFirstSentence) {
 TEST(ServeDataset, RejectsBadOptions) {
   DatasetOptions o;
   o.name = "sharegpt";
-  EXPECT_NE(BuildSessions(o).status().message().find("random, prefix, code, edit or quote"), std::string::npos);
+  EXPECT_NE(BuildSessions(o).status().message().find("random, prefix, code, edit, quote or jsonl"), std::string::npos);
   o.name = "random";
   o.range_ratio = 1.0;
   EXPECT_NE(BuildSessions(o).status().message().find("--range-ratio"), std::string::npos);
   o.range_ratio = 0;
   o.num_prompts = 0;
   EXPECT_FALSE(BuildSessions(o).ok());
+}
+
+TEST(ServeDataset, JsonlTakesPromptsInOrderWithTheirLengths) {
+  DatasetOptions o;
+  o.name = "jsonl";
+  o.output_len = 9;
+  o.num_prompts = 2;
+  const std::string text = "{\"prompt\": \"<|im_start|>user\\nhi\", \"output_len\": 3}\n\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\"}\n";
+  const auto s = JsonlSessions(text, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->size(), 2u);  // num_prompts lines, the blank one skipped
+  EXPECT_EQ((*s)[0].requests[0].prompt, "<|im_start|>user\nhi");
+  EXPECT_EQ((*s)[0].requests[0].output_len, 3);
+  EXPECT_EQ((*s)[1].requests[0].prompt, "b");
+  EXPECT_EQ((*s)[1].requests[0].output_len, 9);  // --output-len when the line has none
+}
+
+TEST(ServeDataset, JsonlErrorsNameTheLine) {
+  DatasetOptions o;
+  o.name = "jsonl";
+  o.path = "p.jsonl";
+  EXPECT_NE(JsonlSessions("{\"prompt\": \"a\"}\nnot json\n", o).status().message().find("p.jsonl line 2"),
+            std::string::npos);
+  EXPECT_NE(JsonlSessions("{\"prompt\": 5}\n", o).status().message().find("\"prompt\""), std::string::npos);
+  EXPECT_NE(JsonlSessions("{\"prompt\": \"a\", \"output_len\": -1}\n", o).status().message().find("output_len"),
+            std::string::npos);
+  EXPECT_NE(JsonlSessions("\n\n", o).status().message().find("no prompts"), std::string::npos);
+  o.path = "/nonexistent/p.jsonl";
+  EXPECT_NE(BuildSessions(o).status().message().find("cannot open"), std::string::npos);
+  o.path.clear();
+  EXPECT_NE(BuildSessions(o).status().message().find("--dataset-path"), std::string::npos);
 }
 
 }  // namespace

@@ -133,19 +133,28 @@ Expected<ServerTarget> ParseBaseUrl(const std::string& base_url, const std::stri
   return target;
 }
 
-Expected<std::string> DiscoverModel(const ServerTarget& target) {
-  const std::string path = target.path_prefix + "/v1/models";
+Expected<std::string> GetText(const ServerTarget& target, const std::string& path, int* status) {
   std::string text;
-  const Exchanged res = Exchange(target, bhttp::verb::get, path, "", [&](int, std::string_view piece) {
+  const Exchanged res = Exchange(target, bhttp::verb::get, target.path_prefix + path, "", [&](int, std::string_view piece) {
     text.append(piece);
     return text.size() < (16u << 20);
   });
-  if (!res.error.empty()) return IoError(fmt::format("GET {}{}: {}; is the server up?", target.origin, path, res.error));
-  const auto body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (res.status != 200 || !body.is_object() || !body.contains("data") || !body["data"].is_array() ||
+  if (!res.error.empty()) {
+    return IoError(fmt::format("GET {}{}{}: {}; is the server up?", target.origin, target.path_prefix, path, res.error));
+  }
+  *status = res.status;
+  return text;
+}
+
+Expected<std::string> DiscoverModel(const ServerTarget& target) {
+  int status = 0;
+  auto text = GetText(target, "/v1/models", &status);
+  if (!text.ok()) return text.status();
+  const auto body = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (status != 200 || !body.is_object() || !body.contains("data") || !body["data"].is_array() ||
       body["data"].empty() || !body["data"][0].contains("id")) {
-    return IoError(fmt::format("GET {}{} answered {} without a model list; pass --model NAME", target.origin, path,
-                               res.status));
+    return IoError(fmt::format("GET {}{}/v1/models answered {} without a model list; pass --model NAME", target.origin,
+                               target.path_prefix, status));
   }
   return body["data"][0]["id"].get<std::string>();
 }

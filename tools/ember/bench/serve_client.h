@@ -21,6 +21,9 @@ struct ServerTarget {
 // "http://host:port[/prefix]" -> target; errors say what a base URL looks like.
 Expected<ServerTarget> ParseBaseUrl(const std::string& base_url, const std::string& api_key);
 
+// GET path (after the target's prefix): the body, and the HTTP status in *status.
+Expected<std::string> GetText(const ServerTarget& target, const std::string& path, int* status);
+
 // The first model id of GET /v1/models.
 Expected<std::string> DiscoverModel(const ServerTarget& target);
 

@@ -17,6 +17,7 @@
 
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/bench/serve_load.h"
+#include "tools/ember/bench/serve_spec_metrics.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 
@@ -54,6 +55,15 @@ void PrintLevel(const std::string& label, const ordered_json& s) {
               Ms(s["ttft_ms"], "median").c_str(), Ms(s["ttft_ms"], "p99").c_str(), Ms(s["tpot_ms"], "median").c_str(),
               Ms(s["itl_ms"], "median").c_str(), Ms(s["itl_ms"], "p99").c_str(), s["request_goodput"].get<double>(),
               s["chunks_equal_usage_tokens"].get<bool>() ? "" : " | chunks != usage tokens (server packs tokens)");
+  if (const auto spec = s.find("spec_decode"); spec != s.end() && !spec->is_null()) {
+    std::string per_position;
+    for (const auto& a : (*spec)["acceptance_per_position"]) per_position += fmt::format(" {:.2f}", a.get<double>());
+    std::printf("  speculation: %.0f verification steps, %.2f tokens per step, %.2f draft tokens verified per step, "
+                "acceptance %.2f, per position:%s\n",
+                (*spec)["num_drafts"].get<double>(), (*spec)["mean_acceptance_length"].get<double>(),
+                (*spec)["mean_verified_length"].get<double>(), (*spec)["acceptance_rate"].get<double>(),
+                per_position.c_str());
+  }
   for (const auto& error : s["errors"]) std::printf("  error: %s\n", error.get<std::string>().c_str());
   std::fflush(stdout);
 }
@@ -101,7 +111,7 @@ int RunServeBench(ServeBenchOptions o) {
       {"model", o.model},
       {"client", "ember bench serve"},
       {"config",
-       {{"dataset", d.name}, {"num_prompts", d.num_prompts}, {"input_len", d.input_len},
+       {{"dataset", d.name}, {"dataset_path", d.path}, {"num_prompts", d.num_prompts}, {"input_len", d.input_len},
         {"output_len", d.output_len}, {"range_ratio", d.range_ratio}, {"prefix_len", d.prefix_len},
         {"turns", d.turns}, {"concurrency", o.concurrency}, {"request_rate", rate_config},
         {"max_concurrency", o.max_concurrency}, {"seed", d.seed}, {"warmup", o.warmup}, {"goodput", o.goodput},
@@ -129,9 +139,16 @@ int RunServeBench(ServeBenchOptions o) {
       for (int64_t i = 0; i < o.warmup; ++i) warm.push_back({{{bench::RandomWords(rng, 16), 4}}});
       bench::RunLoadLevel(*target, o.model, warm, {.concurrency = o.warmup}, extra);
     }
+    // The server's speculation counters around the level (after the warm-up), when it has them.
+    const auto spec_before = bench::ScrapeSpecDecode(*target);
     const bench::LevelRun run = bench::RunLoadLevel(*target, o.model, *sessions, level.load, extra);
     ordered_json summary = bench::Summarize(run.results, run.duration_s, targets);
     summary[level.kind] = level.value;
+    if (spec_before) {
+      if (const auto spec_after = bench::ScrapeSpecDecode(*target)) {
+        summary["spec_decode"] = bench::SummarizeSpecDecode(*spec_before, *spec_after);
+      }
+    }
     PrintLevel(fmt::format("{} {}={}", o.label, level.kind, level.value.dump()), summary);
     all_ok = all_ok && summary["failed"].get<int64_t>() == 0;
     out["levels"].push_back(std::move(summary));
@@ -158,8 +175,10 @@ void RegisterBenchServeCommand(CLI::App* bench) {
   bench::DatasetOptions& d = o->dataset;
   cmd->add_option("--dataset", d.name,
                   "random, prefix (shared prefix, multi-turn sessions), code, edit (rewrite a Python file with a "
-                  "rename) or quote (quote a passage): edit and quote answers repeat the prompt")
-      ->check(CLI::IsMember({"random", "prefix", "code", "edit", "quote"}));
+                  "rename), quote (quote a passage): edit and quote answers repeat the prompt; or jsonl "
+                  "(--dataset-path: {\"prompt\": ..., \"output_len\": N} per line)")
+      ->check(CLI::IsMember({"random", "prefix", "code", "edit", "quote", "jsonl"}));
+  cmd->add_option("--dataset-path", d.path, "jsonl dataset: the file");
   cmd->add_option("--num-prompts", d.num_prompts, "Requests per level")->check(CLI::PositiveNumber);
   cmd->add_option("--input-len", d.input_len, "Prompt tokens (about; prefix: tokens of each new message)")
       ->check(CLI::PositiveNumber);

@@ -4,7 +4,11 @@
 
 #include <array>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 
@@ -185,11 +189,48 @@ std::string QuotePrompt(BenchRng& rng, int64_t tokens) {
 
 }  // namespace
 
+Expected<std::vector<Session>> JsonlSessions(std::string_view text, const DatasetOptions& o) {
+  std::vector<Session> sessions;
+  int64_t line_number = 0;
+  size_t pos = 0;
+  while (pos < text.size() && static_cast<int64_t>(sessions.size()) < o.num_prompts) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    const std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto where = [&] { return fmt::format("{} line {}", o.path.empty() ? "jsonl dataset" : o.path, line_number); };
+    if (!row.is_object() || !row.contains("prompt") || !row["prompt"].is_string() || row["prompt"].get_ref<const std::string&>().empty()) {
+      return InvalidArgument(fmt::format("{}: expected an object with a non-empty string \"prompt\"", where()));
+    }
+    int64_t output_len = o.output_len;
+    if (const auto len = row.find("output_len"); len != row.end()) {
+      if (!len->is_number_integer() || len->get<int64_t>() < 1) {
+        return InvalidArgument(fmt::format("{}: \"output_len\" must be a positive integer", where()));
+      }
+      output_len = len->get<int64_t>();
+    }
+    sessions.push_back({{{row["prompt"].get<std::string>(), output_len}}});
+  }
+  if (sessions.empty()) return InvalidArgument(fmt::format("{}: no prompts", o.path.empty() ? "jsonl dataset" : o.path));
+  return sessions;
+}
+
 Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
   if (o.num_prompts < 1) return InvalidArgument("--num-prompts must be at least 1");
   if (o.input_len < 1 || o.output_len < 1) return InvalidArgument("--input-len and --output-len must be at least 1");
   if (!(o.range_ratio >= 0 && o.range_ratio < 1)) {
     return InvalidArgument(fmt::format("--range-ratio must be in [0, 1), got {}", o.range_ratio));
+  }
+  if (o.name == "jsonl") {
+    if (o.path.empty()) return InvalidArgument("--dataset jsonl needs --dataset-path FILE");
+    std::ifstream file(o.path);
+    if (!file) return InvalidArgument(fmt::format("--dataset-path {}: cannot open it", o.path));
+    std::ostringstream text;
+    text << file.rdbuf();
+    return JsonlSessions(text.str(), o);
   }
   BenchRng rng(o.seed);
   std::vector<Session> sessions;
@@ -231,7 +272,7 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
     }
     return sessions;
   }
-  return InvalidArgument(fmt::format("--dataset must be random, prefix, code, edit or quote; got '{}'", o.name));
+  return InvalidArgument(fmt::format("--dataset must be random, prefix, code, edit, quote or jsonl; got '{}'", o.name));
 }
 
 }  // namespace ember::tools::bench

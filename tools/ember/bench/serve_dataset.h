@@ -13,6 +13,12 @@
 //   quote   a passage of plain English sentences, then an instruction to quote it exactly (or
 //           summarise it quoting its key sentences) and the first sentence of the answer
 //
+//   jsonl   a file (--dataset-path): one JSON object per line with "prompt" (the completion's prompt
+//           text, sent as is: a chat-formatted prompt stays chat-formatted) and optionally
+//           "output_len" (else --output-len); the first num_prompts lines, in order. Like vLLM's
+//           custom dataset: real prompts where the generated ones would mislead (a drafter
+//           trained on chat text drafts chat answers)
+//
 // edit and quote are plain completions (no chat template) that end inside the answer, so even a
 // small model continues by copying; their output_len is about the copied text's length.
 //
@@ -21,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -45,7 +52,8 @@ class BenchRng {
 };
 
 struct DatasetOptions {
-  std::string name = "random";  // random, prefix, code, edit, quote
+  std::string name = "random";  // random, prefix, code, edit, quote, jsonl
+  std::string path;             // jsonl: the file
   int64_t num_prompts = 64;     // requests (prefix: sessions = num_prompts / turns, at least 1)
   int64_t input_len = 128;
   int64_t output_len = 64;
@@ -65,8 +73,10 @@ struct Session {
   std::vector<BenchRequest> requests;
 };
 
-// Errors name the bad option.
+// Errors name the bad option (and, for jsonl, the bad line).
 Expected<std::vector<Session>> BuildSessions(const DatasetOptions& options);
+// The jsonl dataset from its text (what BuildSessions reads from options.path).
+Expected<std::vector<Session>> JsonlSessions(std::string_view text, const DatasetOptions& options);
 
 // Building blocks, exposed for tests.
 // `words` words from the list, separated by single spaces.
