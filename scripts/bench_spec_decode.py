@@ -10,9 +10,17 @@ machine does not always hit the same one; tables show the median over rounds.
                          cannot): none, ngram/suffix adaptive, ngram fixed, llama.cpp none/ngram
   --suite smollm2_draft  target SmolLM2 bf16 (scripts/make_dense_gguf.py), drafter its Q4_1:
                          none, draft_model adaptive/fixed, llama.cpp none/draft
+  --suite smollm2_dspark  SmolLM2-135M Q4_1 with the DSpark drafter trained for it
+                         (tests/golden/dspark/smollm2) on held-out chat prompts (`chat`:
+                         bench/datasets/dspark_chat.jsonl, scripts/dspark/make_bench_prompts.py;
+                         each request as long as the target's own greedy answer): none, dspark
+                         fixed (all 7 verified), dspark adaptive (Algorithm 1 on its confidences)
   --suite muse_mid       the mid Muse Spark (scripts/make_muse_bench_model.py; random weights, no
                          tokenizer, so `ember bench throughput` on random ids, offline): the
-                         never-slower check for MoE, where a verify batch reads more experts
+                         never-slower check for MoE, where a verify batch reads more experts;
+                         dspark with a random drafter (scripts/dspark/make_random_drafter.py
+                         ~/.cache/ember/models/muse-spark-mid --out ~/.cache/ember/models/
+                         muse-spark-mid-dspark-random): drafts that are never right
 
   scripts/build_llama_server.sh; ninja -C build/release ember
   .venv/bin/python scripts/bench_spec_decode.py --suite smollm2 [--quick]
@@ -40,6 +48,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_servers import free_port, stop, wait_ready  # noqa: E402
 
 K = 5  # draft tokens per step (vLLM's usual ngram setting), the same for every method and engine
+K_DSPARK = 7  # DSpark drafts a whole block: the Muse drafter's 7
 
 # Per dataset: `ember bench serve` options. edit/quote answers copy the prompt, so their output
 # is about as long as it; prefix re-sends a growing multi-turn context.
@@ -48,17 +57,20 @@ DATASETS = {
     "quote": ["--input-len", "256", "--output-len", "192"],
     "prefix": ["--prefix-len", "512", "--input-len", "64", "--output-len", "64", "--turns", "4"],
     "random": ["--input-len", "128", "--output-len", "128"],
+    "chat": ["--dataset-path", str(ROOT / "bench/datasets/dspark_chat.jsonl"), "--output-len", "128"],
 }
 QUICK_DATASETS = {
     "edit": ["--input-len", "96", "--output-len", "48"],
     "quote": ["--input-len", "96", "--output-len", "48"],
     "prefix": ["--prefix-len", "128", "--input-len", "32", "--output-len", "24", "--turns", "2"],
     "random": ["--input-len", "64", "--output-len", "48"],
+    "chat": ["--dataset-path", str(ROOT / "bench/datasets/dspark_chat.jsonl"), "--output-len", "48"],
 }
+DATASET_KIND = {"chat": "jsonl"}  # the `ember bench serve --dataset` of a dataset, when not its name
 
 
-def ember_spec(method: str, adaptive: bool, **extra) -> str:
-    return json.dumps({"method": method, "num_speculative_tokens": K, "adaptive": adaptive, **extra})
+def ember_spec(method: str, adaptive: bool, k: int = K, **extra) -> str:
+    return json.dumps({"method": method, "num_speculative_tokens": k, "adaptive": adaptive, **extra})
 
 
 def suite_configs(suite: str) -> tuple[pathlib.Path, list[dict]]:
@@ -90,9 +102,26 @@ def suite_configs(suite: str) -> tuple[pathlib.Path, list[dict]]:
              "args": ["--spec-type", "draft-simple", "-md", str(drafter), "--spec-draft-n-max", str(K),
                       "--spec-draft-n-min", "0"]},
         ]
+    if suite == "smollm2_dspark":
+        model = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        drafter = ROOT / "tests/golden/dspark/smollm2"
+        return model, [
+            {"label": "none", "engine": "ember", "args": []},
+            {"label": "dspark fixed", "engine": "ember",
+             "args": ["--speculative-config", ember_spec("dspark", False, K_DSPARK, model=str(drafter))]},
+            {"label": "dspark adaptive", "engine": "ember",
+             "args": ["--speculative-config", ember_spec("dspark", True, K_DSPARK, model=str(drafter),
+                                                         enable_adaptive_verification=True)]},
+        ]
     if suite == "muse_mid":
+        drafter = MODELS / "muse-spark-mid-dspark-random"
         return MODELS / "muse-spark-mid", [
             {"label": "none", "engine": "offline", "args": []},
+            {"label": "dspark adaptive", "engine": "offline",
+             "args": ["--speculative-config", ember_spec("dspark", True, K_DSPARK, model=str(drafter),
+                                                         enable_adaptive_verification=True)]},
+            {"label": "dspark fixed", "engine": "offline",
+             "args": ["--speculative-config", ember_spec("dspark", False, K_DSPARK, model=str(drafter))]},
             {"label": "ngram adaptive", "engine": "offline", "args": ["--speculative-config", ember_spec("ngram", True)]},
             {"label": "ngram fixed", "engine": "offline", "args": ["--speculative-config", ember_spec("ngram", False)]},
             {"label": "suffix adaptive", "engine": "offline", "args": ["--speculative-config", ember_spec("suffix", True)]},
@@ -159,7 +188,7 @@ def run_served(cfg: dict, args, model, dataset: str, conc: int, tag: str, log_di
             before = scrape(url)
             out_json = log_dir / f"{tag}.json"
             cmd = [str(args.ember), "bench", "serve", "--base-url", url, "--model", "model", "--label", cfg["label"],
-                   "--dataset", dataset, *args.dataset_args[dataset], "--num-prompts", str(num_prompts(args, conc)),
+                   "--dataset", DATASET_KIND.get(dataset, dataset), *args.dataset_args[dataset], "--num-prompts", str(num_prompts(args, conc)),
                    "--concurrency", str(conc), "--seed", str(args.seed), "--result-json", str(out_json)]
             subprocess.run(cmd, check=False, stdout=log, stderr=subprocess.STDOUT)
             after = scrape(url)
@@ -224,7 +253,7 @@ def markdown(results: dict, datasets: list[str], concs: list[int], labels: list[
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", choices=["smollm2", "smollm2_draft", "muse_mid"], default="smollm2")
+    p.add_argument("--suite", choices=["smollm2", "smollm2_draft", "smollm2_dspark", "muse_mid"], default="smollm2")
     p.add_argument("--ember", type=pathlib.Path, default=ROOT / "build/release/tools/ember/ember")
     p.add_argument("--llama-server", type=pathlib.Path, default=CACHE / "llama.cpp/bin/llama-server")
     p.add_argument("--no-llama", action="store_true", help="ember configs only")
@@ -251,7 +280,8 @@ def main() -> int:
         configs = [c for c in configs if c["engine"] != "llama.cpp"]
     if args.configs:
         configs = [c for c in configs if c["label"] in args.configs]
-    datasets = args.datasets or (["random"] if args.suite == "muse_mid" else list(DATASETS))
+    default_datasets = {"muse_mid": ["random"], "smollm2_dspark": ["chat"]}
+    datasets = args.datasets or default_datasets.get(args.suite, [d for d in DATASETS if d != "chat"])
     needed = [model, args.ember] + ([args.llama_server] if any(c["engine"] == "llama.cpp" for c in configs) else [])
     for path in needed:
         if not path.exists():
@@ -290,7 +320,7 @@ def main() -> int:
                                                       tot["num_accepted_tokens"], pos)
 
     meta = {"suite": args.suite, "model": str(model), "threads": args.threads, "ctx_per_seq": args.ctx,
-            "k": K, "rounds": args.rounds, "quick": args.quick, "datasets": {d: args.dataset_args[d] for d in datasets},
+            "k": {c["label"]: (K_DSPARK if "dspark" in c["label"] else K) for c in configs}, "rounds": args.rounds, "quick": args.quick, "datasets": {d: args.dataset_args[d] for d in datasets},
             "prompts_per_slot": args.prompts_per_slot, "min_prompts": args.min_prompts, "seed": args.seed,
             "configs": configs, "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "suite_seconds": time.time() - t0,

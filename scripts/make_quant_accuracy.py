@@ -147,9 +147,13 @@ def nvfp4(w: torch.Tensor) -> torch.Tensor:
 
 
 def mxfp4(mode: str):
-    from quark.torch.kernel.hw_emulation.hw_emulation_interface import fake_quantize_mx
+    def qdq(w: torch.Tensor) -> torch.Tensor:
+        # Imported when used, so importing this module (for SPEC and Source) needs no Quark.
+        from quark.torch.kernel.hw_emulation.hw_emulation_interface import fake_quantize_mx
 
-    return lambda w: fake_quantize_mx(w, -1, 32, mode, mx_element_dtype="fp4")
+        return fake_quantize_mx(w, -1, 32, mode, mx_element_dtype="fp4")
+
+    return qdq
 
 
 QDQ = {"nvfp4": nvfp4, "mxfp4": mxfp4("even"), "mxfp4_floor": mxfp4("floor"),

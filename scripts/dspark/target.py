@@ -52,7 +52,18 @@ STDLIB = ["json", "re", "collections", "itertools", "functools", "os", "pathlib"
           "threading", "queue", "zipfile", "tarfile", "hashlib", "base64", "urllib.parse",
           "email.message", "http.client", "typing", "dataclasses", "enum", "contextlib", "abc",
           "io", "tempfile", "glob", "fnmatch", "difflib", "unittest", "doctest", "pickle",
-          "copy", "pprint", "inspect", "time", "calendar", "uuid", "struct", "array", "operator"]
+          "copy", "pprint", "inspect", "time", "calendar", "uuid", "struct", "array", "operator",
+          "asyncio", "concurrent.futures", "multiprocessing", "selectors", "signal", "mmap",
+          "codecs", "unicodedata", "locale", "gettext", "configparser", "tomllib", "netrc",
+          "plistlib", "xml.etree.ElementTree", "xml.dom.minidom", "html", "html.parser",
+          "urllib.request", "http.server", "http.cookies", "ftplib", "smtplib", "imaplib",
+          "mailbox", "mimetypes", "ipaddress", "ssl", "hmac", "secrets", "zlib", "gzip", "bz2",
+          "lzma", "shelve", "dbm", "sched", "contextvars", "weakref", "types", "numbers", "cmath",
+          "graphlib", "reprlib", "traceback", "warnings", "dis", "ast", "tokenize", "importlib",
+          "pkgutil", "runpy", "sysconfig", "platform", "getpass", "cmd", "shlex", "optparse",
+          "filecmp", "linecache", "stat", "timeit", "trace", "tracemalloc", "cProfile", "pstats",
+          "wave", "colorsys", "zoneinfo", "selectors", "socketserver", "xmlrpc.client",
+          "numpy", "numpy.linalg", "numpy.random", "numpy.fft", "numpy.polynomial"]
 
 TEMPLATES_DOC = [
     "Explain in plain words what this Python documentation says:\n\n{t}",
@@ -79,11 +90,12 @@ def _license_paragraphs() -> list[str]:
     return paras
 
 
-def _docstrings() -> list[str]:
+def docstrings(modules: list[str] = STDLIB) -> list[str]:
+    """'module.name: first paragraph' of each public function and class of `modules` (40-600 chars)."""
     import importlib
 
     docs = []
-    for name in STDLIB:
+    for name in modules:
         try:
             mod = importlib.import_module(name)
         except Exception:
@@ -98,13 +110,18 @@ def _docstrings() -> list[str]:
     return sorted(set(docs))
 
 
-def prompts(seed: int = 0) -> list[str]:
-    """Every prompt, deterministically shuffled (license clauses and stdlib docstrings)."""
+def prompts(seed: int = 0, held_out: int = 32, per_text: int = 2) -> tuple[list[str], list[str]]:
+    """(held_out, train) prompts, deterministically shuffled: license clauses and stdlib/numpy
+    docstrings under instruction templates. The first `held_out` texts (one template each) are
+    never trained on; every other text appears under `per_text` different templates."""
     rng = random.Random(seed)
-    out = [rng.choice(TEMPLATES_LICENSE).format(t=p) for p in _license_paragraphs()]
-    out += [rng.choice(TEMPLATES_DOC).format(t=d) for d in _docstrings()]
-    rng.shuffle(out)
-    return out
+    texts = [(p, TEMPLATES_LICENSE) for p in _license_paragraphs()]
+    texts += [(d, TEMPLATES_DOC) for d in docstrings()]
+    rng.shuffle(texts)
+    held = [rng.choice(tpl).format(t=t) for t, tpl in texts[:held_out]]
+    train = [f.format(t=t) for t, tpl in texts[held_out:] for f in rng.sample(tpl, min(per_text, len(tpl)))]
+    rng.shuffle(train)
+    return held, train
 
 
 @torch.no_grad()
