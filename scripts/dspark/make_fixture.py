@@ -70,18 +70,46 @@ def write(out: Path, gated: bool, seed: int):
 
     embed = (torch.randn(V, D, generator=g)).to(torch.bfloat16)
     lm_head = (torch.randn(V, D, generator=g) * 0.25).to(torch.bfloat16)
-    save_file({"embed_tokens.weight": embed, "lm_head.weight": lm_head}, str(out / "target.safetensors"))
-
     m = len(c.target_layer_ids)
     feats = torch.randn(T, m * D, generator=g) * 2.0
-    save_file({"context_features": feats}, str(out / "inputs.safetensors"))
-
     # s = 3: short context, no window effect; s = T: the full context, window cuts layer 0.
+    write_cases(out, model, temps, embed, lm_head, feats, [3, T], None, g)
+
+
+def write_trained(out: Path, target_name: str):
+    """Cases for a drafter trained by scripts/train_dspark.py, on its real target's embedding,
+    lm_head and tap features of a held-out sequence (the last tap final-normed, as transformers
+    gives it), anchored before and well past the drafter's sliding window, with the sequence's own
+    anchor tokens: the C++ drafter must compute what the module the training script trained does."""
+    import muse_tiny
+
+    assert target_name == "muse_tiny", "only the tiny Muse target's weights load without a GGUF reader here"
+    model = DSparkDrafter.load(out).eval()
+    from dspark_model import load_calibration
+
+    temps = load_calibration(out, model.config.block_size)
+    _, tgt = muse_tiny.load_target()
+    w = muse_tiny.weights(tgt)
+    embed, lm_head = w["embed"].to(torch.bfloat16), w["lm_head"].to(torch.bfloat16)
+    held, _ = muse_tiny.prompts(1, 0)
+    prompt, cont = muse_tiny.generate(tgt, held, 104, 0.0, seed=0)[0]
+    ids = torch.tensor(prompt + cont)
+    feats = muse_tiny.taps(tgt, ids[None], muse_tiny.TAPS)[0]
+    write_cases(out, model, temps, embed, lm_head, feats, [12, 100], ids, torch.Generator().manual_seed(5))
+
+
+def write_cases(out: Path, model: DSparkDrafter, temps, embed, lm_head, feats, anchors, ids, g):
+    """target.safetensors, inputs.safetensors, expected.safetensors and cases.json for `model` at
+    the anchor positions (anchor tokens from `ids`, or random)."""
+    c = model.config
+    V = c.vocab_size
+    save_file({"embed_tokens.weight": embed, "lm_head.weight": lm_head}, str(out / "target.safetensors"))
+    save_file({"context_features": feats.contiguous()}, str(out / "inputs.safetensors"))
     cases, expected = [], {}
     model.eval()
     with torch.no_grad():
-        for ci, s in enumerate([3, T]):
-            anchor = int(torch.randint(0, V - 1, (1,), generator=g))
+        for ci, s in enumerate(anchors):
+            anchor = int(ids[s]) if ids is not None else int(torch.randint(0, V - 1, (1,), generator=g))
             forced = torch.randint(0, V - 1, (c.block_size,), generator=g)
             ctx = model.context_states(feats[:s])
             h = model.backbone(ctx, model.block_embeds(embed.float(), torch.tensor([anchor])),
@@ -113,8 +141,12 @@ def write(out: Path, gated: bool, seed: int):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden/dspark")
+    ap.add_argument("--trained", choices=["muse_tiny"], help="cases for this trained drafter only")
     a = ap.parse_args()
     torch.set_num_threads(1)  # deterministic summation order
+    if a.trained:
+        write_trained(Path(a.out) / a.trained, a.trained)
+        return
     write(Path(a.out) / "tiny", gated=False, seed=16)
     write(Path(a.out) / "tiny_gated", gated=True, seed=17)
 

@@ -242,7 +242,7 @@ TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkDrafterTest, ::testing::Values("tiny", "tiny_gated"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkDrafterTest, ::testing::Values("tiny", "tiny_gated", "muse_tiny"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
