@@ -5,8 +5,9 @@
 // verification samples each position as plain decoding would, so equality is exact.
 //
 // Random drafters (written here for the target's shape) prove the plumbing and losslessness, their
-// drafts mostly rejected; the drafter trained for SmolLM2 (tests/golden/dspark/smollm2, from
-// scripts/train_dspark.py) proves drafts get accepted, and the test prints its tokens per step.
+// drafts mostly rejected; the drafters trained by scripts/train_dspark.py for SmolLM2 and for the
+// tiny trained Muse Spark (tests/golden/dspark/smollm2, muse_tiny) prove that drafts get accepted
+// as often through the engine as the torch reference measured on the same held-out prompts.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,11 +17,12 @@
 #include <map>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
 #include "support/engine_run.h"
 #include "unit/runner/local_engine_support.h"
-#include "tokenizer/model_tokenizer.h"
 #include "unit/spec/dspark_random_drafter.h"
 
 namespace ember {
@@ -261,53 +263,88 @@ TEST(DSparkSpecDecode, Gemma3RandomDrafterLossless) {
                  {{"dspark k=4 fixed", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)")}});
 }
 
-// The drafter trained for SmolLM2: lossless at T=0 and T=1, and its drafts are accepted. Prints
-// tokens per verification step and acceptance per position.
+// A drafter trained by scripts/train_dspark.py, on the held-out prompts it was measured on
+// (eval_prompts.json: the test split's prompts, the target's greedy answer lengths, and the tokens
+// per cycle the torch reference measured on exactly those: live decoding for SmolLM2, the walk over
+// the stored greedy answers for the tiny Muse). Greedy through the engine with 7 draft
+// tokens always verified, the outputs are bitwise those without speculation and the tokens per
+// verification step (1 + accepted per step) are the walk's within `tolerance` (relative): the
+// engine's drafter, taps and verification do what the torch reference does. Then a few prompts
+// sampled at T=1 (seeded) are lossless too, adaptive and fixed (greedy drafts, verified one-hot:
+// bitwise; probabilistic drafts are lossless in distribution, spec_decode_distribution_test).
+void ExpectTrainedDrafterMatchesItsReport(const std::string& target, const std::string& drafter, double tolerance) {
+  std::ifstream file(drafter + "/eval_prompts.json");
+  ASSERT_TRUE(file) << drafter << "/eval_prompts.json is missing: rerun scripts/train_dspark.py calibrate";
+  const nlohmann::json eval = nlohmann::json::parse(file);
+  std::vector<RequestInput> greedy;
+  int32_t longest = 0;
+#ifdef EMBER_SANITIZED
+  // Sanitized builds run ~10x slower: four prompts prove losslessness; the rate needs all of them.
+  const size_t num_prompts = std::min<size_t>(4, eval["prompts"].size());
+  constexpr bool kCompareRate = false;
+#else
+  const size_t num_prompts = eval["prompts"].size();
+  constexpr bool kCompareRate = true;
+#endif
+  for (size_t i = 0; i < num_prompts; ++i) {
+    RequestInput in;
+    in.prompt_token_ids = eval["prompts"][i].get<std::vector<int32_t>>();
+    in.sampling.max_tokens = eval["max_tokens"][i].get<int32_t>();
+    in.sampling.temperature = 0.0f;
+    in.sampling.logprobs = 1;
+    in.sampling.ignore_eos = true;  // the answers end with their end-of-turn token
+    longest = std::max<int32_t>(longest, static_cast<int32_t>(in.prompt_token_ids.size()) + in.sampling.max_tokens);
+    greedy.push_back(std::move(in));
+  }
+  EngineOptions o = test::SmallChunkedEngine();
+  o.kv_cache_dtype = "auto";
+  o.max_model_len = (longest + 16 + 7) / 8 * 8;
+  o.max_num_seqs = static_cast<int32_t>(greedy.size());
+  o.max_num_batched_tokens = 256;
+  o.kv_cache_memory_bytes = 256 << 20;
+  const SpecDecodeCounters c =
+      ExpectLossless(target, o, greedy, {{"dspark k=7 fixed, greedy", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});
+  ASSERT_GT(c.num_drafts, 0);
+  const double tokens_per_step = 1.0 + static_cast<double>(c.num_accepted_tokens) / c.num_drafts;
+  const double reference = eval["tokens_per_cycle_T0"].get<double>();
+  std::printf("%s: %zu held-out prompts, greedy, k=7 fixed: %.2f tokens per verification step (torch, %s: %.2f); "
+              "accepted per position:",
+              drafter.c_str(), greedy.size(), tokens_per_step, eval.value("reference", "").c_str(), reference);
+  for (int64_t n : c.accepted_per_position) std::printf(" %.2f", static_cast<double>(n) / c.num_drafts);
+  std::printf("\n");
+  if (kCompareRate) EXPECT_NEAR(tokens_per_step, reference, tolerance * reference);
+
+  std::vector<RequestInput> sampled(greedy.begin(), greedy.begin() + std::min<size_t>(3, greedy.size()));
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    sampled[i].sampling.temperature = 1.0f;
+    sampled[i].sampling.seed = 7 + static_cast<int64_t>(i);
+  }
+  const SpecDecodeCounters t1 = ExpectLossless(
+      target, o, sampled,
+      {{"dspark k=7 adaptive, T=1", DSparkConfig(drafter, 7, R"(,"enable_adaptive_verification":true)")},
+       {"dspark k=7 fixed, T=1", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});
+  EXPECT_GT(t1.num_accepted_tokens, 0) << "no sampled draft was accepted";
+}
+
+// SmolLM2 (ember's Q4_1 kernels against transformers' dequantized f32 forward: the taps differ in
+// their last bits and a greedy answer can part at a near-tie, after which drafts are judged on
+// another text; the torch reference itself gives 1.54 over its stored answers and 1.69 live, hence 15%).
 TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
   const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
   const std::string drafter = TrainedSmolLM2();
   if (!std::ifstream(drafter + "/model.safetensors")) GTEST_SKIP() << "no trained drafter in " << drafter;
-  auto tokenizer = LoadModelTokenizer(path);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
-  const char* texts[] = {
-      "The GNU General Public License is a free, copyleft license for software and other kinds of works. The "
-      "licenses for most software and other practical works are designed to take away your freedom to",
-      "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n",
-      "Write a short story about a robot who learns to paint.",
-      "Explain how a hash table works, in three sentences.",
-  };
-  std::vector<RequestInput> inputs;
-  for (int i = 0; i < 4; ++i) {
-    RequestInput in;
-    in.prompt_token_ids = (*tokenizer)->Encode(texts[i], /*add_special=*/true, /*parse_special=*/false);
-    in.sampling.max_tokens = 48;
-    in.sampling.logprobs = 1;
-    in.sampling.ignore_eos = true;
-    if (i == 3) {  // T=1, seeded
-      in.sampling.temperature = 1.0f;
-      in.sampling.seed = 7;
-    }
-    inputs.push_back(std::move(in));
-  }
-  EngineOptions o = test::SmallChunkedEngine();
-  o.kv_cache_dtype = "auto";
-  o.max_num_batched_tokens = 64;
-  const SpecDecodeCounters c = ExpectLossless(
-      path, o, inputs,
-      {{"dspark k=7 adaptive", DSparkConfig(drafter, 7, R"(,"enable_adaptive_verification":true)")},
-       {"dspark k=7 fixed", DSparkConfig(drafter, 7, R"(,"adaptive":false)")}});  // last: the counters
-  ASSERT_GT(c.num_drafts, 0);
-  EXPECT_GT(c.num_accepted_tokens, 0) << "the trained drafter's drafts were never accepted";
-  std::printf("SmolLM2 + trained DSpark, k=7 fixed: %lld verification steps, %lld draft tokens, %lld accepted: "
-              "%.2f tokens per step (1 + accepted per step), acceptance %.1f%%\n",
-              static_cast<long long>(c.num_drafts), static_cast<long long>(c.num_draft_tokens),
-              static_cast<long long>(c.num_accepted_tokens),
-              1.0 + static_cast<double>(c.num_accepted_tokens) / c.num_drafts,
-              100.0 * c.num_accepted_tokens / std::max<int64_t>(1, c.num_draft_tokens));
-  std::printf("accepted per position:");
-  for (int64_t n : c.accepted_per_position) std::printf(" %.2f", static_cast<double>(n) / c.num_drafts);
-  std::printf("\n");
+  ExpectTrainedDrafterMatchesItsReport(path, drafter, 0.15);
+}
+
+// The tiny trained Muse Spark (tests/golden/quant/accuracy: sliding and full attention, MoE,
+// softcapped logits) with its drafter: taps 0, 2 and the final-normed 3, raw embedding rows (no
+// embedding norm), logit_scale = the target's output multiplier. bf16 weights on both sides.
+TEST(DSparkSpecDecode, MuseSparkTrainedDrafter) {
+  const std::string target = std::string(EMBER_SOURCE_DIR) + "/tests/golden/quant/accuracy/model";
+  const std::string drafter = std::string(EMBER_SOURCE_DIR) + "/tests/golden/dspark/muse_tiny";
+  if (!std::ifstream(drafter + "/model.safetensors")) GTEST_SKIP() << "no trained drafter in " << drafter;
+  ExpectTrainedDrafterMatchesItsReport(target, drafter, 0.10);
 }
 
 }  // namespace
