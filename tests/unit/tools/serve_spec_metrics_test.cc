@@ -68,8 +68,8 @@ TEST(ServeSpecMetrics, SummaryIsTheDifferenceOfTwoScrapes) {
   EXPECT_DOUBLE_EQ(s["acceptance_rate"].get<double>(), 0.6);
   EXPECT_DOUBLE_EQ(s["mean_acceptance_length"].get<double>(), 2.5);  // 1 + 6 / 4
   EXPECT_DOUBLE_EQ(s["mean_verified_length"].get<double>(), 2.5);
-  EXPECT_EQ(s["acceptance_per_position"], nlohmann::json({1.0, 0.5, 0.25}));
-  EXPECT_EQ(s["drafts_per_length"], nlohmann::json({0.25, 0.0, 0.25, 0.0, 0.5}));
+  EXPECT_EQ(s["acceptance_per_position"].get<std::vector<double>>(), (std::vector<double>{1.0, 0.5, 0.25}));
+  EXPECT_EQ(s["drafts_per_length"].get<std::vector<double>>(), (std::vector<double>{0.25, 0.0, 0.25, 0.0, 0.5}));
   EXPECT_TRUE(SummarizeSpecDecode(before, before).is_null());  // nothing verified in the level
 }
 
