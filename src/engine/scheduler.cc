@@ -430,6 +430,7 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
       data.eos_token_id = req->eos_token_id();
       data.block_ids = kv_->Blocks(req->index());
       data.num_computed_tokens = req->num_computed_tokens();
+      data.cache_salt_key = req->cache_salt_key();
       out.new_reqs.push_back(std::move(data));
     } else {
       out.cached_reqs.push_back(

@@ -21,6 +21,8 @@ struct NewRequestData {  // first schedule of a request, or its resumption after
   int32_t eos_token_id = -1;         // the request's EOS (ends it unless ignore_eos); -1 for none
   kv::KvBlocks block_ids;            // every block the request holds, per group
   int64_t num_computed_tokens = 0;   // prefix-cache hit length (block aligned)
+  uint64_t cache_salt_key = 0;       // prefix-cache isolation (Request::cache_salt_key): a proposer
+                                     // that caches per-prefix state keys it by this too
 };
 
 struct CachedRequestData {  // a request the runner already knows: only what changed

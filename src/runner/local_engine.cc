@@ -47,7 +47,8 @@ Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o
 }
 
 Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeConfig& config, const CausalLM& target,
-                                                       const EngineOptions& o, const SchedulerConfig& s) {
+                                                       const EngineOptions& o, const SchedulerConfig& s,
+                                                       const KvStore& kv) {
   switch (config.method) {
     case spec::Method::kNgram: return std::unique_ptr<spec::Proposer>(new spec::NgramProposer(config));
     case spec::Method::kSuffix: return std::unique_ptr<spec::Proposer>(new spec::SuffixProposer(config));
@@ -66,6 +67,8 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
       d.max_num_seqs = s.max_num_seqs;
       d.confidence_threshold = config.draft_confidence_threshold;
       d.sample_drafts = config.draft_sample_method == spec::DraftSampleMethod::kProbabilistic;
+      d.context_cache_block_size = kv.config().block_size;
+      d.context_cache_positions = o.enable_prefix_caching ? kv.num_slots() : 0;
       EMBER_ASSIGN_OR_RETURN(auto proposer, spec::dspark::LoadDSparkProposer(config.model, target, d));
       return std::unique_ptr<spec::Proposer>(std::move(proposer));
     }
@@ -78,7 +81,7 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
 Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, ModelRunner& runner, SchedulerConfig& s,
                         std::string* description) {
   EMBER_ASSIGN_OR_RETURN(spec::SpeculativeConfig config, spec::ParseSpeculativeConfig(o.speculative_config));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<spec::Proposer> proposer, MakeProposer(config, model, o, s));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<spec::Proposer> proposer, MakeProposer(config, model, o, s, kv));
   s.propose_cost_per_position = proposer->cost_grows_with_draft_length();
   s.proposer_catches_up = proposer->catches_up();
   runner.set_proposer(std::move(proposer));

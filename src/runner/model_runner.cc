@@ -151,6 +151,8 @@ void ModelRunner::ShareHiddenStates(const std::vector<RunnerRequest*>& requests,
     states.first_row = built.batch.query_start_loc[i];
     // The diff's num_computed_tokens: where this step's rows start.
     states.first_position = requests[i]->num_computed_tokens;
+    states.tokens = requests[i]->tokens;
+    states.cache_salt_key = requests[i]->cache_salt_key;
     proposer_->ObserveTargetHiddenStates(requests[i]->req, states);
   }
 }

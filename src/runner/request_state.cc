@@ -27,6 +27,7 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     r.eos_token_id = n.eos_token_id;
     r.block_ids = n.block_ids.per_group;
     r.num_computed_tokens = n.num_computed_tokens;
+    r.cache_salt_key = n.cache_salt_key;
     requests_[n.req] = std::move(r);
   }
   for (const CachedRequestData& c : output.cached_reqs) {

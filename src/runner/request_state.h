@@ -23,6 +23,7 @@ struct RunnerRequest {
   int32_t eos_token_id = -1;  // what ends the request besides sampling.stop_token_ids (unless ignore_eos)
   std::vector<std::vector<kv::BlockId>> block_ids;  // per KV group
   int64_t num_computed_tokens = 0;
+  uint64_t cache_salt_key = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -29,6 +29,9 @@ class DSparkContext {
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   int64_t size() const { return end_ - begin_; }
+  int64_t window() const { return window_; }  // -1: none
+  int64_t kv_width() const { return kv_width_; }
+  int64_t num_layers() const { return num_layers_; }
   // The most rows held (-1: unbounded, no window).
   int64_t max_rows() const { return window_ > 0 ? window_ + std::max<int64_t>(64, window_ / 8) : -1; }
   // Rows held for every layer (for memory accounting).

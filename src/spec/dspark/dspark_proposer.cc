@@ -65,11 +65,21 @@ DSparkProposer::DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSp
       target_(target),
       final_norm_(std::move(final_norm)),
       options_(options),
-      markov_(*drafter_) {}
+      markov_(*drafter_) {
+  if (options_.context_cache_positions > 0) {
+    const DSparkConfig& c = drafter_->config();
+    const int64_t bytes_per_position = 2 * c.num_layers * c.kv_width() * static_cast<int64_t>(sizeof(float));
+    cache_ = std::make_unique<DSparkContextCache>(c.num_layers, c.kv_width(), options_.context_cache_block_size,
+                                                  options_.context_cache_positions * bytes_per_position);
+    EMBER_LOG_INFO("dspark: prefix cache of the drafter's context: up to {} blocks of {} positions ({:.1f} MiB), as "
+                   "many positions as the target's KV cache", cache_->capacity_blocks(), cache_->block_size(),
+                   cache_->capacity_blocks() * cache_->bytes_per_block() / 1048576.0);
+  }
+}
 
 const DSparkContext* DSparkProposer::context(RequestId req) const {
-  auto it = contexts_.find(req);
-  return it == contexts_.end() ? nullptr : &it->second;
+  auto it = requests_.find(req);
+  return it == requests_.end() ? nullptr : &it->second.context;
 }
 
 void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) {
@@ -79,19 +89,11 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
               "dspark: hidden states of {} layers x {} for a drafter of {} taps x {}", states.layers.size(),
               states.hidden_size, taps, c.target_hidden_size);
   if (states.num_rows <= 0) return;
-  auto [it, inserted] = contexts_.try_emplace(req, drafter_->NewContext());
-  DSparkContext& context = it->second;
+  auto [it, inserted] = requests_.try_emplace(req, RequestState{.context = drafter_->NewContext()});
+  RequestState& state = it->second;
+  DSparkContext& context = state.context;
   if (states.first_position < context.end()) context.TruncateTo(states.first_position);
-  if (states.first_position > context.end()) {
-    // Positions the target never computed (a prefix-cache hit): the context restarts after them.
-    if (context.end() == 0 && drafter_->config().context_window() < 0 && !warned_prefix_gap_) {
-      warned_prefix_gap_ = true;
-      EMBER_LOG_WARN("dspark: a request's hidden states start at position {} (a prefix-cache hit): this drafter has "
-                     "full-attention layers, so it cannot draft for such requests; disable prefix caching to draft "
-                     "for every request", states.first_position);
-    }
-    context.RestartAt(states.first_position);
-  }
+  if (states.first_position > context.end()) RestoreFromCache(state, states);
 
   const int64_t hidden = c.target_hidden_size;
   const int64_t width = drafter_->feature_width();
@@ -113,6 +115,40 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
     }
     drafter_->AppendContext(features_.data(), rows, context);
   }
+  if (cache_) StoreInCache(state, states);
+}
+
+void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenStates& states) {
+  // Positions the target did not compute: a prompt prefix it took from its prefix cache.
+  DSparkContext& context = state.context;
+  const int64_t position = states.first_position;
+  if (cache_ && context.size() == 0 && position % cache_->block_size() == 0 &&
+      static_cast<int64_t>(states.tokens.size()) >= position) {
+    kv::ExtendBlockHashes(states.tokens.first(position), cache_->block_size(), states.cache_salt_key, state.hashes);
+    if (cache_->Restore(state.hashes, position, context)) {
+      state.next_block_to_store = position / cache_->block_size();
+      return;
+    }
+  } else {
+    context.RestartAt(position);
+  }
+  // Without those rows the context restarts after the gap: a windowed drafter drafts again once
+  // its window refills, one with full-attention layers never for this request.
+  if (drafter_->config().context_window() < 0 && !warned_prefix_gap_) {
+    warned_prefix_gap_ = true;
+    EMBER_LOG_WARN("dspark: a request's hidden states start at position {} (a prefix-cache hit) and the drafter's "
+                   "own prefix cache lacks the positions before it: this drafter has full-attention layers, so it "
+                   "cannot draft for such requests{}",
+                   position, cache_ ? "" : "; its prefix cache is off (it follows --enable-prefix-caching)");
+  }
+}
+
+void DSparkProposer::StoreInCache(RequestState& state, const TargetHiddenStates& states) {
+  // Hashes chain over the whole prefix, so they extend from position 0 even for a context that
+  // restarted after a gap (ExtendBlockHashes hashes only the blocks not hashed yet).
+  const int64_t known = std::min<int64_t>(static_cast<int64_t>(states.tokens.size()), state.context.end());
+  kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.cache_salt_key, state.hashes);
+  state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
 }
 
 void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
@@ -132,17 +168,17 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
     const ProposalInput& in = inputs[i];
     const int32_t k = std::min(in.max_tokens, options_.num_speculative_tokens);
     if (in.tokens.empty() || k < 1) continue;
-    auto it = contexts_.find(in.req);
+    auto it = requests_.find(in.req);
     const int64_t anchor_position = static_cast<int64_t>(in.tokens.size()) - 1;
     const int32_t anchor = in.tokens.back();
     // The block needs the target's hidden states of every position before the anchor.
-    if (it == contexts_.end() || !it->second.CanDraftAt(anchor_position)) continue;
+    if (it == requests_.end() || !it->second.context.CanDraftAt(anchor_position)) continue;
     if (anchor < 0 || anchor >= c.vocab_size) continue;
     // The same request twice in one call shares one context; draft it once.
     const bool repeated = std::any_of(block_input_.begin(), block_input_.end(),
                                       [&](size_t b) { return inputs[b].req == in.req; });
     if (repeated) continue;
-    blocks_.push_back({&it->second, anchor, anchor_position, k});
+    blocks_.push_back({&it->second.context, anchor, anchor_position, k});
     block_input_.push_back(i);
   }
   if (blocks_.empty()) return;
@@ -165,7 +201,7 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
 void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                                 bool completed) {
   (void)tokens, (void)num_prompt_tokens, (void)completed;
-  contexts_.erase(req);
+  requests_.erase(req);
 }
 
 }  // namespace ember::spec::dspark

@@ -19,10 +19,11 @@
 // Rollback needs no bookkeeping: the runner reports only verified positions, in order, so the
 // context never holds a rejected draft. A report that starts before the context's end (a request
 // recomputed from there) cuts the context back to it. One that starts after it (a prompt prefix
-// the target took from its prefix cache) restarts the context there: a windowed drafter drafts
-// once the missing positions leave its window, one with full-attention layers does not draft for
-// that request (logged once; vLLM keeps the drafter's context K/V in its prefix cache, ember's
-// drafter has no prefix cache yet).
+// the target took from its prefix cache) restores the context before it from the drafter's own
+// prefix cache (context_cache.h: blocks keyed by the target's block hashes, stored as requests
+// verify them). Lacking a block, the context restarts there: a windowed drafter drafts once the
+// missing positions leave its window, one with full-attention layers does not draft for that
+// request (logged once).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "spec/dspark/context_cache.h"
 #include "spec/dspark/drafter.h"
 #include "spec/dspark/markov_head.h"
 #include "spec/proposer.h"
@@ -55,6 +57,11 @@ struct DSparkProposerOptions {
   // draft_sample_method "probabilistic": a request with temperature T > 0 gets tokens drawn from
   // softmax(l_k / T) and those distributions (verified with min(1, p/q)); greedy ones the argmax.
   bool sample_drafts = false;
+  // The drafter's prefix cache (context_cache.h), on when the target caches prefixes: its block
+  // size is the target's KV block size, and it holds as many positions as the target's KV cache
+  // (0: off).
+  int64_t context_cache_block_size = 16;
+  int64_t context_cache_positions = 0;
 };
 
 // The target's final norm over rows of its residual stream (CausalLM::ApplyFinalNorm): a tap at
@@ -78,9 +85,11 @@ class DSparkProposer final : public Proposer {
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
 
   const DSparkDrafter& drafter() const { return *drafter_; }
-  int64_t num_tracked_requests() const { return static_cast<int64_t>(contexts_.size()); }
+  int64_t num_tracked_requests() const { return static_cast<int64_t>(requests_.size()); }
   // The request's context store, or nullptr.
   const DSparkContext* context(RequestId req) const;
+  // The drafter's prefix cache, or nullptr when off.
+  const DSparkContextCache* context_cache() const { return cache_.get(); }
 
  private:
   DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSparkTargetInfo& target, TargetFinalNorm final_norm,
@@ -92,7 +101,17 @@ class DSparkProposer final : public Proposer {
   TargetFinalNorm final_norm_;
   DSparkProposerOptions options_;
   MarkovStage markov_;
-  std::unordered_map<RequestId, DSparkContext> contexts_;
+  struct RequestState {
+    DSparkContext context;
+    std::vector<kv::BlockHash> hashes;  // the target's block hashes of the tokens seen so far
+    int64_t next_block_to_store = 0;
+  };
+  // Keeps `state`'s hashes current and restores or stores its context blocks.
+  void RestoreFromCache(RequestState& state, const TargetHiddenStates& states);
+  void StoreInCache(RequestState& state, const TargetHiddenStates& states);
+
+  std::unordered_map<RequestId, RequestState> requests_;
+  std::unique_ptr<DSparkContextCache> cache_;  // null when off
   // Scratch reused across calls.
   std::vector<float> features_;  // [rows, feature_width]
   std::vector<DSparkDrafter::Block> blocks_;

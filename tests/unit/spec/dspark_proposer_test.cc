@@ -32,9 +32,20 @@ std::unique_ptr<DSparkProposer> MakeProposer(Fixture& f, DSparkProposerOptions o
   return std::move(*p);
 }
 
+// A request's tokens up to its anchor at `anchor_position` (the token just sampled).
+std::vector<int32_t> Tokens(int64_t anchor_position, int32_t anchor) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < anchor_position; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 11) % 500));
+  tokens.push_back(anchor);
+  return tokens;
+}
+
 // Reports positions [first, first + count) of the fixture's features as one step would: the
-// request's rows sit at batch row 1 of a batch with other rows around them.
-void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count) {
+// request's rows sit at batch row 1 of a batch with other rows around them. `tokens` are the
+// request's tokens the runner passes along (Tokens(first + count, 1) unless given).
+void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count,
+            std::vector<int32_t> tokens = {}, uint64_t cache_salt_key = 0) {
+  if (tokens.empty()) tokens = Tokens(first + count, 1);
   const int64_t hidden = kTarget.hidden_size;
   const size_t taps = p.TargetHiddenStateLayers().size();
   const int64_t batch_rows = count + 2;
@@ -53,15 +64,9 @@ void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, i
   s.first_row = 1;
   s.num_rows = count;
   s.first_position = first;
+  s.tokens = tokens;
+  s.cache_salt_key = cache_salt_key;
   p.ObserveTargetHiddenStates(req, s);
-}
-
-// A request's tokens up to its anchor at `anchor_position` (the token just sampled).
-std::vector<int32_t> Tokens(int64_t anchor_position, int32_t anchor) {
-  std::vector<int32_t> tokens;
-  for (int64_t i = 0; i < anchor_position; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 11) % 500));
-  tokens.push_back(anchor);
-  return tokens;
 }
 
 Draft ProposeOne(DSparkProposer& p, RequestId req, const std::vector<int32_t>& tokens, int32_t max_tokens = 7) {
@@ -203,6 +208,41 @@ TEST_P(DSparkProposerTest, ConfidenceThresholdDraftsAPrefix) {
   while (expect < full.confidences.size() && full.confidences[expect] >= o.confidence_threshold) ++expect;
   ASSERT_EQ(cut.tokens.size(), expect);
   EXPECT_TRUE(std::equal(cut.tokens.begin(), cut.tokens.end(), full.tokens.begin()));
+}
+
+// The drafter's prefix cache: a request whose first 16 positions the target took from its prefix
+// cache (its first report starts at 16) gets those context rows from the blocks an earlier request
+// with the same tokens stored, and drafts bitwise what that request drafted. A different token in
+// the prefix, another cache salt, a cache too small to hold the prefix, or no cache: nothing to
+// restore, no draft (the fixtures' drafters have full-attention layers).
+TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
+  constexpr int64_t kBlock = 8;
+  auto run = [&](int64_t cache_positions, std::vector<int32_t> second_tokens, uint64_t second_salt) {
+    Fixture f(GetParam());
+    DSparkProposerOptions o;
+    o.context_cache_block_size = kBlock;
+    o.context_cache_positions = cache_positions;
+    auto p = MakeProposer(f, o);
+    Report(*p, f, 1, 0, 24);
+    const Draft first = ProposeOne(*p, 1, Tokens(24, 8));
+    EXPECT_EQ(first.tokens.size(), 7u);
+    p->OnReleased(1, Tokens(24, 8), 24, true);
+    Report(*p, f, 2, 16, 8, second_tokens, second_salt);  // positions 0-15 came from the target's cache
+    const Draft second = ProposeOne(*p, 2, Tokens(24, 8));
+    if (!second.tokens.empty()) {
+      EXPECT_EQ(second.tokens, first.tokens);
+      EXPECT_EQ(second.confidences, first.confidences);
+    }
+    return !second.tokens.empty();
+  };
+  EXPECT_TRUE(run(64, {}, 0));
+  EXPECT_TRUE(run(24, {}, 0));   // room for the first request's three blocks
+  EXPECT_FALSE(run(16, {}, 0));  // two blocks: storing 16-23 evicted 0-7, the least recently used
+  std::vector<int32_t> other = Tokens(24, 1);
+  other[3] ^= 1;
+  EXPECT_FALSE(run(64, other, 0));
+  EXPECT_FALSE(run(64, {}, 42));
+  EXPECT_FALSE(run(0, {}, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkProposerTest, ::testing::Values("tiny", "tiny_gated"),
