@@ -16,6 +16,8 @@ the tiny trained Muse Spark of tests/golden/quant/accuracy (--target muse_tiny, 
              corpus; one CPU hour learns the argmax far sooner with full weight), --l1 0.9, --conf 1.0.
              The CE label is the target's argmax after the prefix (--ce-target argmax, what greedy
              verification accepts) unless --ce-target data. p_t is each position's top 64 (add_targets).
+             Also writes draft_vocab.json: the training answers' tokens, most frequent first (the
+             engine's draft vocabulary, FR-Spec).
   calibrate  Sequential Temperature Scaling of the confidence head on half the held-out prompts
   eval       tokens per cycle at T=0 with greedy verification on the other half (and, for smollm2,
              live decoding at T=0 and T=1); eval_prompts.json keeps those prompts for the C++ test
@@ -26,8 +28,9 @@ Usage (the real runs; `--smoke` shrinks everything to prove the script works):
   .venv/bin/python scripts/train_dspark.py train --minutes 50
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
+  .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)
 Output: tests/golden/dspark/<target>/{config.json, model.safetensors, calibration.json, report.json,
-train_log.json, eval_prompts.json}
+train_log.json, eval_prompts.json, draft_vocab.json}
 """
 
 import argparse
@@ -385,6 +388,25 @@ def train(a):
     (out_dir / "train_log.json").write_text(json.dumps(
         {"steps": step, "seconds": round(time.time() - t0), "args": vars(a), "log": log}, indent=1) + "\n")
     print(f"train: {step} steps in {time.time() - t0:.0f}s -> {out_dir}", flush=True)
+    write_draft_vocab(blob, out_dir)
+
+
+def write_draft_vocab(blob, out_dir: Path):
+    """draft_vocab.json: every token of the training answers, most frequent first (ties by id).
+
+    The engine may draft from the first N only (FR-Spec's frequency-ranked draft vocabulary), so
+    the drafter's lm_head costs N / vocab of the full one. A token the drafter never saw as an
+    answer is one it has hardly learnt to predict, so little acceptance is lost."""
+    counts = {}
+    for seq in blob["data"]["train"]:
+        for t in seq["ids"][seq["prompt_len"]:].tolist():
+            counts[t] = counts.get(t, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    total = sum(counts.values())
+    (out_dir / "draft_vocab.json").write_text(json.dumps({
+        "source": f"answer tokens of the {len(blob['data']['train'])} training sequences ({total} tokens)",
+        "token_ids": [t for t, _ in ranked], "counts": [c for _, c in ranked]}) + "\n")
+    print(f"draft vocabulary: {len(ranked)} distinct answer tokens -> {out_dir / 'draft_vocab.json'}", flush=True)
 
 
 # --- calibration and evaluation -------------------------------------------------------------------
@@ -476,7 +498,7 @@ def online_eval(a, drafter, embed, test):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["data", "extend", "train", "calibrate", "all"])
+    ap.add_argument("stage", choices=["data", "extend", "train", "calibrate", "vocab", "all"])
     ap.add_argument("--smoke", action="store_true", help="a few prompts and steps")
     ap.add_argument("--resume", action="store_true", help="data: add continuations to the existing data file")
     ap.add_argument("--target", choices=["smollm2", "muse_tiny"], default="smollm2")
@@ -517,6 +539,8 @@ def main():
         train(a)
     if a.stage in ("calibrate", "all"):
         calibrate_and_eval(a)
+    if a.stage == "vocab":  # train writes it too; this rewrites it for a drafter already trained
+        write_draft_vocab(load_data(a), Path(a.out))
 
 
 if __name__ == "__main__":

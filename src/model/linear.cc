@@ -1,6 +1,11 @@
 #include "model/linear.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/matmul.h"
@@ -63,6 +68,44 @@ Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_p
 }
 
 void Linear::Apply(const float* x, int64_t m, float* y) const { apply_(*this, x, m, y); }
+
+Expected<Linear> Linear::GatherRows(std::span<const int32_t> rows) const {
+  for (const int32_t row : rows) {
+    if (row < 0 || row >= out_features_) {
+      return InvalidArgument(fmt::format("row {} of a matrix of {} rows", row, out_features_));
+    }
+  }
+  const auto n = static_cast<int64_t>(rows.size());
+  auto gather = [&](const void* data, int64_t row_bytes) {
+    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * row_bytes));
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(copy->data() + i * row_bytes, static_cast<const uint8_t*>(data) + rows[i] * row_bytes,
+                  static_cast<size_t>(row_bytes));
+    }
+    return copy;
+  };
+  if (apply_ == &ApplyDense) {
+    const int64_t row_bytes = DTypeBytes(dense_.dtype, in_features_);
+    auto copy = gather(dense_.data, row_bytes);
+    TensorView view = dense_;
+    view.shape = Shape({n, in_features_});
+    view.data = copy->data();
+    Linear linear = Dense(view);
+    linear.gathered_ = std::move(copy);
+    return linear;
+  }
+  if (apply_ == &ApplyGguf) {
+    auto copy = gather(quant_.data, quant_.row_bytes);
+    quant::QuantMatrix m = quant_;
+    m.data = copy->data();
+    m.rows = n;
+    m.packed = nullptr;
+    Linear linear = Quantized(m);
+    linear.gathered_ = std::move(copy);
+    return linear;
+  }
+  return Unimplemented("selecting rows of a block-scaled matrix");
+}
 
 Status Linear::ReadRow(int64_t row, float* out) const {
   EMBER_CHECK(row >= 0 && row < out_features_, "row {} of {}", row, out_features_);

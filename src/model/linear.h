@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -44,6 +45,10 @@ class Linear {
   void Apply(const float* x, int64_t m, float* y) const;
   // Row `row` of the matrix as f32 (embedding lookup): out has in_features() floats.
   Status ReadRow(int64_t row, float* out) const;
+  // A matrix of the given rows of this one, in that order, bit for bit (a copy it owns): a
+  // drafter's lm_head over a draft vocabulary. Dense and GGUF matrices; block-scaled ones are
+  // Unimplemented.
+  Expected<Linear> GatherRows(std::span<const int32_t> rows) const;
 
  private:
   using ApplyFn = void (*)(const Linear& self, const float* x, int64_t m, float* y);
@@ -63,6 +68,7 @@ class Linear {
   quant::BlockScaledMatrix block_{};
   std::shared_ptr<const void> owner_;
   std::shared_ptr<const uint8_t> packed_owner_;  // the block-scaled packed copy, if any
+  std::shared_ptr<const void> gathered_;         // GatherRows' copy of the rows
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;

@@ -71,6 +71,7 @@ Status ParseDSparkFields(JsonFields& fields, SpeculativeConfig& config) {
           "\"block\" verification is not described publicly); use \"standard\" or leave it out", kWhere, rule));
     }
   }
+  if (Status s = IntField(fields, "draft_vocab_size", 0, int64_t{1} << 30, &config.draft_vocab_size); !s.ok()) return s;
   return FloatField(fields, "draft_confidence_threshold", 0.0, 1.0, &config.draft_confidence_threshold);
 }
 

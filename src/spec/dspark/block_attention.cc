@@ -8,10 +8,19 @@
 namespace ember::spec::dspark {
 namespace {
 
+// Eight interleaved partial sums, then a fixed tree: the compiler keeps them in a vector register
+// and the additions no longer wait on each other (a single running sum made the block attention
+// a third of the drafter's time). The order depends on n only, so results stay deterministic
+// and independent of the batch.
 float Dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  constexpr int kWays = 8;
+  float part[kWays] = {};
+  int64_t i = 0;
+  for (; i + kWays <= n; i += kWays) {
+    for (int w = 0; w < kWays; ++w) part[w] += a[i + w] * b[i + w];
+  }
+  for (int w = 0; i < n; ++i, ++w) part[w] += a[i] * b[i];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
 }  // namespace

@@ -55,6 +55,30 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, DSparkWeights weights, SharedT
   kernels::RopeInverseFrequencies(config_.rope_theta, config_.head_dim, inv_freq_.data());
 }
 
+Status DSparkDrafter::UseDraftVocabulary(std::vector<int32_t> ids) {
+  if (ids.empty()) return InvalidArgument("DSpark: an empty draft vocabulary");
+  std::vector<int32_t> inverse(config_.vocab_size, -1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size || inverse[ids[i]] >= 0) {
+      return InvalidArgument(fmt::format("DSpark: draft vocabulary id {} is outside [0, {}) or repeated", ids[i],
+                                         config_.vocab_size));
+    }
+    inverse[ids[i]] = static_cast<int32_t>(i);
+  }
+  auto lm_head = target_.lm_head->GatherRows(ids);
+  if (!lm_head.ok()) {
+    return Unimplemented(
+        fmt::format("DSpark: a draft vocabulary needs the lm_head's rows: {}", lm_head.status().message()));
+  }
+  if (config_.markov_rank > 0) {
+    EMBER_ASSIGN_OR_RETURN(draft_markov_w2_, weights_.markov_w2.GatherRows(ids));
+  }
+  draft_lm_head_ = std::move(*lm_head);
+  draft_ids_ = std::move(ids);
+  draft_id_of_ = std::move(inverse);
+  return Status::Ok();
+}
+
 DSparkContext DSparkDrafter::NewContext() const {
   return DSparkContext(config_.num_layers, config_.kv_width(), config_.context_window());
 }
@@ -121,15 +145,16 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
   kernels::RmsNormGain(residual, rows, h, c.rms_norm_eps, weights_.final_norm.data(), hidden_.data());
 
   // The lm_head over the wanted rows only: it is the largest matmul by far (vocab x hidden).
-  logits_.resize(num_logits * c.vocab_size);
+  const int64_t vocab = draft_vocab_size();
+  logits_.resize(num_logits * vocab);
   if (num_logits == 0) return;
   float* wanted = workspace_.Take<float>(num_logits * h);
   for (size_t b = 0; b < blocks.size(); ++b) {
     std::copy_n(hidden_.data() + static_cast<int64_t>(b) * g * h, blocks[b].num_logits * h,
                 wanted + logits_row_[b] * h);
   }
-  target_.lm_head->Apply(wanted, num_logits, logits_.data());
-  if (c.logit_scale != 1.0f) kernels::ScaleInPlace(logits_.data(), num_logits * c.vocab_size, c.logit_scale);
+  (draft_ids_.empty() ? *target_.lm_head : draft_lm_head_).Apply(wanted, num_logits, logits_.data());
+  if (c.logit_scale != 1.0f) kernels::ScaleInPlace(logits_.data(), num_logits * vocab, c.logit_scale);
 }
 
 void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::span<const Block> blocks,
@@ -190,7 +215,7 @@ std::span<const float> DSparkDrafter::Hidden(size_t b, int64_t k) const {
 }
 
 std::span<const float> DSparkDrafter::BaseLogits(size_t b, int64_t k) const {
-  const int64_t v = config_.vocab_size;
+  const int64_t v = draft_vocab_size();
   return std::span<const float>(logits_).subspan((logits_row_[b] + k) * v, v);
 }
 

@@ -9,7 +9,8 @@
 //             embedded with the target's embedding table; Qwen3 decoder layers whose attention
 //             reads the context K/V plus the block's own K/V (block_attention.h); the final norm;
 //   logits:   base logits U_k = logit_scale * lm_head(h_k) with the target's lm_head, row k
-//             predicting the token at anchor + k + 1 (sample-from-anchor).
+//             predicting the token at anchor + k + 1 (sample-from-anchor); with a draft
+//             vocabulary (UseDraftVocabulary) only its rows, so logits are indexed by draft id.
 // The Markov and confidence heads run on top, left to right (markov_head.h).
 //
 // Every scratch buffer comes from the drafter's Workspace; outputs live in the drafter until the
@@ -62,6 +63,20 @@ class DSparkDrafter {
   const BlockAttentionShape& attention_shape(int64_t layer) const { return attention_[layer]; }
   Workspace& workspace() { return workspace_; }
 
+  // Drafts from these token ids only (FR-Spec's frequency-ranked draft vocabulary, from the
+  // drafter's draft_vocab.json): copies of the lm_head's and the Markov W2's rows for them, so the
+  // largest matmul and the Markov bias cost |ids| / vocab_size of the full ones. Verification is
+  // unchanged, so outputs stay lossless; a token outside the ids is never drafted.
+  Status UseDraftVocabulary(std::vector<int32_t> ids);
+  // Logits are indexed by draft id: draft_vocab_size() of them; TokenOf maps one to its token id.
+  // Without a draft vocabulary both are the identity over the full vocabulary.
+  int64_t draft_vocab_size() const { return draft_ids_.empty() ? config_.vocab_size : static_cast<int64_t>(draft_ids_.size()); }
+  int32_t TokenOf(int64_t draft_id) const { return draft_ids_.empty() ? static_cast<int32_t>(draft_id) : draft_ids_[draft_id]; }
+  // The draft id of `token`, or -1 when it is outside the draft vocabulary.
+  int64_t DraftIdOf(int32_t token) const { return draft_ids_.empty() ? token : draft_id_of_[token]; }
+  // The Markov head's W2 over the draft vocabulary ([draft_vocab_size, rank]).
+  const Linear& markov_w2() const { return draft_ids_.empty() ? weights_.markov_w2 : draft_markov_w2_; }
+
   // A new, empty context store shaped for this drafter.
   DSparkContext NewContext() const;
   // Width of one position's concatenated tap features: taps * target_hidden_size.
@@ -81,7 +96,7 @@ class DSparkDrafter {
   // Runs the backbone over every block and the lm_head over the rows asked for.
   void ForwardBlocks(std::span<const Block> blocks);
   // After ForwardBlocks: the final-normed hidden state of block `b`'s position k (hidden_size),
-  // and its base logits (vocab_size; k < num_logits).
+  // and its base logits (draft_vocab_size(); k < num_logits).
   std::span<const float> Hidden(size_t b, int64_t k) const;
   std::span<const float> BaseLogits(size_t b, int64_t k) const;
 
@@ -97,12 +112,17 @@ class DSparkDrafter {
   DSparkConfig config_;
   DSparkWeights weights_;
   SharedTargetWeights target_;
+  // UseDraftVocabulary's: the ids, the inverse map (-1 outside) and the gathered rows.
+  std::vector<int32_t> draft_ids_;
+  std::vector<int32_t> draft_id_of_;
+  Linear draft_lm_head_;
+  Linear draft_markov_w2_;
   std::vector<BlockAttentionShape> attention_;  // per layer
   std::vector<float> inv_freq_;
   Workspace workspace_;
   // ForwardBlocks' outputs.
   std::vector<float> hidden_;  // [blocks * block_size, hidden]
-  std::vector<float> logits_;  // [sum num_logits, vocab]
+  std::vector<float> logits_;  // [sum num_logits, draft_vocab_size()]
   std::vector<int64_t> logits_row_;  // per block, its first row in logits_
 };
 

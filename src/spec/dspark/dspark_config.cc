@@ -246,6 +246,28 @@ Status ReadCalibration(const std::string& path, DSparkConfig& c) {
   return Status::Ok();
 }
 
+// {"token_ids": [...]}: distinct ids within the vocabulary, most frequent first.
+Status ReadDraftVocab(const std::string& path, DSparkConfig& c) {
+  EMBER_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json* ids = doc.is_object() && doc.contains("token_ids") ? &doc.at("token_ids") : nullptr;
+  if (ids == nullptr || !ids->is_array() || ids->empty()) {
+    return InvalidArgument(fmt::format("{}: \"token_ids\" must be a non-empty list of token ids", path));
+  }
+  std::vector<bool> seen(static_cast<size_t>(c.vocab_size), false);
+  for (const json& id : *ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= c.vocab_size) {
+      return InvalidArgument(fmt::format("{}: token id {} is not in the vocabulary [0, {})", path, id.dump(),
+                                         c.vocab_size));
+    }
+    const auto token = id.get<int32_t>();
+    if (seen[token]) return InvalidArgument(fmt::format("{}: token id {} is listed twice", path, token));
+    seen[token] = true;
+    c.draft_vocab.push_back(token);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int64_t DSparkConfig::context_window() const {
@@ -276,6 +298,8 @@ Expected<DSparkConfig> LoadDSparkConfig(const std::string& dir) {
   EMBER_ASSIGN_OR_RETURN(DSparkConfig c, ParseDSparkConfig(text, path));
   const std::string calibration = (std::filesystem::path(dir) / "calibration.json").string();
   if (std::filesystem::exists(calibration)) EMBER_RETURN_IF_ERROR(ReadCalibration(calibration, c));
+  const std::string draft_vocab = (std::filesystem::path(dir) / "draft_vocab.json").string();
+  if (std::filesystem::exists(draft_vocab)) EMBER_RETURN_IF_ERROR(ReadDraftVocab(draft_vocab, c));
   return c;
 }
 

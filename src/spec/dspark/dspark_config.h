@@ -64,6 +64,12 @@ struct DSparkConfig {
   // One per block position; all 1 when the drafter ships no calibration.
   std::vector<float> confidence_temperatures;
 
+  // The draft vocabulary (draft_vocab.json beside the weights, written by scripts/train_dspark.py):
+  // token ids, most frequent first, in the drafter's training answers. The drafter may draft from
+  // the first N of them only (FR-Spec's frequency-ranked draft vocabulary): its lm_head and Markov
+  // bias then cost N / vocab_size of the full ones. Empty: none shipped.
+  std::vector<int32_t> draft_vocab;
+
   // The most context positions any layer reads back from a block's anchor: the widest window,
   // or -1 when some layer reads the whole context.
   int64_t context_window() const;
@@ -73,7 +79,8 @@ struct DSparkConfig {
 
 // Parses config.json text; `where` names it in errors (the path).
 Expected<DSparkConfig> ParseDSparkConfig(const std::string& json_text, const std::string& where);
-// Reads and parses `<dir>/config.json`, and `<dir>/calibration.json` when present.
+// Reads and parses `<dir>/config.json`, and `<dir>/calibration.json` and `<dir>/draft_vocab.json`
+// when present.
 Expected<DSparkConfig> LoadDSparkConfig(const std::string& dir);
 
 // What the drafter needs to know about its target.

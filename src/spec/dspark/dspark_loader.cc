@@ -2,9 +2,36 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "core/logging.h"
+
 namespace ember::spec::dspark {
+namespace {
+
+// The first `size` ids of the drafter's draft_vocab.json (-1: all of them; 0: none).
+Status ApplyDraftVocabulary(DSparkDrafter& drafter, int32_t size) {
+  const std::vector<int32_t>& ranked = drafter.config().draft_vocab;
+  if (size == 0) return Status::Ok();
+  if (ranked.empty()) {
+    if (size < 0) return Status::Ok();
+    return InvalidArgument(fmt::format("dspark: draft_vocab_size is {} but the drafter ships no draft_vocab.json; "
+                                       "leave draft_vocab_size out to draft from the full vocabulary", size));
+  }
+  const size_t n = size < 0 ? ranked.size() : std::min<size_t>(ranked.size(), static_cast<size_t>(size));
+  if (static_cast<int64_t>(n) >= drafter.config().vocab_size) return Status::Ok();
+  if (const Status s = drafter.UseDraftVocabulary(std::vector<int32_t>(ranked.begin(), ranked.begin() + n)); !s.ok()) {
+    if (size > 0) return s;
+    EMBER_LOG_WARN("{}; drafting from the full vocabulary", s.message());
+    return Status::Ok();
+  }
+  EMBER_LOG_INFO("dspark: drafting from a vocabulary of the {} most frequent tokens of the drafter's training answers "
+                 "(of {}; draft_vocab_size to change it, 0 for the full vocabulary)", n, drafter.config().vocab_size);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<DSparkProposer>> LoadDSparkProposer(const std::string& dir, const CausalLM& target,
                                                              const DSparkProposerOptions& options) {
@@ -24,6 +51,7 @@ Expected<std::unique_ptr<DSparkProposer>> LoadDSparkProposer(const std::string& 
   }
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<DSparkDrafter> drafter,
                          DSparkDrafter::Create(std::move(config), std::move(weights), std::move(shared)));
+  EMBER_RETURN_IF_ERROR(ApplyDraftVocabulary(*drafter, options.draft_vocab_size));
   TargetFinalNorm final_norm = [&target](const float* x, int64_t rows, float* out) {
     return target.ApplyFinalNorm(x, rows, out);
   };

@@ -16,8 +16,6 @@ MarkovStage::MarkovStage(const DSparkDrafter& drafter)
   embed_.resize(r);
   gate_in_.resize(config_.hidden_size + r);
   gated_.resize(r);
-  bias_.resize(config_.vocab_size);
-  logits_.resize(config_.vocab_size);
 }
 
 namespace {
@@ -54,7 +52,7 @@ int32_t MarkovStage::SampleToken(float temperature, double u) {
 }
 
 void MarkovStage::Correct(std::span<const float> base, std::span<const float> h) {
-  std::copy(base.begin(), base.end(), logits_.begin());
+  logits_.assign(base.begin(), base.end());
   if (config_.markov_head_type == MarkovHeadType::kNone) return;
   const float* e = embed_.data();
   if (config_.markov_head_type == MarkovHeadType::kGated) {
@@ -66,7 +64,8 @@ void MarkovStage::Correct(std::span<const float> base, std::span<const float> h)
     kernels::MulInPlace(gated_.data(), embed_.data(), config_.markov_rank);
     e = gated_.data();
   }
-  weights_.markov_w2.Apply(e, 1, bias_.data());
+  bias_.resize(logits_.size());
+  drafter_.markov_w2().Apply(e, 1, bias_.data());
   const float scale = config_.logit_scale;
   for (size_t v = 0; v < logits_.size(); ++v) logits_[v] += scale * bias_[v];
 }
@@ -87,7 +86,6 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
   EMBER_CHECK(num_tokens >= 0 && num_tokens <= config_.block_size);
   EMBER_CHECK(forced.empty() || static_cast<int32_t>(forced.size()) >= num_tokens);
   out->Clear();
-  const int64_t vocab = config_.vocab_size;
   int32_t prev = anchor_token;
   for (int32_t k = 0; k < num_tokens; ++k) {
     const std::span<const float> h = drafter_.Hidden(b, k);
@@ -97,10 +95,12 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
     }
     Correct(drafter_.BaseLogits(b, k), h);
     const bool sampled = forced.empty() && sampling.temperature > 0.0f;
-    const int32_t token =
-        !forced.empty() ? forced[k]
+    // Logits are indexed by draft id (the token id without a draft vocabulary).
+    const int64_t draft_id =
+        !forced.empty() ? drafter_.DraftIdOf(forced[k])
         : sampled       ? SampleToken(sampling.temperature, SamplingUniform(sampling.seed ^ kDraftStream, sampling.first_index + k))
                         : GreedyToken(logits_);
+    const int32_t token = !forced.empty() ? forced[k] : drafter_.TokenOf(draft_id);
     float z = 0.0f;
     float confidence = 0.0f;
     if (config_.enable_confidence_head) {
@@ -108,7 +108,7 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
       confidence = 1.0f / (1.0f + std::exp(-z / config_.confidence_temperatures[k]));
     } else {
       // Without a confidence head the drafter's own probability of its token is the best guess.
-      confidence = SoftmaxProbability(logits_, token);
+      confidence = draft_id < 0 ? 0.0f : SoftmaxProbability(logits_, static_cast<int32_t>(draft_id));
     }
     // The static threshold mode (llama.cpp's --spec-draft-conf-min, DeepSpec's
     // _confident_prefix_length): the draft ends before the first unconfident position.
@@ -116,8 +116,13 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
     if (config_.enable_confidence_head) out->confidence_logits.push_back(z);
     out->tokens.push_back(token);
     out->confidences.push_back(confidence);
-    if (keep_logits) out->logits.insert(out->logits.end(), logits_.begin(), logits_.begin() + vocab);
-    if (sampled) out->probabilities.insert(out->probabilities.end(), q_.begin(), q_.end());
+    if (keep_logits) out->logits.insert(out->logits.end(), logits_.begin(), logits_.end());
+    if (sampled) {
+      // The verifier wants q over the whole vocabulary: 0 outside the draft vocabulary.
+      const size_t first = out->probabilities.size();
+      out->probabilities.resize(first + static_cast<size_t>(config_.vocab_size), 0.0f);
+      for (size_t i = 0; i < q_.size(); ++i) out->probabilities[first + drafter_.TokenOf(static_cast<int64_t>(i))] = q_[i];
+    }
     prev = token;
   }
 }

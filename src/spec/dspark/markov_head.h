@@ -4,7 +4,8 @@
 //
 //   e_k = W1[x_{k-1}]                        (x_{-1} = the anchor)
 //   vanilla: B_k = W2 · e_k;   gated: B_k = W2 · (sigmoid(gate_proj([h_k; e_k])) ⊙ e_k)
-//   l_k = U_k + logit_scale · B_k,  x_k = argmax l_k (ties to the lowest id, as ember's sampler)
+//   l_k = U_k + logit_scale · B_k,  x_k = argmax l_k (ties to the lowest id, as ember's sampler;
+//                                   over the draft vocabulary when the drafter has one)
 //   z_k = w · [h_k; e_k] + b,       c_k = sigmoid(z_k / T_k)   (T_k: STS calibration)
 //
 // c_k estimates P(x_k accepted | x_0..x_{k-1} accepted); the prefix survival is their product.
@@ -21,10 +22,11 @@ namespace ember::spec::dspark {
 // One block's sequential stage, as computed.
 struct BlockDraft {
   std::vector<int32_t> tokens;           // x_0 .. x_{n-1}
-  std::vector<float> logits;             // [n, vocab] corrected logits l_k (only when asked)
+  std::vector<float> logits;             // [n, draft vocab] corrected logits l_k (only when asked)
   std::vector<float> confidence_logits;  // z_k (empty without a confidence head)
   std::vector<float> confidences;        // c_k calibrated; without a confidence head, softmax(l_k)[x_k]
   std::vector<float> probabilities;      // [n, vocab] q_k = softmax(l_k / T) when the tokens were sampled
+                                         // (0 outside the draft vocabulary)
 
   void Clear() {
     tokens.clear();
@@ -59,7 +61,8 @@ class MarkovStage {
   // e = W1[prev]; then the corrected logits of position k into logits_.
   void Correct(std::span<const float> base, std::span<const float> h);
   float ConfidenceLogit(std::span<const float> h) const;
-  // Draws from q_ = softmax(logits_ / temperature) by inverse CDF in token-id order.
+  // Draws from q_ = softmax(logits_ / temperature) by inverse CDF in draft-id order; returns the
+  // draft id.
   int32_t SampleToken(float temperature, double u);
 
   const DSparkDrafter& drafter_;
@@ -69,9 +72,9 @@ class MarkovStage {
   std::vector<float> embed_;    // [r]
   std::vector<float> gate_in_;  // [H + r]
   std::vector<float> gated_;    // [r]
-  std::vector<float> bias_;     // [V]
-  std::vector<float> logits_;   // [V]
-  std::vector<float> q_;        // [V] softmax(logits_ / T) of a sampled position
+  std::vector<float> bias_;     // [draft V]
+  std::vector<float> logits_;   // [draft V]
+  std::vector<float> q_;        // [draft V] softmax(logits_ / T) of a sampled position
 };
 
 }  // namespace ember::spec::dspark

@@ -214,6 +214,7 @@ TEST(DSparkSpecDecode, BadDrafterFailsAtStartup) {
       {DSparkConfig(fixture, 5), "hidden_size is 64 but the target's is 128"},
       {DSparkConfig(tmp.path, 6), "num_speculative_tokens is 6"},
       {DSparkConfig(tmp.path, 5, R"(,"rejection_sample_method":"block")"), "rejection_sample_method"},
+      {DSparkConfig(tmp.path, 5, R"(,"draft_vocab_size":100)"), "ships no draft_vocab.json"},
   };
   test::ExpectStartupErrors(cases);
 }

@@ -188,6 +188,18 @@ TEST(DSparkCheckpoint, UnsupportedConfigsAreNamed) {
   ExpectError(LoadDSparkConfig(dir).status(), "confidence_temperatures", "short calibration");
   std::ofstream(dir + "/calibration.json") << R"({"confidence_temperatures": [1.0, 2.0, 0.0, 1.0, 1.0]})";
   ExpectError(LoadDSparkConfig(dir).status(), "positive", "zero temperature");
+  std::filesystem::remove(dir + "/calibration.json");
+  // The draft vocabulary: distinct ids within the vocabulary (512), most frequent first.
+  std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 1, 2]})";
+  auto loaded = LoadDSparkConfig(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->draft_vocab, (std::vector<int32_t>{3, 1, 2}));
+  std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 1, 3]})";
+  ExpectError(LoadDSparkConfig(dir).status(), "twice", "a repeated id");
+  std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 512]})";
+  ExpectError(LoadDSparkConfig(dir).status(), "not in the vocabulary", "an id past the vocabulary");
+  std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": []})";
+  ExpectError(LoadDSparkConfig(dir).status(), "token_ids", "an empty list");
 }
 
 // The shared head must be the config's shape; a last-layer tap needs the target's final norm.

@@ -207,6 +207,78 @@ TEST_P(DSparkDrafterTest, SampledDraftsComeFromTheDistributionsTheyReturn) {
   EXPECT_LT(chi, critical) << "df " << df;
 }
 
+// A draft vocabulary (FR-Spec; UseDraftVocabulary): each position's logits are bitwise the full
+// vocabulary's at the ids it holds, a greedy draft takes the best of those, and one whose tokens
+// are all held is the full drafter's draft; sampled q rows are 0 outside it and sum to 1.
+TEST_P(DSparkDrafterTest, DraftVocabularyDraftsTheBestTokenItHolds) {
+  Fixture f(GetParam()), g(GetParam());
+  const int64_t vocab = f.drafter->config().vocab_size;
+  const int32_t block = f.drafter->config().block_size;
+  DSparkContext fc = f.drafter->NewContext(), gc = g.drafter->NewContext();
+  f.ForwardBlockAfterAllPositions(5, fc);
+  MarkovStage full_markov(*f.drafter);
+  BlockDraft full;
+  full_markov.Draft(0, 5, block, {}, 0.0f, /*keep_logits=*/true, &full);
+  ASSERT_EQ(static_cast<int32_t>(full.tokens.size()), block);
+
+  // Every third token, in a scrambled order, without the full draft's first token.
+  std::vector<int32_t> ids;
+  for (int32_t v = 0; v < vocab; v += 3) {
+    if (v != full.tokens[0]) ids.push_back(static_cast<int32_t>((v * 7) % vocab));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  ids.erase(std::remove(ids.begin(), ids.end(), full.tokens[0]), ids.end());
+  std::reverse(ids.begin(), ids.end());
+  ASSERT_TRUE(g.drafter->UseDraftVocabulary(ids).ok());
+  ASSERT_EQ(g.drafter->draft_vocab_size(), static_cast<int64_t>(ids.size()));
+  g.ForwardBlockAfterAllPositions(5, gc);
+  MarkovStage markov(*g.drafter);
+  BlockDraft sub;
+  markov.Draft(0, 5, block, {}, 0.0f, /*keep_logits=*/true, &sub);
+  ASSERT_EQ(sub.logits.size(), block * ids.size());
+  size_t best = 0;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    ASSERT_EQ(sub.logits[j], full.logits[ids[j]]) << "position 0, draft id " << j;
+    if (full.logits[ids[j]] > full.logits[ids[best]]) best = j;
+  }
+  EXPECT_EQ(sub.tokens[0], ids[best]);
+  EXPECT_NE(sub.tokens[0], full.tokens[0]);
+  EXPECT_EQ(sub.confidences[0], full.confidences[0]) << "the confidence head does not read the logits";
+
+  // A vocabulary holding the full draft's tokens drafts exactly it.
+  Fixture h(GetParam());
+  std::vector<int32_t> holding(full.tokens.begin(), full.tokens.end());
+  std::sort(holding.begin(), holding.end());
+  holding.erase(std::unique(holding.begin(), holding.end()), holding.end());
+  for (int32_t v = 1; v < vocab; v += 5) {
+    if (std::find(holding.begin(), holding.end(), v) == holding.end()) holding.push_back(v);
+  }
+  ASSERT_TRUE(h.drafter->UseDraftVocabulary(holding).ok());
+  DSparkContext hc = h.drafter->NewContext();
+  h.ForwardBlockAfterAllPositions(5, hc);
+  MarkovStage h_markov(*h.drafter);
+  BlockDraft same, sampled;
+  h_markov.Draft(0, 5, block, {}, 0.0f, false, &same);
+  EXPECT_EQ(same.tokens, full.tokens);
+  EXPECT_EQ(same.confidences, full.confidences);
+  h_markov.Draft(0, 5, block, {}, 0.0f, false, &sampled, {.temperature = 1.0f, .seed = 3, .first_index = 100});
+  ASSERT_EQ(static_cast<int64_t>(sampled.probabilities.size()), block * vocab);
+  for (int32_t k = 0; k < block; ++k) {
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float q = sampled.probabilities[k * vocab + v];
+      const bool held = std::find(holding.begin(), holding.end(), static_cast<int32_t>(v)) != holding.end();
+      if (!held) ASSERT_EQ(q, 0.0f) << "token " << v << " is outside the draft vocabulary";
+      sum += q;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_GT(sampled.probabilities[k * vocab + sampled.tokens[k]], 0.0f);
+  }
+  EXPECT_FALSE(h.drafter->UseDraftVocabulary({0, 0}).ok()) << "a repeated id";
+  EXPECT_FALSE(h.drafter->UseDraftVocabulary({static_cast<int32_t>(vocab)}).ok()) << "an id outside the vocabulary";
+}
+
 // A checkpoint that ships its own embed_tokens / lm_head (DeepSpec's released drafters carry frozen
 // copies of the target's) drafts with them, needing nothing from the target.
 TEST(DSparkDrafter, ShippedEmbeddingAndHeadAreUsed) {

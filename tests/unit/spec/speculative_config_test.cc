@@ -34,7 +34,7 @@ TEST(SpeculativeConfig, ParsesVllmShape) {
 TEST(SpeculativeConfig, ParsesDSpark) {
   auto c = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":7,
       "draft_sample_method":"probabilistic","enable_adaptive_verification":false,"draft_confidence_threshold":0.25,
-      "rejection_sample_method":"standard"})");
+      "rejection_sample_method":"standard","draft_vocab_size":4096})");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->method, Method::kDSpark);
   EXPECT_EQ(MethodName(c->method), "dspark");
@@ -43,6 +43,7 @@ TEST(SpeculativeConfig, ParsesDSpark) {
   EXPECT_EQ(c->draft_sample_method, DraftSampleMethod::kProbabilistic);
   EXPECT_FALSE(c->adaptive);
   EXPECT_FLOAT_EQ(c->draft_confidence_threshold, 0.25f);
+  EXPECT_EQ(c->draft_vocab_size, 4096);
 
   // Defaults: greedy, adaptive (ember's default for every method), no threshold.
   auto d = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":5})");
@@ -50,6 +51,7 @@ TEST(SpeculativeConfig, ParsesDSpark) {
   EXPECT_EQ(d->draft_sample_method, DraftSampleMethod::kGreedy);
   EXPECT_TRUE(d->adaptive);
   EXPECT_EQ(d->draft_confidence_threshold, 0.0f);
+  EXPECT_EQ(d->draft_vocab_size, -1) << "all the drafter's draft_vocab.json lists";
 }
 
 // Each bad config is an error naming the field at fault.
@@ -82,6 +84,7 @@ TEST(SpeculativeConfig, BadConfigsNameTheField) {
           "enable_adaptive_verification":true})", "enable_adaptive_verification"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_confidence_threshold":1.5})",
        "draft_confidence_threshold"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_vocab_size":-2})", "draft_vocab_size"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"rejection_sample_method":"block"})",
        "rejection_sample_method"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"prompt_lookup_max":3})", "prompt_lookup_max"},
