@@ -155,6 +155,7 @@ void ModelRunner::ShareHiddenStates(const std::vector<RunnerRequest*>& requests,
     states.cache_salt_key = requests[i]->cache_salt_key;
     proposer_->ObserveTargetHiddenStates(requests[i]->req, states);
   }
+  proposer_->FinishObservations();
 }
 
 void ModelRunner::Propose(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,

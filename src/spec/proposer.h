@@ -92,6 +92,11 @@ class Proposer {
     (void)req, (void)states;
   }
 
+  // After the step's ObserveTargetHiddenStates calls, before Propose: a proposer that batches
+  // its work over the step's requests (DSpark projects every reported row in one matmul) does it
+  // here.
+  virtual void FinishObservations() {}
+
   // The method name of the speculative config ("ngram", "suffix", "draft_model").
   virtual std::string_view name() const = 0;
 

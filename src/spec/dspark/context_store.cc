@@ -38,12 +38,14 @@ void DSparkContext::RestartAt(int64_t position) {
   begin_ = end_ = position;
 }
 
-void DSparkContext::Append(const float* k, const float* v, int64_t count) {
+void DSparkContext::Append(const float* k, const float* v, int64_t count, int64_t layer_stride) {
   EMBER_CHECK(count >= 0);
   const int64_t floats = count * kv_width_;
+  const int64_t stride = layer_stride < 0 ? floats : layer_stride;
+  EMBER_CHECK(stride >= floats);
   for (int64_t l = 0; l < num_layers_; ++l) {
-    k_[l].insert(k_[l].end(), k + l * floats, k + (l + 1) * floats);
-    v_[l].insert(v_[l].end(), v + l * floats, v + (l + 1) * floats);
+    k_[l].insert(k_[l].end(), k + l * stride, k + l * stride + floats);
+    v_[l].insert(v_[l].end(), v + l * stride, v + l * stride + floats);
   }
   end_ += count;
   if (window_ > 0 && size() >= max_rows()) TrimFront();

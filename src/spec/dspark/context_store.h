@@ -45,8 +45,9 @@ class DSparkContext {
   // windowed drafter drafts again once the missing positions fall out of its window, one with
   // full-attention layers never (CanDraftAt needs begin() == 0 for it).
   void RestartAt(int64_t position);
-  // Appends `count` positions from end(): k and v are [num_layers, count, kv_width].
-  void Append(const float* k, const float* v, int64_t count);
+  // Appends `count` positions from end(): k and v are [num_layers, count, kv_width], or with
+  // `layer_stride` floats from one layer's rows to the next (rows of a larger batch).
+  void Append(const float* k, const float* v, int64_t count, int64_t layer_stride = -1);
   // Whether every position a block at `anchor` reads is held: end() == anchor and begin() no
   // later than the window's first position (0 without a window).
   bool CanDraftAt(int64_t anchor) const;

@@ -89,6 +89,19 @@ int64_t DSparkDrafter::feature_width() const {
 
 void DSparkDrafter::AppendContext(const float* features, int64_t count, DSparkContext& context) {
   if (count <= 0) return;
+  const int64_t kvw = config_.kv_width();
+  Workspace::Scope scope(workspace_);
+  int64_t* positions = workspace_.Take<int64_t>(count);
+  for (int64_t i = 0; i < count; ++i) positions[i] = context.end() + i;
+  float* k = workspace_.Take<float>(config_.num_layers * count * kvw);
+  float* v = workspace_.Take<float>(config_.num_layers * count * kvw);
+  ProjectContext(features, count, positions, k, v);
+  context.Append(k, v, count);
+}
+
+void DSparkDrafter::ProjectContext(const float* features, int64_t count, const int64_t* positions, float* k,
+                                   float* v) {
+  if (count <= 0) return;
   ScopedOp op("dspark_context");
   const DSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
@@ -97,10 +110,6 @@ void DSparkDrafter::AppendContext(const float* features, int64_t count, DSparkCo
   float* ctx = workspace_.Take<float>(count * h);
   weights_.fc.Apply(features, count, ctx);
   kernels::RmsNormGain(ctx, count, h, c.rms_norm_eps, weights_.hidden_norm.data(), ctx);
-  int64_t* positions = workspace_.Take<int64_t>(count);
-  for (int64_t i = 0; i < count; ++i) positions[i] = context.end() + i;
-  float* k = workspace_.Take<float>(c.num_layers * count * kvw);
-  float* v = workspace_.Take<float>(c.num_layers * count * kvw);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const DSparkLayerWeights& layer = weights_.layers[l];
     float* kl = k + l * count * kvw;
@@ -109,7 +118,6 @@ void DSparkDrafter::AppendContext(const float* features, int64_t count, DSparkCo
     kernels::RopeRotateHalf(kl, count, c.num_kv_heads, c.head_dim, positions, inv_freq_.data());
     layer.v.Apply(ctx, count, v + l * count * kvw);
   }
-  context.Append(k, v, count);
 }
 
 void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {

@@ -85,6 +85,11 @@ class DSparkDrafter {
   // Projects `count` positions' concatenated tap features [count, feature_width()] (the target's
   // hidden states of positions context.end() ..) and appends their K/V to `context`.
   void AppendContext(const float* features, int64_t count, DSparkContext& context);
+  // The same projection for rows of any requests at once (row i at sequence position
+  // positions[i]), into k and v laid out [num_layers, count, kv_width]: one matmul per weight for
+  // a whole step's rows instead of one per request. Rows are independent, so each is bitwise
+  // what AppendContext computes for it.
+  void ProjectContext(const float* features, int64_t count, const int64_t* positions, float* k, float* v);
 
   struct Block {
     const DSparkContext* context = nullptr;  // must satisfy context->CanDraftAt(anchor_position)

@@ -77,7 +77,8 @@ DSparkProposer::DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSp
   }
 }
 
-const DSparkContext* DSparkProposer::context(RequestId req) const {
+const DSparkContext* DSparkProposer::context(RequestId req) {
+  FinishObservations();
   auto it = requests_.find(req);
   return it == requests_.end() ? nullptr : &it->second.context;
 }
@@ -92,30 +93,73 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
   auto [it, inserted] = requests_.try_emplace(req, RequestState{.context = drafter_->NewContext()});
   RequestState& state = it->second;
   DSparkContext& context = state.context;
+  // A second report for the request before the projection (tests; a runner reports once a step).
+  if (state.pending_rows > 0) FinishObservations();
   if (states.first_position < context.end()) context.TruncateTo(states.first_position);
   if (states.first_position > context.end()) RestoreFromCache(state, states);
+  if (cache_) {
+    // Hashes chain over the whole prefix, so they extend from position 0 even for a context that
+    // restarted after a gap (ExtendBlockHashes hashes only the blocks not hashed yet). The tokens
+    // are valid during this call only, so the hashes are taken now, the blocks stored after the
+    // projection.
+    const int64_t known = std::min<int64_t>(static_cast<int64_t>(states.tokens.size()),
+                                            states.first_position + states.num_rows);
+    kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.cache_salt_key, state.hashes);
+  }
 
+  // The rows wait in features_ for FinishObservations, which projects the whole step's at once.
   const int64_t hidden = c.target_hidden_size;
   const int64_t width = drafter_->feature_width();
-  for (int64_t first = 0; first < states.num_rows; first += options_.max_context_rows) {
-    const int64_t rows = std::min(options_.max_context_rows, states.num_rows - first);
-    features_.resize(rows * width);
-    for (size_t t = 0; t < taps; ++t) {
-      const bool last = c.target_layer_ids[t] == target_.num_layers - 1;
-      for (int64_t i = 0; i < rows; ++i) {
-        const std::span<const float> row = states.Row(t, first + i);
-        float* out = features_.data() + i * width + static_cast<int64_t>(t) * hidden;
-        if (last) {
-          const Status normed = final_norm_(row.data(), 1, out);
-          EMBER_CHECK(normed.ok(), "dspark: the target's final norm: {}", normed.message());
-        } else {
-          std::copy(row.begin(), row.end(), out);
-        }
+  const auto first_row = static_cast<int64_t>(pending_positions_.size());
+  features_.resize((first_row + states.num_rows) * width);
+  for (size_t t = 0; t < taps; ++t) {
+    const bool last = c.target_layer_ids[t] == target_.num_layers - 1;
+    for (int64_t i = 0; i < states.num_rows; ++i) {
+      const std::span<const float> row = states.Row(t, i);
+      float* out = features_.data() + (first_row + i) * width + static_cast<int64_t>(t) * hidden;
+      if (last) {
+        const Status normed = final_norm_(row.data(), 1, out);
+        EMBER_CHECK(normed.ok(), "dspark: the target's final norm: {}", normed.message());
+      } else {
+        std::copy(row.begin(), row.end(), out);
       }
     }
-    drafter_->AppendContext(features_.data(), rows, context);
   }
-  if (cache_) StoreInCache(state, states);
+  for (int64_t i = 0; i < states.num_rows; ++i) pending_positions_.push_back(context.end() + i);
+  pending_.push_back({req, states.num_rows});
+  state.pending_rows += states.num_rows;
+}
+
+void DSparkProposer::FinishObservations() {
+  if (pending_.empty()) return;
+  const DSparkConfig& c = drafter_->config();
+  const int64_t width = drafter_->feature_width();
+  const int64_t kvw = c.kv_width();
+  const auto total = static_cast<int64_t>(pending_positions_.size());
+  size_t next = 0;        // the pending report being appended
+  int64_t next_done = 0;  // its rows appended so far
+  for (int64_t first = 0; first < total; first += options_.max_context_rows) {
+    const int64_t rows = std::min(options_.max_context_rows, total - first);
+    k_.resize(c.num_layers * rows * kvw);
+    v_.resize(c.num_layers * rows * kvw);
+    drafter_->ProjectContext(features_.data() + first * width, rows, pending_positions_.data() + first, k_.data(),
+                             v_.data());
+    for (int64_t row = 0; row < rows;) {
+      RequestState& state = requests_.at(pending_[next].req);
+      const int64_t count = std::min(pending_[next].rows - next_done, rows - row);
+      state.context.Append(k_.data() + row * kvw, v_.data() + row * kvw, count, rows * kvw);
+      row += count;
+      next_done += count;
+      if (next_done == pending_[next].rows) {
+        state.pending_rows = 0;
+        if (cache_) state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
+        ++next;
+        next_done = 0;
+      }
+    }
+  }
+  pending_.clear();
+  pending_positions_.clear();
 }
 
 void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenStates& states) {
@@ -143,16 +187,9 @@ void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenSta
   }
 }
 
-void DSparkProposer::StoreInCache(RequestState& state, const TargetHiddenStates& states) {
-  // Hashes chain over the whole prefix, so they extend from position 0 even for a context that
-  // restarted after a gap (ExtendBlockHashes hashes only the blocks not hashed yet).
-  const int64_t known = std::min<int64_t>(static_cast<int64_t>(states.tokens.size()), state.context.end());
-  kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.cache_salt_key, state.hashes);
-  state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
-}
-
 void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   EMBER_CHECK(inputs.size() == drafts.size());
+  FinishObservations();  // a caller that did not (tests)
   const size_t per_batch = static_cast<size_t>(options_.max_num_seqs);
   for (size_t first = 0; first < inputs.size(); first += per_batch) {
     const size_t count = std::min(per_batch, inputs.size() - first);
@@ -201,6 +238,7 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
 void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                                 bool completed) {
   (void)tokens, (void)num_prompt_tokens, (void)completed;
+  if (auto it = requests_.find(req); it != requests_.end() && it->second.pending_rows > 0) FinishObservations();
   requests_.erase(req);
 }
 

@@ -83,14 +83,16 @@ class DSparkProposer final : public Proposer {
   // ships calibration.json), so the scheduler plans verification from it (Algorithm 1).
   bool confidences_calibrated() const override { return drafter_->config().enable_confidence_head; }
   std::span<const int32_t> TargetHiddenStateLayers() const override { return drafter_->config().target_layer_ids; }
+  // Copies the request's tap rows; FinishObservations projects the whole step's rows at once.
   void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) override;
+  void FinishObservations() override;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
 
   const DSparkDrafter& drafter() const { return *drafter_; }
   int64_t num_tracked_requests() const { return static_cast<int64_t>(requests_.size()); }
-  // The request's context store, or nullptr.
-  const DSparkContext* context(RequestId req) const;
+  // The request's context store (after projecting what was reported), or nullptr.
+  const DSparkContext* context(RequestId req);
   // The drafter's prefix cache, or nullptr when off.
   const DSparkContextCache* context_cache() const { return cache_.get(); }
 
@@ -108,15 +110,21 @@ class DSparkProposer final : public Proposer {
     DSparkContext context;
     std::vector<kv::BlockHash> hashes;  // the target's block hashes of the tokens seen so far
     int64_t next_block_to_store = 0;
+    int64_t pending_rows = 0;  // reported this step, projected by FinishObservations
   };
-  // Keeps `state`'s hashes current and restores or stores its context blocks.
+  struct PendingReport {
+    RequestId req;
+    int64_t rows;
+  };
   void RestoreFromCache(RequestState& state, const TargetHiddenStates& states);
-  void StoreInCache(RequestState& state, const TargetHiddenStates& states);
 
   std::unordered_map<RequestId, RequestState> requests_;
   std::unique_ptr<DSparkContextCache> cache_;  // null when off
   // Scratch reused across calls.
-  std::vector<float> features_;  // [rows, feature_width]
+  std::vector<float> features_;  // [rows, feature_width]: the step's reported rows, in report order
+  std::vector<int64_t> pending_positions_;  // their sequence positions
+  std::vector<PendingReport> pending_;
+  std::vector<float> k_, v_;      // projected rows [num_layers, rows, kv_width]
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
   BlockDraft block_draft_;

@@ -159,6 +159,7 @@ TEST_P(DSparkProposerTest, BatchingDoesNotChangeDrafts) {
   for (int r = 0; r < 3; ++r) {
     Report(*batched, f, 100 + r, 0, lengths[r]);
     Report(*alone, g, 100 + r, 0, lengths[r]);
+    alone->FinishObservations();  // projected per request; `batched` projects the 44 rows together, 5 at a time
     tokens.push_back(Tokens(lengths[r], 40 + r));
   }
   for (int r = 0; r < 3; ++r) inputs.push_back({static_cast<RequestId>(100 + r), tokens[r], 1, 6 - r});
