@@ -50,13 +50,22 @@ std::string StepCostModel::Describe() const {
   return out;
 }
 
-void AcceptanceStats::Record(int32_t matched, int32_t checked) {
+void AcceptanceStats::Record(int32_t matched, int32_t checked, std::span<const float> confidences) {
   checked = std::min(checked, kMaxPositions);
   matched = std::min(matched, checked);
   for (int32_t i = 0; i < checked; ++i) {
     ++checked_[i];
     if (i < matched) ++matched_[i];
+    if (static_cast<size_t>(i) < confidences.size()) {
+      confidence_sum_[i] += confidences[i];
+      if (i < matched) ++confident_matched_[i];
+    }
   }
+}
+
+double AcceptanceStats::ConfidenceScale(int32_t position, double prior) const {
+  EMBER_CHECK(position >= 1 && position <= kMaxPositions);
+  return (static_cast<double>(confident_matched_[position - 1]) + prior) / (confidence_sum_[position - 1] + prior);
 }
 
 double AcceptanceStats::Conditional(int32_t position, double prior_rate, double prior) const {
@@ -70,8 +79,8 @@ double AcceptanceStats::Conditional(int32_t position, double prior_rate, double 
 
 void DraftTracker::Record(AcceptanceStats* request, AcceptanceStats* engine) {
   if (done_ || checked_ == 0) return;
-  if (request != nullptr) request->Record(matched_, checked_);
-  if (engine != nullptr) engine->Record(matched_, checked_);
+  if (request != nullptr) request->Record(matched_, checked_, confidences_);
+  if (engine != nullptr) engine->Record(matched_, checked_, confidences_);
   done_ = true;
 }
 
@@ -123,13 +132,15 @@ SpecPrediction PredictSpeculation(const SpecPlanInput& in) {
   };
   std::vector<Gain> gains;
   constexpr double kPrior = 4.0;  // pseudo-drafts at the engine's rate
+  constexpr double kScalePrior = 2.0;  // expected tokens at which the confidences are believed as given
   for (size_t c = 0; c < in.candidates.size(); ++c) {
     const SpecCandidate& cand = in.candidates[c];
     double p = 1.0;
     for (int32_t i = 1; i <= std::min(cand.max_tokens, AcceptanceStats::kMaxPositions); ++i) {
       // The engine's own rate, itself starting from an even prior until drafts are seen.
       if (static_cast<size_t>(i) <= cand.confidences.size()) {
-        p *= std::clamp(static_cast<double>(cand.confidences[i - 1]), 0.0, 0.995);
+        const double scale = in.engine->ConfidenceScale(i, kScalePrior);
+        p *= std::clamp(static_cast<double>(cand.confidences[i - 1]) * scale, 0.0, 0.995);
       } else {
         const double engine_rate = in.engine->Conditional(i, 0.5, 1.0);
         p *= std::min(0.995, cand.stats != nullptr ? cand.stats->Conditional(i, engine_rate, kPrior) : engine_rate);

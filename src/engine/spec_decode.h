@@ -44,21 +44,34 @@ struct StepCostModel {
 
 // Per draft position i (1-based): how often positions 1..i all matched among the drafts whose
 // position i was checked. Conditional(i) = P(i accepted | 1..i-1 accepted).
+//
+// For drafts that came with the proposer's confidences it also sums them per position, so that
+// ConfidenceScale(i) = accepted / predicted at i: calibration-in-the-large of a confidence head
+// online. A drafter's STS temperatures are fitted offline on its own held-out data; a different
+// workload, a quantized target or an untrained head shifts them, and Algorithm 1 would otherwise
+// believe them (a random drafter says 0.5 and is never right).
 class AcceptanceStats {
  public:
   static constexpr int kMaxPositions = 16;
   // A draft whose first `checked` positions were compared, the first `matched` of them equal
-  // (matched == checked, or matched + 1 == checked when position matched + 1 differed).
-  void Record(int32_t matched, int32_t checked);
+  // (matched == checked, or matched + 1 == checked when position matched + 1 differed), with the
+  // proposer's confidence in each draft token (empty: none given).
+  void Record(int32_t matched, int32_t checked, std::span<const float> confidences = {});
   // With `prior` pseudo-observations at `prior_rate`, so a request with few drafts borrows the
   // engine's rate.
   double Conditional(int32_t position, double prior_rate, double prior) const;
   int64_t checked(int32_t position) const { return checked_[position - 1]; }
   int64_t matched(int32_t position) const { return matched_[position - 1]; }
+  // What multiplies the proposer's confidence at `position` to match what was accepted there:
+  // (accepted + prior) / (sum of confidences + prior) over the drafts with confidences checked
+  // that far, so 1 until evidence accumulates (`prior` is in expected tokens).
+  double ConfidenceScale(int32_t position, double prior) const;
 
  private:
   int64_t checked_[kMaxPositions] = {};
   int64_t matched_[kMaxPositions] = {};
+  double confidence_sum_[kMaxPositions] = {};   // over drafts with confidences, position checked
+  int64_t confident_matched_[kMaxPositions] = {};
 };
 
 // One request's current draft, checked against the tokens as they arrive.
@@ -105,7 +118,8 @@ struct SpecCandidate {
   const AcceptanceStats* stats = nullptr;
   // The proposer's per-token confidence (P(token i survives | 1..i-1 did), e.g. DSpark's
   // calibrated head): when given, the prefix survival is their running product (DSpark's
-  // Algorithm 1) instead of the measured acceptance.
+  // Algorithm 1) instead of the measured acceptance, each scaled by the engine's
+  // AcceptanceStats::ConfidenceScale at its position.
   std::span<const float> confidences;
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace ember {
@@ -130,6 +131,44 @@ TEST(PlanSpeculation, ConfidencesGiveThePrefixSurvival) {
   EXPECT_EQ(PlanSpeculation({.candidates = hopeless, .base_tokens = 1, .base_emitted = 1, .cost = &cost,
                              .engine = &engine})[0],
             0);
+}
+
+// Confidences are checked against what was accepted: a head that says 0.7 for drafts that never
+// survive is scaled down until the plan stops verifying them (an untrained head, a drifted STS),
+// while a head whose confidences come true keeps its plan.
+TEST(PlanSpeculation, ConfidencesAreScaledByWhatWasAccepted) {
+  const StepCostModel cost{{1, 2, 4, 8}, {1.0, 1.1, 1.3, 1.7}};
+  const std::vector<float> claims(7, 0.7f);
+  const std::vector<SpecCandidate> candidates = {{7, nullptr, claims}};
+  auto plan = [&](const AcceptanceStats& engine) {
+    return PlanSpeculation(
+        {.candidates = candidates, .base_tokens = 1, .base_emitted = 1, .cost = &cost, .engine = &engine})[0];
+  };
+  AcceptanceStats fresh;
+  EXPECT_DOUBLE_EQ(fresh.ConfidenceScale(1, 2.0), 1.0);
+  const int32_t believed = plan(fresh);
+  EXPECT_GE(believed, 2);
+
+  AcceptanceStats liar;  // position 1 never matches
+  for (int d = 0; d < 30; ++d) liar.Record(0, 1, claims);
+  EXPECT_LT(liar.ConfidenceScale(1, 2.0), 0.1);
+  EXPECT_EQ(plan(liar), 0);
+
+  AcceptanceStats honest;  // each position survives 7 times in 10, as claimed
+  std::mt19937 rng(5);
+  std::bernoulli_distribution survives(0.7);
+  for (int d = 0; d < 4000; ++d) {
+    int32_t matched = 0;
+    while (matched < 7 && survives(rng)) ++matched;
+    honest.Record(matched, std::min(matched + 1, 7), claims);
+  }
+  for (int32_t i = 1; i <= 4; ++i) EXPECT_NEAR(honest.ConfidenceScale(i, 2.0), 1.0, 0.05) << "position " << i;
+  EXPECT_EQ(liar.checked(1), 30) << "the plain acceptance counts are kept as before";
+  EXPECT_EQ(plan(honest), believed);
+  // A draft without confidences does not move the scale.
+  AcceptanceStats plain;
+  for (int d = 0; d < 30; ++d) plain.Record(0, 1);
+  EXPECT_DOUBLE_EQ(plain.ConfidenceScale(1, 2.0), 1.0);
 }
 
 }  // namespace
