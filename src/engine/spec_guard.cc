@@ -64,8 +64,15 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   // where the bucket is off (the exploring one), the one before it otherwise.
   if (!WouldAllow(i, next)) return false;
   if (b.unverified < kMinSteps) return true;
-  const int64_t phase = next % kExplorePeriod;
-  return phase == kExplorePeriod - 1 || phase == kExplorePeriod - 2;
+  // The longer the plans find nothing worth verifying, the rarer the probes: a probe drafts for
+  // every request of the step (a quarter of a step for a 135M target on two cores), so one in
+  // kExplorePeriod alone cost more than the 2% the issue allows. The period doubles every four
+  // silent periods, to kMaxProbePeriod; it stays a multiple of kExplorePeriod, so the probe still
+  // lands on the exploring decision of a bucket that is off.
+  const int64_t doublings = std::min<int64_t>(kMaxProbeDoublings, (b.unverified - kMinSteps) / (4 * kExplorePeriod));
+  const int64_t period = kExplorePeriod << doublings;
+  const int64_t phase = next % period;
+  return phase == period - 1 || phase == period - 2;
 }
 
 void SpeculationGuard::Planned(int64_t num_decodes, bool verified) {

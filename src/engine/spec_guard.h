@@ -29,7 +29,8 @@
 // itself has verified nothing for kMinSteps decisions, only for one probing decision per
 // kExplorePeriod: drafts nobody verifies are pure cost (at 4 requests a SmolLM2 drafter that was
 // never verified made its target 0.4x as fast). The probe is a decision the guard allows, so the
-// plan sees fresh drafts and their measured acceptance and can change its mind.
+// plan sees fresh drafts and their measured acceptance and can change its mind. The probes grow
+// rarer the longer nothing is verified (to one in 16 kExplorePeriod).
 #pragma once
 
 #include <array>
@@ -46,6 +47,7 @@ class SpeculationGuard {
   static constexpr int64_t kExplorePeriod = 16;  // one decision in this many takes the other side
   static constexpr double kDecay = 0.95;         // per recorded step: about the last 20 count
   static constexpr double kHysteresis = 1.05;    // an off bucket comes back above this ratio (kMinGain)
+  static constexpr int64_t kMaxProbeDoublings = 4;  // probes of a costly proposer: at least 1 in 256
 
   // May a step with `num_decodes` decoding requests speculate? Counts the decision.
   bool Allow(int64_t num_decodes);

@@ -78,9 +78,10 @@ DSparkProposer::DSparkProposer(std::unique_ptr<DSparkDrafter> drafter, const DSp
 }
 
 const DSparkContext* DSparkProposer::context(RequestId req) {
-  FinishObservations();
   auto it = requests_.find(req);
-  return it == requests_.end() ? nullptr : &it->second.context;
+  if (it == requests_.end()) return nullptr;
+  ProjectOne(it->second);
+  return &it->second.context;
 }
 
 void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) {
@@ -93,30 +94,33 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
   auto [it, inserted] = requests_.try_emplace(req, RequestState{.context = drafter_->NewContext()});
   RequestState& state = it->second;
   DSparkContext& context = state.context;
-  // A second report for the request before the projection (tests; a runner reports once a step).
-  if (state.pending_rows > 0) FinishObservations();
-  if (states.first_position < context.end()) context.TruncateTo(states.first_position);
-  if (states.first_position > context.end()) RestoreFromCache(state, states);
+  // Rows that do not continue the pending ones (a recompute, a gap): project those first, so the
+  // context's own rules (truncate, restore, restart) apply as if nothing had waited.
+  if (state.pending_rows > 0 && states.first_position != state.next_position()) ProjectOne(state);
+  if (state.pending_rows == 0) {
+    if (states.first_position < context.end()) context.TruncateTo(states.first_position);
+    if (states.first_position > context.end()) RestoreFromCache(state, states);
+  }
   if (cache_) {
     // Hashes chain over the whole prefix, so they extend from position 0 even for a context that
     // restarted after a gap (ExtendBlockHashes hashes only the blocks not hashed yet). The tokens
-    // are valid during this call only, so the hashes are taken now, the blocks stored after the
-    // projection.
+    // are valid during this call only, so the hashes are taken now, the blocks stored once the
+    // rows are projected.
     const int64_t known = std::min<int64_t>(static_cast<int64_t>(states.tokens.size()),
                                             states.first_position + states.num_rows);
     kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.cache_salt_key, state.hashes);
   }
 
-  // The rows wait in features_ for FinishObservations, which projects the whole step's at once.
+  // The rows wait as features (the taps concatenated) until the request drafts or enough wait.
   const int64_t hidden = c.target_hidden_size;
   const int64_t width = drafter_->feature_width();
-  const auto first_row = static_cast<int64_t>(pending_positions_.size());
-  features_.resize((first_row + states.num_rows) * width);
+  const int64_t first_row = state.pending_rows;
+  state.pending.resize((first_row + states.num_rows) * width);
   for (size_t t = 0; t < taps; ++t) {
     const bool last = c.target_layer_ids[t] == target_.num_layers - 1;
     for (int64_t i = 0; i < states.num_rows; ++i) {
       const std::span<const float> row = states.Row(t, i);
-      float* out = features_.data() + (first_row + i) * width + static_cast<int64_t>(t) * hidden;
+      float* out = state.pending.data() + (first_row + i) * width + static_cast<int64_t>(t) * hidden;
       if (last) {
         const Status normed = final_norm_(row.data(), 1, out);
         EMBER_CHECK(normed.ok(), "dspark: the target's final norm: {}", normed.message());
@@ -125,41 +129,59 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
       }
     }
   }
-  for (int64_t i = 0; i < states.num_rows; ++i) pending_positions_.push_back(context.end() + i);
-  pending_.push_back({req, states.num_rows});
   state.pending_rows += states.num_rows;
 }
 
 void DSparkProposer::FinishObservations() {
-  if (pending_.empty()) return;
+  // Requests with a batch's worth of rows waiting (a prefill chunk; a request that has not
+  // drafted for a while) are projected now, together; the others wait for their next draft.
+  std::vector<RequestState*> due;
+  for (auto& [req, state] : requests_) {
+    if (state.pending_rows >= kLazyRows) due.push_back(&state);
+  }
+  Project(due);
+}
+
+void DSparkProposer::Project(std::span<RequestState* const> states) {
+  int64_t total = 0;
+  for (const RequestState* s : states) total += s->pending_rows;
+  if (total == 0) return;
   const DSparkConfig& c = drafter_->config();
   const int64_t width = drafter_->feature_width();
   const int64_t kvw = c.kv_width();
-  const auto total = static_cast<int64_t>(pending_positions_.size());
-  size_t next = 0;        // the pending report being appended
+  // Gathered into one batch of rows: one matmul per weight for all of them (rows are
+  // independent, so each is bitwise what it would be alone).
+  features_.resize(total * width);
+  positions_.resize(total);
+  int64_t row = 0;
+  for (const RequestState* s : states) {
+    std::copy_n(s->pending.data(), s->pending_rows * width, features_.data() + row * width);
+    for (int64_t i = 0; i < s->pending_rows; ++i) positions_[row + i] = s->context.end() + i;
+    row += s->pending_rows;
+  }
+  size_t next = 0;        // the request being appended
   int64_t next_done = 0;  // its rows appended so far
   for (int64_t first = 0; first < total; first += options_.max_context_rows) {
     const int64_t rows = std::min(options_.max_context_rows, total - first);
     k_.resize(c.num_layers * rows * kvw);
     v_.resize(c.num_layers * rows * kvw);
-    drafter_->ProjectContext(features_.data() + first * width, rows, pending_positions_.data() + first, k_.data(),
-                             v_.data());
-    for (int64_t row = 0; row < rows;) {
-      RequestState& state = requests_.at(pending_[next].req);
-      const int64_t count = std::min(pending_[next].rows - next_done, rows - row);
-      state.context.Append(k_.data() + row * kvw, v_.data() + row * kvw, count, rows * kvw);
-      row += count;
+    drafter_->ProjectContext(features_.data() + first * width, rows, positions_.data() + first, k_.data(), v_.data());
+    for (int64_t r = 0; r < rows;) {
+      while (states[next]->pending_rows == 0) ++next;
+      RequestState& state = *states[next];
+      const int64_t count = std::min(state.pending_rows - next_done, rows - r);
+      state.context.Append(k_.data() + r * kvw, v_.data() + r * kvw, count, rows * kvw);
+      r += count;
       next_done += count;
-      if (next_done == pending_[next].rows) {
+      if (next_done == state.pending_rows) {
         state.pending_rows = 0;
+        state.pending.clear();
         if (cache_) state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
         ++next;
         next_done = 0;
       }
     }
   }
-  pending_.clear();
-  pending_positions_.clear();
 }
 
 void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenStates& states) {
@@ -189,7 +211,6 @@ void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenSta
 
 void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   EMBER_CHECK(inputs.size() == drafts.size());
-  FinishObservations();  // a caller that did not (tests)
   const size_t per_batch = static_cast<size_t>(options_.max_num_seqs);
   for (size_t first = 0; first < inputs.size(); first += per_batch) {
     const size_t count = std::min(per_batch, inputs.size() - first);
@@ -199,6 +220,15 @@ void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Dr
 
 void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   const DSparkConfig& c = drafter_->config();
+  // The waiting rows of every request drafted for, in one projection.
+  std::vector<RequestState*> waiting;
+  for (const ProposalInput& in : inputs) {
+    auto it = requests_.find(in.req);
+    if (it != requests_.end() && it->second.pending_rows > 0) waiting.push_back(&it->second);
+  }
+  std::sort(waiting.begin(), waiting.end());
+  waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
+  Project(waiting);
   blocks_.clear();
   block_input_.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -237,9 +267,13 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
 
 void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                                 bool completed) {
-  (void)tokens, (void)num_prompt_tokens, (void)completed;
-  if (auto it = requests_.find(req); it != requests_.end() && it->second.pending_rows > 0) FinishObservations();
-  requests_.erase(req);
+  (void)tokens, (void)num_prompt_tokens;
+  auto it = requests_.find(req);
+  if (it == requests_.end()) return;
+  // A finished request's last rows go to the prefix cache too (a next turn of the conversation
+  // starts with them); a preempted or aborted one's are dropped.
+  if (completed && cache_) ProjectOne(it->second);
+  requests_.erase(it);
 }
 
 }  // namespace ember::spec::dspark

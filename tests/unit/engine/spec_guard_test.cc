@@ -111,6 +111,28 @@ TEST(SpeculationGuard, CostlyDraftsOnlyForDecisionsThatMaySpeculate) {
   }
 }
 
+// Probes back off while the plans keep verifying nothing: after a long silence one probe period
+// is 16 times kExplorePeriod; a verified plan brings drafting back at once.
+TEST(SpeculationGuard, ProbesGrowRareWhileNothingIsVerified) {
+  SpeculationGuard guard;
+  RunSteps(guard, 4, 2 * SpeculationGuard::kMinSteps, 100, 150);
+  ASSERT_FALSE(guard.off(4));
+  const int64_t longest = SpeculationGuard::kExplorePeriod << SpeculationGuard::kMaxProbeDoublings;
+  int64_t early = 0, late = 0;
+  for (int64_t s = 0; s < 2000 + 2 * longest; ++s) {
+    const bool probe = guard.WantsDrafts(4, /*costly=*/true);
+    guard.Allow(4);
+    if (s >= 100 && s < 100 + longest) early += probe;
+    if (s >= 2000) late += probe;
+    guard.Planned(4, false);
+  }
+  EXPECT_GE(early, 3) << "soon after the silence began, probes still come often";
+  EXPECT_LE(late, 4) << "two probes per " << longest << " decisions at most";
+  EXPECT_GE(late, 2);
+  guard.Planned(4, true);
+  EXPECT_TRUE(guard.WantsDrafts(4, true));
+}
+
 // A bucket without a verdict starts from what its neighbours imply: larger than a bucket where
 // speculation lost, it starts off; smaller than one where it paid, on; between the two, or with
 // nothing to go by, it alternates. Its own verdict, once it has one, wins.
