@@ -5,8 +5,9 @@ the tiny trained Muse Spark of tests/golden/quant/accuracy (--target muse_tiny, 
 
   data       smollm2: prompts from text that ships here (Debian's common-licenses, Python's stdlib and
              numpy docstrings, each text under two instruction templates), continued by the target
-             itself (self-distillation: temperature 0, every 4th batch 1), with the target's tap
-             hidden states captured; held-out texts set aside. --resume adds continuations for the
+             served by ember itself (`ember generate --jsonl` on the Q4_1 GGUF; self-distillation:
+             temperature 0, every 4th batch also at 1), with the target's tap hidden states captured
+             by transformers from the same GGUF; held-out texts set aside. --resume adds continuations for the
              prompts an earlier run did not reach. muse_tiny: sequences of the Markov source the
              model learned, continued by it.
   extend     (smollm2) prompt-only sequences for the prompts generation did not reach
@@ -94,7 +95,7 @@ def make_data(a):
         data, done = blob["data"], batches_done(blob, a.gen_batch)
 
     def add(split, m, temp, group):
-        pairs = target.generate(tok, fast, group, a.max_new, temp, a.gen_batch, seed=len(data[split]))
+        pairs = target.generate_with_ember(tok, group, a.max_new, temp, seed=len(data[split]), ember=a.ember)
         for prompt, cont in pairs:
             ids = torch.tensor(prompt + cont)
             tap = target.taps(m, ids[None], TAPS)[0].to(torch.bfloat16)
@@ -105,14 +106,16 @@ def make_data(a):
 
     if not a.resume:
         add("held_out", model, 0.0, held)
-    # Training prompts in batches of similar length, batch order shuffled, every 4th batch
-    # sampled at T=1; generation stops at the --data-minutes deadline.
+    # Training prompts in batches of similar length, batch order shuffled, each answered greedily
+    # and every 4th batch also sampled at T=1; generation stops at the --data-minutes deadline.
     for i, group in enumerate(train_batches(train, a.gen_batch)):
         if i < done:
             continue
         if time.time() - t0 > a.data_minutes * 60:
             break
-        add("train", fast, 1.0 if i % 4 == 3 else 0.0, group)
+        add("train", fast, 0.0, group)
+        if i % 4 == 3:
+            add("train", fast, 1.0, group)
         done = i + 1
     if not data["train"]:
         raise SystemExit("data: no training sequences within --data-minutes")
@@ -508,7 +511,9 @@ def main():
     ap.add_argument("--data-minutes", type=float, default=8.0, help="generation budget")
     ap.add_argument("--text-minutes", type=float, default=3.0, help="prompt-only taps budget")
     ap.add_argument("--max-new", type=int, default=128)
-    ap.add_argument("--gen-batch", type=int, default=32)
+    ap.add_argument("--gen-batch", type=int, default=128, help="prompts per `ember generate` call")
+    ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember",
+                    help="the engine that generates the training answers (self-distillation)")
     ap.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
     ap.add_argument("--steps", type=int, default=0, help="fixed step count instead of --minutes")
     ap.add_argument("--lr", type=float, default=1e-3)

@@ -125,6 +125,41 @@ def prompts(seed: int = 0, held_out: int = 32, per_text: int = 2) -> tuple[list[
 
 
 @torch.no_grad()
+def generate_with_ember(tok, texts: list[str], max_new: int, temperature: float, seed: int, ember: Path,
+                        gguf: str = GGUF, max_num_seqs: int = 64) -> list[tuple[list[int], list[int]]]:
+    """Self-distillation by the engine that serves the target: `ember generate --jsonl` continues
+    every chat-formatted prompt (continuous batching), greedy at temperature 0, else sampled with a
+    per-prompt seed. Returns (prompt_ids, continuation_ids) in input order; a continuation that
+    stopped at <|im_end|> keeps it."""
+    import json
+    import subprocess
+    import tempfile
+
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    prompts = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
+                                       tokenize=True, return_dict=True)["input_ids"] for t in texts]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for i, ids in enumerate(prompts):
+            line = {"prompt": list(ids), "max_tokens": max_new, "temperature": temperature}
+            if temperature > 0:
+                line["seed"] = seed + i
+            f.write(json.dumps(line) + "\n")
+        path = f.name
+    try:
+        run = subprocess.run([str(ember), "generate", "--model", str(MODELS / gguf), "--jsonl", path,
+                              "--max-num-seqs", str(max_num_seqs)], capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(path)
+    out = []
+    for ids, line in zip(prompts, run.stdout.splitlines(), strict=True):
+        r = json.loads(line)
+        cont = r["token_ids"]
+        if r["finish_reason"] == "stop" and (not cont or cont[-1] != eos):
+            cont = cont + [eos]  # the engine ends at the model's stop token; the drafter learns it
+        out.append((list(ids), cont))
+    return out
+
+
 def generate(tok, model, texts: list[str], max_new: int, temperature: float, batch: int, seed: int):
     """Self-distillation: the target continues each chat-formatted prompt. Returns a list of
     (prompt_ids, continuation_ids) with the continuation cut after the first <|im_end|>."""
