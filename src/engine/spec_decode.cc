@@ -37,8 +37,13 @@ void StepCostModel::Observe(int64_t n, double observed) {
   }
   constexpr double kRate = 0.1;  // about ten steps to follow a lasting change; one outlier moves little
   const double ratio = std::clamp(observed / Seconds(n), 0.5, 2.0);
-  seconds[nearest] *= 1.0 + kRate * (ratio - 1.0);
-  for (size_t j = nearest + 1; j < seconds.size(); ++j) seconds[j] = std::max(seconds[j], seconds[nearest]);
+  // The nearest point and every larger one move by the same factor: what makes a step of n tokens
+  // slower than measured at startup (contexts longer than the startup's, other load) makes larger
+  // steps slower alike. Moving the nearest point alone flattened the slope above it, so extra
+  // (verified) tokens looked cheap exactly where steps had grown dear, and adaptive speculation
+  // verified at 64 requests, where a verified token costs a whole generated one.
+  const double factor = 1.0 + kRate * (ratio - 1.0);
+  for (size_t j = nearest; j < seconds.size(); ++j) seconds[j] *= factor;
   for (size_t j = nearest; j-- > 0;) seconds[j] = std::min(seconds[j], seconds[nearest]);
 }
 

@@ -35,9 +35,10 @@ struct StepCostModel {
 
   bool empty() const { return tokens.empty(); }
   double Seconds(int64_t n) const;
-  // A step of n tokens took `seconds`: moves the nearest point a little toward what that says
-  // (and keeps the table non-decreasing), so the model follows this machine as it is now (other
-  // load, longer contexts) rather than only as it was at startup.
+  // A step of n tokens took `seconds`: moves the nearest point, and every larger one by the same
+  // factor, a little toward what that says (and keeps the table non-decreasing), so the model
+  // follows this machine as it is now (other load, longer contexts) rather than only as it was at
+  // startup, and the cost of extra tokens above n grows with it.
   void Observe(int64_t n, double seconds);
   std::string Describe() const;  // "1 tok 4.1 ms, 2 tok 4.3 ms, ..." for the startup log
 };

@@ -189,5 +189,15 @@ TEST(StepCostModel, FollowsObservedStepTimesAndStaysMonotone) {
   EXPECT_LT(cost.Seconds(4), 2.0 * 1.11);
 }
 
+// Steps of 64 tokens grew 40% dearer than at startup (longer contexts): the extra tokens above 64
+// grow as dear, so a plan does not take verified tokens for cheap where steps are slow.
+TEST(StepCostModel, ExtraTokensGrowAsDearAsTheObservedStep) {
+  StepCostModel cost{{1, 64, 128}, {1.0, 50.0, 90.0}};
+  for (int i = 0; i < 200; ++i) cost.Observe(64, 70.0);
+  EXPECT_NEAR(cost.Seconds(64), 70.0, 0.5);
+  EXPECT_NEAR(cost.Seconds(128) - cost.Seconds(64), 40.0 * 70.0 / 50.0, 1.0);
+  EXPECT_DOUBLE_EQ(cost.Seconds(1), 1.0);
+}
+
 }  // namespace
 }  // namespace ember
