@@ -96,9 +96,8 @@ def make_data(a):
 
     def add(split, m, temp, group):
         pairs = target.generate_with_ember(tok, group, a.max_new, temp, seed=len(data[split]), ember=a.ember)
-        for prompt, cont in pairs:
-            ids = torch.tensor(prompt + cont)
-            tap = target.taps(m, ids[None], TAPS)[0].to(torch.bfloat16)
+        seqs = [torch.tensor(prompt + cont) for prompt, cont in pairs]
+        for (prompt, _), ids, tap in zip(pairs, seqs, target.taps_batched(m, seqs, TAPS)):
             data[split].append({"ids": ids, "prompt_len": len(prompt), "taps": tap, "temperature": temp})
         print(f"data: {split} T={temp}: {len(data[split])} sequences, "
               f"{sum(len(d['ids']) - d['prompt_len'] for d in data[split])} generated tokens, "

@@ -43,6 +43,24 @@ def taps(model, ids: torch.Tensor, layer_ids: list[int], attention_mask=None) ->
     return torch.cat([hs[0 if l == -1 else l + 1] for l in layer_ids], -1).float()
 
 
+@torch.no_grad()
+def taps_batched(model, seqs: list[torch.Tensor], layer_ids: list[int], batch: int = 16) -> list[torch.Tensor]:
+    """taps() of each sequence ([T_i, m*d], bf16), computed in batches of similar length. Right
+    padding changes nothing before it (causal attention), so each sequence's rows are its own."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    out: list[torch.Tensor | None] = [None] * len(seqs)
+    for b in range(0, len(order), batch):
+        idx = order[b : b + batch]
+        width = max(len(seqs[i]) for i in idx)
+        padded = torch.zeros(len(idx), width, dtype=torch.long)
+        for r, i in enumerate(idx):
+            padded[r, : len(seqs[i])] = seqs[i]
+        t = taps(model, padded, layer_ids)
+        for r, i in enumerate(idx):
+            out[i] = t[r, : len(seqs[i])].to(torch.bfloat16)
+    return out
+
+
 # --- prompts: text that ships on this machine ---------------------------------------------------
 
 LICENSES = Path("/usr/share/common-licenses")
