@@ -3,13 +3,13 @@
 // (Q8_0, repacked for the AVX-512 GEMM where that variant runs) weights, at one row and at several.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "core/dtypes.h"
 #include "model/linear.h"
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
+#include "support/random_values.h"
 
 namespace ember {
 namespace {
@@ -17,13 +17,7 @@ namespace {
 constexpr int64_t kOut = 40, kIn = 64;
 const std::vector<int32_t> kRows = {7, 0, 39, 12, 13, 5, 22, 31, 1, 38, 17, 20, 3, 26, 9, 33, 11};
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+std::vector<float> Random(int64_t n, uint32_t seed) { return test::NormalValues(n, seed); }
 
 void ExpectGatheredColumns(const Linear& full) {
   auto gathered = full.GatherRows(kRows);

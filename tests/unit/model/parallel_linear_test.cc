@@ -5,21 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
+
+#include "support/random_values.h"
 
 namespace ember {
 namespace {
 
 constexpr int64_t kOut = 12, kIn = 16, kRows = 5;
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+std::vector<float> Random(int64_t n, uint32_t seed) { return test::NormalValues(n, seed); }
 
 // Rank 0 of two whose peer's partial sum is already known: AllReduceSum adds it (the test runs
 // both "ranks" on one thread, one after the other).
