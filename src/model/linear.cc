@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "kernels/matmul.h"
 #include "quant/block_scaled_packed.h"
+#include "quant/gguf_blocks.h"
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_packed.h"
 #include "quant/gguf_type_kernels.h"
@@ -105,6 +106,24 @@ Expected<Linear> Linear::GatherRows(std::span<const int32_t> rows) const {
     return linear;
   }
   return Unimplemented("selecting rows of a block-scaled matrix");
+}
+
+Expected<Linear> Linear::QuantizedQ8_0() const {
+  constexpr int64_t kBlock = 32;
+  if (in_features_ % kBlock != 0) {
+    return InvalidArgument(fmt::format("Q8_0 needs in_features a multiple of {}, not {}", kBlock, in_features_));
+  }
+  const int64_t blocks = in_features_ / kBlock;
+  const auto row_bytes = blocks * static_cast<int64_t>(sizeof(quant::BlockQ8_0));
+  auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out_features_ * row_bytes));
+  std::vector<float> row(in_features_);
+  for (int64_t r = 0; r < out_features_; ++r) {
+    EMBER_RETURN_IF_ERROR(ReadRow(r, row.data()));
+    quant::QuantizeRowQ8_0(row.data(), in_features_, reinterpret_cast<quant::BlockQ8_0*>(copy->data() + r * row_bytes));
+  }
+  Linear linear = Quantized({GgmlType::kQ8_0, copy->data(), out_features_, in_features_, row_bytes});
+  linear.gathered_ = std::move(copy);
+  return linear;
 }
 
 Status Linear::ReadRow(int64_t row, float* out) const {

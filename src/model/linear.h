@@ -49,6 +49,10 @@ class Linear {
   // drafter's lm_head over a draft vocabulary. Dense and GGUF matrices; block-scaled ones are
   // Unimplemented.
   Expected<Linear> GatherRows(std::span<const int32_t> rows) const;
+  // This matrix quantized to GGUF Q8_0 (gguf-py's rounding, 32-weight blocks; a copy it owns), for
+  // the integer dot products: a drafter's small matmuls run about 3x faster than through bf16
+  // weights widened to f32. in_features must be a multiple of 32.
+  Expected<Linear> QuantizedQ8_0() const;
 
  private:
   using ApplyFn = void (*)(const Linear& self, const float* x, int64_t m, float* y);
@@ -68,7 +72,7 @@ class Linear {
   quant::BlockScaledMatrix block_{};
   std::shared_ptr<const void> owner_;
   std::shared_ptr<const uint8_t> packed_owner_;  // the block-scaled packed copy, if any
-  std::shared_ptr<const void> gathered_;         // GatherRows' copy of the rows
+  std::shared_ptr<const void> gathered_;         // GatherRows' or QuantizedQ8_0's bytes
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;

@@ -68,6 +68,7 @@ Expected<std::unique_ptr<spec::Proposer>> MakeProposer(const spec::SpeculativeCo
       d.confidence_threshold = config.draft_confidence_threshold;
       d.sample_drafts = config.draft_sample_method == spec::DraftSampleMethod::kProbabilistic;
       d.draft_vocab_size = config.draft_vocab_size;
+      d.quantize_q8_0 = config.quantization == "q8_0";
       d.context_cache_block_size = kv.config().block_size;
       d.context_cache_positions = o.enable_prefix_caching ? kv.num_slots() : 0;
       EMBER_ASSIGN_OR_RETURN(auto proposer, spec::dspark::LoadDSparkProposer(config.model, target, d));

@@ -56,6 +56,9 @@ struct SpeculativeConfig {
   // Draft from the N most frequent tokens of the drafter's draft_vocab.json (FR-Spec): -1 all it
   // lists (the full vocabulary without the file), 0 the full vocabulary.
   int32_t draft_vocab_size = -1;
+  // vLLM's speculative_config "quantization": the drafter's weights as given (empty), or "q8_0":
+  // its matmuls quantized to GGUF Q8_0 at load.
+  std::string quantization;
 };
 
 // Parses the JSON text of --speculative-config. Errors name the field and the allowed range.

@@ -79,6 +79,20 @@ Status DSparkDrafter::UseDraftVocabulary(std::vector<int32_t> ids) {
   return Status::Ok();
 }
 
+Status DSparkDrafter::QuantizeLinearsQ8_0() {
+  auto quantize = [](Linear& m) -> Status {
+    EMBER_ASSIGN_OR_RETURN(m, m.QuantizedQ8_0());
+    return Status::Ok();
+  };
+  EMBER_RETURN_IF_ERROR(quantize(weights_.fc));
+  for (DSparkLayerWeights& layer : weights_.layers) {
+    for (Linear* m : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down}) {
+      EMBER_RETURN_IF_ERROR(quantize(*m));
+    }
+  }
+  return Status::Ok();
+}
+
 DSparkContext DSparkDrafter::NewContext() const {
   return DSparkContext(config_.num_layers, config_.kv_width(), config_.context_window());
 }

@@ -77,6 +77,13 @@ class DSparkDrafter {
   // The Markov head's W2 over the draft vocabulary ([draft_vocab_size, rank]).
   const Linear& markov_w2() const { return draft_ids_.empty() ? weights_.markov_w2 : draft_markov_w2_; }
 
+  // Quantizes the drafter's own matmuls (fc and every layer's projections) to Q8_0 for the
+  // integer dot products (speculative config "quantization": "q8_0"): about 3x faster at a
+  // block's 7 rows on AVX-512 VNNI than bf16 weights widened to f32, at the cost of Q8_0's
+  // rounding (activations too are quantized per row), so drafts may differ from the bf16
+  // drafter's; verification keeps outputs lossless either way.
+  Status QuantizeLinearsQ8_0();
+
   // A new, empty context store shaped for this drafter.
   DSparkContext NewContext() const;
   // Width of one position's concatenated tap features: taps * target_hidden_size.

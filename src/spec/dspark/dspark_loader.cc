@@ -52,6 +52,12 @@ Expected<std::unique_ptr<DSparkProposer>> LoadDSparkProposer(const std::string& 
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<DSparkDrafter> drafter,
                          DSparkDrafter::Create(std::move(config), std::move(weights), std::move(shared)));
   EMBER_RETURN_IF_ERROR(ApplyDraftVocabulary(*drafter, options.draft_vocab_size));
+  if (options.quantize_q8_0) {
+    if (const Status s = drafter->QuantizeLinearsQ8_0(); !s.ok()) {
+      return InvalidArgument(fmt::format("dspark: \"quantization\": \"q8_0\": {}", s.message()));
+    }
+    EMBER_LOG_INFO("dspark: the drafter's matmuls quantized to Q8_0");
+  }
   TargetFinalNorm final_norm = [&target](const float* x, int64_t rows, float* out) {
     return target.ApplyFinalNorm(x, rows, out);
   };

@@ -63,6 +63,8 @@ struct DSparkProposerOptions {
   // The draft vocabulary (DSparkConfig::draft_vocab): -1 all the drafter ships, 0 none (the full
   // vocabulary), N its first N ids.
   int32_t draft_vocab_size = -1;
+  // Quantize the drafter's own matmuls to Q8_0 at load (DSparkDrafter::QuantizeLinearsQ8_0).
+  bool quantize_q8_0 = false;
   int64_t context_cache_block_size = 16;
   int64_t context_cache_positions = 0;
 };

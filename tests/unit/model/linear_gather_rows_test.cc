@@ -3,6 +3,8 @@
 // (Q8_0, repacked for the AVX-512 GEMM where that variant runs) weights, at one row and at several.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/dtypes.h"
@@ -61,6 +63,53 @@ TEST(LinearGatherRows, GgufQ8_0) {
   const quant::QuantMatrix m{GgmlType::kQ8_0, w.data(), kOut, kIn,
                              blocks * static_cast<int64_t>(sizeof(quant::BlockQ8_0))};
   ExpectGatheredColumns(Linear::Quantized(m));
+}
+
+// QuantizedQ8_0: the rows are gguf-py's Q8_0 of the original's (bitwise what QuantizeRowQ8_0
+// writes), and products stay within Q8_0's error of the dense ones.
+TEST(LinearQuantizedQ8_0, RowsAreTheQ8_0OfTheOriginal) {
+  const std::vector<float> f = Random(kOut * kIn, 5);
+  std::vector<uint16_t> w(f.size());
+  for (size_t i = 0; i < f.size(); ++i) w[i] = F32ToBF16(f[i]);
+  const Linear dense = Linear::Dense({DType::kBF16, Shape({kOut, kIn}), w.data()});
+  auto q = dense.QuantizedQ8_0();
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  std::vector<float> row(kIn), dense_row(kIn), want(kIn);
+  std::vector<quant::BlockQ8_0> blocks(kIn / 32);
+  for (int64_t r = 0; r < kOut; ++r) {
+    ASSERT_TRUE(dense.ReadRow(r, dense_row.data()).ok());
+    quant::QuantizeRowQ8_0(dense_row.data(), kIn, blocks.data());
+    ASSERT_TRUE(quant::DequantizeRow(GgmlType::kQ8_0, blocks.data(), kIn, want.data()).ok());
+    ASSERT_TRUE(q->ReadRow(r, row.data()).ok());
+    ASSERT_EQ(row, want) << "row " << r;
+  }
+  const std::vector<float> x = Random(3 * kIn, 6);
+  std::vector<float> exact(3 * kOut), got(3 * kOut);
+  dense.Apply(x.data(), 3, exact.data());
+  q->Apply(x.data(), 3, got.data());
+  // Each weight and activation is off by at most 0.6 of its 32-block's step amax / 127 (half a
+  // step, plus the step's own f16 rounding over 127 steps), so each product is off by at most
+  // the sum of |x| dw + |w| dx + dx dw.
+  auto step = [](const float* v) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(v[j]));
+    return 0.6f * amax / 127.0f;
+  };
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t r = 0; r < kOut; ++r) {
+      ASSERT_TRUE(dense.ReadRow(r, dense_row.data()).ok());
+      double bound = 0.0;
+      for (int64_t b = 0; b < kIn; b += 32) {
+        const float* xb = x.data() + i * kIn + b;
+        const double dx = step(xb), dw = step(dense_row.data() + b);
+        for (int j = 0; j < 32; ++j) bound += std::abs(xb[j]) * dw + std::abs(dense_row[b + j]) * dx + dx * dw;
+      }
+      EXPECT_NEAR(got[i * kOut + r], exact[i * kOut + r], bound + 1e-4) << "row " << i << " output " << r;
+    }
+  }
+  const std::vector<float> narrow = Random(4 * 40, 7);
+  EXPECT_FALSE(Linear::Dense({DType::kF32, Shape({4, 40}), narrow.data()}).QuantizedQ8_0().ok())
+      << "40 columns are not whole 32-weight blocks";
 }
 
 TEST(LinearGatherRows, RowsOutsideTheMatrixAreErrors) {

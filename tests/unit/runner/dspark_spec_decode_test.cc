@@ -145,6 +145,7 @@ TEST(DSparkSpecDecode, MuseSparkLossless) {
                  {{"dspark k=5 fixed", DSparkConfig(tmp.path, 5, R"(,"adaptive":false)")},
                   {"dspark k=3 fixed, threshold", DSparkConfig(tmp.path, 3, R"(,"adaptive":false,"draft_confidence_threshold":0.2)")},
                   {"dspark k=5 adaptive", DSparkConfig(tmp.path, 5, R"(,"enable_adaptive_verification":true)")},
+                  {"dspark k=5 fixed, q8_0 drafter", DSparkConfig(tmp.path, 5, R"(,"adaptive":false,"quantization":"q8_0")")},
                   {"dspark k=4 fixed, tiny pool", DSparkConfig(tmp.path, 4, R"(,"adaptive":false)"), true}});
 }
 

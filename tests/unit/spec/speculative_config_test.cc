@@ -34,7 +34,7 @@ TEST(SpeculativeConfig, ParsesVllmShape) {
 TEST(SpeculativeConfig, ParsesDSpark) {
   auto c = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":7,
       "draft_sample_method":"probabilistic","enable_adaptive_verification":false,"draft_confidence_threshold":0.25,
-      "rejection_sample_method":"standard","draft_vocab_size":4096})");
+      "rejection_sample_method":"standard","draft_vocab_size":4096,"quantization":"q8_0"})");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->method, Method::kDSpark);
   EXPECT_EQ(MethodName(c->method), "dspark");
@@ -44,6 +44,7 @@ TEST(SpeculativeConfig, ParsesDSpark) {
   EXPECT_FALSE(c->adaptive);
   EXPECT_FLOAT_EQ(c->draft_confidence_threshold, 0.25f);
   EXPECT_EQ(c->draft_vocab_size, 4096);
+  EXPECT_EQ(c->quantization, "q8_0");
 
   // Defaults: greedy, adaptive (ember's default for every method), no threshold.
   auto d = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":5})");
@@ -85,6 +86,7 @@ TEST(SpeculativeConfig, BadConfigsNameTheField) {
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_confidence_threshold":1.5})",
        "draft_confidence_threshold"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"draft_vocab_size":-2})", "draft_vocab_size"},
+      {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"quantization":"fp8"})", "quantization"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"rejection_sample_method":"block"})",
        "rejection_sample_method"},
       {R"({"method":"dspark","model":"/d","num_speculative_tokens":7,"prompt_lookup_max":3})", "prompt_lookup_max"},
