@@ -388,7 +388,7 @@ def train(a):
     out_dir = Path(a.out)
     model.save(out_dir)
     (out_dir / "train_log.json").write_text(json.dumps(
-        {"steps": step, "seconds": round(time.time() - t0), "args": vars(a), "log": log}, indent=1) + "\n")
+        {"steps": step, "seconds": round(time.time() - t0), "args": vars(a), "log": log}, indent=1, default=str) + "\n")
     print(f"train: {step} steps in {time.time() - t0:.0f}s -> {out_dir}", flush=True)
     write_draft_vocab(blob, out_dir)
 
