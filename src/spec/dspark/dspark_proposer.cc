@@ -135,11 +135,11 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
 void DSparkProposer::FinishObservations() {
   // Requests with a batch's worth of rows waiting (a prefill chunk; a request that has not
   // drafted for a while) are projected now, together; the others wait for their next draft.
-  std::vector<RequestState*> due;
+  to_project_.clear();
   for (auto& [req, state] : requests_) {
-    if (state.pending_rows >= kLazyRows) due.push_back(&state);
+    if (state.pending_rows >= kLazyRows) to_project_.push_back(&state);
   }
-  Project(due);
+  Project(to_project_);
 }
 
 void DSparkProposer::Project(std::span<RequestState* const> states) {
@@ -221,14 +221,14 @@ void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Dr
 void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   const DSparkConfig& c = drafter_->config();
   // The waiting rows of every request drafted for, in one projection.
-  std::vector<RequestState*> waiting;
+  to_project_.clear();
   for (const ProposalInput& in : inputs) {
     auto it = requests_.find(in.req);
-    if (it != requests_.end() && it->second.pending_rows > 0) waiting.push_back(&it->second);
+    if (it != requests_.end() && it->second.pending_rows > 0) to_project_.push_back(&it->second);
   }
-  std::sort(waiting.begin(), waiting.end());
-  waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
-  Project(waiting);
+  std::sort(to_project_.begin(), to_project_.end());
+  to_project_.erase(std::unique(to_project_.begin(), to_project_.end()), to_project_.end());
+  Project(to_project_);
   blocks_.clear();
   block_input_.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -139,6 +139,7 @@ class DSparkProposer final : public Proposer {
   std::vector<float> features_;    // Project's batch [rows, feature_width]
   std::vector<int64_t> positions_;  // its rows' sequence positions
   std::vector<float> k_, v_;        // projected rows [num_layers, rows, kv_width]
+  std::vector<RequestState*> to_project_;  // the requests a Project call covers
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
   BlockDraft block_draft_;
