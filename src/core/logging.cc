@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <string>
 
 namespace ember {
 namespace {
@@ -27,6 +28,15 @@ LogLevel CurrentLogLevel() {
   return level;
 }
 
+namespace {
+std::string& LogTag() {
+  static std::string tag;
+  return tag;
+}
+}  // namespace
+
+void SetLogTag(std::string_view tag) { LogTag() = tag.empty() ? std::string() : std::string(tag) + " "; }
+
 void LogMessage(LogLevel level, std::string_view message) {
   static std::mutex mutex;
   static constexpr char kLetters[] = {'D', 'I', 'W', 'E'};
@@ -37,7 +47,7 @@ void LogMessage(LogLevel level, std::string_view message) {
   std::tm local{};
   localtime_r(&seconds, &local);
   std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stderr, "[ember %c %02d:%02d:%02d.%03d] %.*s\n", kLetters[static_cast<int>(level)],
+  std::fprintf(stderr, "[ember %s%c %02d:%02d:%02d.%03d] %.*s\n", LogTag().c_str(), kLetters[static_cast<int>(level)],
                local.tm_hour, local.tm_min, local.tm_sec, millis, static_cast<int>(message.size()),
                message.data());
 }

@@ -12,6 +12,9 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 LogLevel CurrentLogLevel();
 void LogMessage(LogLevel level, std::string_view message);
+// A tag after "ember" on every line ("[ember r1 I ...]": the rank of a multi-process engine).
+// Set once at startup, before other threads log.
+void SetLogTag(std::string_view tag);
 
 template <typename... Args>
 void Log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {

@@ -10,7 +10,7 @@
 
 namespace ember {
 
-ExpertWeights ExpertWeights::Dense(const TensorView& stacked) {
+ExpertWeights ExpertWeights::Dense(const TensorView& stacked, std::shared_ptr<const void> owner) {
   EMBER_CHECK(stacked.shape.rank() == 3, "ExpertWeights::Dense needs [E, rows, cols], got {}",
               stacked.shape.ToString());
   EMBER_CHECK(stacked.dtype == DType::kBF16 || stacked.dtype == DType::kF32, "ExpertWeights::Dense: dtype {}",
@@ -21,6 +21,7 @@ ExpertWeights ExpertWeights::Dense(const TensorView& stacked) {
   w.rows_ = stacked.shape[1];
   w.cols_ = stacked.shape[2];
   w.bytes_ = stacked.NumBytes();
+  w.owner_ = std::move(owner);
   return w;
 }
 

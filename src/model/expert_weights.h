@@ -25,8 +25,9 @@ namespace ember {
 class ExpertWeights {
  public:
   ExpertWeights() = default;
-  // A bf16 or f32 [E, rows, cols] tensor.
-  static ExpertWeights Dense(const TensorView& stacked);
+  // A bf16 or f32 [E, rows, cols] tensor; `owner` keeps its bytes alive when they are a copy
+  // (a tensor-parallel rank's slice), nullptr when they live in a mapping that outlives the model.
+  static ExpertWeights Dense(const TensorView& stacked, std::shared_ptr<const void> owner = nullptr);
   // parts[e] covers expert e's rows in order (their row counts sum to `rows`, each has `cols`
   // columns and passes quant::ValidateBlockScaledMatrix). `owner` keeps the viewed bytes alive
   // (nullptr when they live in a mapping that outlives the model).

@@ -35,7 +35,8 @@ double GgufWeights::FloatOr(const std::string& suffix, double fallback) const {
   return file_->GetFloat(architecture_ + "." + suffix).value_or(fallback);
 }
 
-Expected<Linear> GgufWeights::Matrix(const std::string& name, int64_t out_features, int64_t in_features) const {
+Expected<Linear> GgufWeights::Matrix(const std::string& name, int64_t out_features, int64_t in_features,
+                                     const MatrixSplit& split) const {
   const GgufTensor* t = file_->FindTensor(name);
   if (t == nullptr) return NotFound(fmt::format("{}: tensor {} is missing", file_->path(), name));
   if (t->dims.size() != 2 || t->dims[0] != in_features || t->dims[1] != out_features) {
@@ -52,12 +53,16 @@ Expected<Linear> GgufWeights::Matrix(const std::string& name, int64_t out_featur
   // Unquantized bf16 / f32 matrices take the dense kernels (register-tiled GEMM, bf16 widened
   // exactly) rather than GgufMatMul's plain-float row dots, which exist only for completeness:
   // GGUF stores them row-major [out, in], as a safetensors checkpoint does.
-  if (t->type.type == GgmlType::kBF16 || t->type.type == GgmlType::kF32) {
-    const DType dtype = t->type.type == GgmlType::kBF16 ? DType::kBF16 : DType::kF32;
-    return Linear::Dense(TensorView{dtype, Shape{out_features, in_features}, t->data});
-  }
-  quant::QuantMatrix m{t->type.type, t->data, out_features, in_features, t->bytes / out_features};
-  return Linear::Quantized(m);
+  Expected<Linear> linear = [&]() -> Expected<Linear> {
+    if (t->type.type == GgmlType::kBF16 || t->type.type == GgmlType::kF32) {
+      const DType dtype = t->type.type == GgmlType::kBF16 ? DType::kBF16 : DType::kF32;
+      return SliceDense(TensorView{dtype, Shape{out_features, in_features}, t->data}, split);
+    }
+    quant::QuantMatrix m{t->type.type, t->data, out_features, in_features, t->bytes / out_features};
+    return SliceQuantized(m, split);
+  }();
+  if (!linear.ok()) return InvalidArgument(fmt::format("{}: tensor {}: {}", file_->path(), name, linear.status().message()));
+  return linear;
 }
 
 Expected<std::vector<float>> GgufWeights::Vector(const std::string& name, int64_t n) const {

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "formats/gguf.h"
 #include "model/linear.h"
+#include "model/tensor_parallel.h"
 
 namespace ember {
 
@@ -29,8 +30,10 @@ class GgufWeights {
   Status ReadArchitecture();
 
   bool Has(const std::string& tensor) const { return file_->FindTensor(tensor) != nullptr; }
-  // A matmul weight stored as GGUF dims {in, out} (PyTorch [out, in]).
-  Expected<Linear> Matrix(const std::string& tensor, int64_t out_features, int64_t in_features) const;
+  // A matmul weight stored as GGUF dims {in, out} (PyTorch [out, in]), or the block of it `split`
+  // names (a tensor-parallel rank's shard: a view of rows, a copy of columns).
+  Expected<Linear> Matrix(const std::string& tensor, int64_t out_features, int64_t in_features,
+                          const MatrixSplit& split = MatrixSplit::Whole()) const;
   // A 1-D F32/F16/BF16 tensor of n elements, as f32.
   Expected<std::vector<float>> Vector(const std::string& tensor, int64_t n) const;
 

@@ -17,7 +17,7 @@
 
 namespace ember {
 
-Linear Linear::Dense(const TensorView& weight) {
+Linear Linear::Dense(const TensorView& weight, std::shared_ptr<const void> owner) {
   EMBER_CHECK(weight.shape.rank() == 2, "Linear::Dense needs a 2-D weight, got {}", weight.shape.ToString());
   EMBER_CHECK(weight.dtype == DType::kBF16 || weight.dtype == DType::kF32, "Linear::Dense: dtype {}",
               DTypeName(weight.dtype));
@@ -26,10 +26,11 @@ Linear Linear::Dense(const TensorView& weight) {
   linear.out_features_ = weight.shape[0];
   linear.in_features_ = weight.shape[1];
   linear.bytes_ = weight.NumBytes();
+  linear.own_bytes_ = std::move(owner);
   return linear;
 }
 
-Linear Linear::Quantized(const quant::QuantMatrix& weight) {
+Linear Linear::Quantized(const quant::QuantMatrix& weight, std::shared_ptr<const void> owner) {
   EMBER_CHECK(quant::GgufMatMulSupports(weight.type), "Linear::Quantized: unsupported GGML type {}",
               static_cast<int>(weight.type));
   Linear linear;
@@ -46,6 +47,7 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight) {
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;
   linear.bytes_ = weight.rows * weight.row_bytes;
+  linear.own_bytes_ = std::move(owner);
   return linear;
 }
 
@@ -92,7 +94,7 @@ Expected<Linear> Linear::GatherRows(std::span<const int32_t> rows) const {
     view.shape = Shape({n, in_features_});
     view.data = copy->data();
     Linear linear = Dense(view);
-    linear.gathered_ = std::move(copy);
+    linear.own_bytes_ = std::move(copy);
     return linear;
   }
   if (apply_ == &ApplyGguf) {
@@ -102,7 +104,7 @@ Expected<Linear> Linear::GatherRows(std::span<const int32_t> rows) const {
     m.rows = n;
     m.packed = nullptr;
     Linear linear = Quantized(m);
-    linear.gathered_ = std::move(copy);
+    linear.own_bytes_ = std::move(copy);
     return linear;
   }
   return Unimplemented("selecting rows of a block-scaled matrix");
@@ -122,7 +124,7 @@ Expected<Linear> Linear::QuantizedQ8_0() const {
     quant::QuantizeRowQ8_0(row.data(), in_features_, reinterpret_cast<quant::BlockQ8_0*>(copy->data() + r * row_bytes));
   }
   Linear linear = Quantized({GgmlType::kQ8_0, copy->data(), out_features_, in_features_, row_bytes});
-  linear.gathered_ = std::move(copy);
+  linear.own_bytes_ = std::move(copy);
   return linear;
 }
 

@@ -23,11 +23,14 @@ namespace ember {
 class Linear {
  public:
   Linear() = default;
-  // A bf16 or f32 [out, in] matrix.
-  static Linear Dense(const TensorView& weight);
+  // A bf16 or f32 [out, in] matrix. `owner`, if given, keeps the viewed bytes alive (a copy the
+  // caller made, e.g. a tensor-parallel rank's block of columns); null when they live in a
+  // mapping that outlives the model.
+  static Linear Dense(const TensorView& weight, std::shared_ptr<const void> owner = nullptr);
   // A GGUF matrix (any type GgufMatMul supports; F32/F16/BF16 included). Q5_0 / Q4_K matrices
-  // on an AVX-512 host also get a repacked copy (quant/gguf_packed.h), owned here.
-  static Linear Quantized(const quant::QuantMatrix& weight);
+  // on an AVX-512 host also get a repacked copy (quant/gguf_packed.h), owned here. `owner` as for
+  // Dense.
+  static Linear Quantized(const quant::QuantMatrix& weight, std::shared_ptr<const void> owner = nullptr);
   // A block-scaled matrix (must pass ValidateBlockScaledMatrix); `owner` keeps its bytes alive.
   // MXFP4 / NVFP4 matrices get a repacked copy for the packed GEMM where the active variant has
   // one (quant/block_scaled_packed.h), owned here.
@@ -72,7 +75,7 @@ class Linear {
   quant::BlockScaledMatrix block_{};
   std::shared_ptr<const void> owner_;
   std::shared_ptr<const uint8_t> packed_owner_;  // the block-scaled packed copy, if any
-  std::shared_ptr<const void> gathered_;         // GatherRows' or QuantizedQ8_0's bytes
+  std::shared_ptr<const void> own_bytes_;        // a copy this matrix views: GatherRows', QuantizedQ8_0's, a shard's
   int64_t out_features_ = 0;
   int64_t in_features_ = 0;
   int64_t bytes_ = 0;

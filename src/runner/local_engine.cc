@@ -103,8 +103,8 @@ Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, Mo
 
 }  // namespace
 
-Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<CausalLM> model,
-                                                           const EngineOptions& o) {
+Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<CausalLM> model, const EngineOptions& o,
+                                                           const ParallelHooks& hooks) {
   std::unique_ptr<LocalEngine> engine(new LocalEngine());
   const int64_t model_max = model->info().max_position_embeddings;
   int64_t max_model_len = o.max_model_len > 0 ? o.max_model_len : model_max;
@@ -113,6 +113,9 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
                                        model_max));
   }
   EMBER_ASSIGN_OR_RETURN(kv::KvCacheConfig kv_config, PlanKv(*model, o, max_model_len));
+  if (hooks.agree_num_blocks) {
+    EMBER_ASSIGN_OR_RETURN(kv_config.num_blocks, hooks.agree_num_blocks(kv_config.num_blocks));
+  }
   EMBER_ASSIGN_OR_RETURN(KvStore store, KvStore::Create(kv_config));
 
   SchedulerConfig s;
@@ -167,7 +170,12 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   core.scheduler = s;
   core.kv = kv_config;
   core.kv_options.enable_prefix_caching = o.enable_prefix_caching;
-  EMBER_ASSIGN_OR_RETURN(engine->core_, EngineCore::Create(core, engine->runner_.get()));
+  Executor* executor = engine->runner_.get();
+  if (hooks.wrap_executor) {
+    engine->executor_ = hooks.wrap_executor(*engine->runner_);
+    executor = engine->executor_.get();
+  }
+  EMBER_ASSIGN_OR_RETURN(engine->core_, EngineCore::Create(core, executor));
   engine->client_ = std::make_unique<InProcessEngineClient>(engine->core_.get());
   return engine;
 }

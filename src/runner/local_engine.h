@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/engine_client.h"
 #include "engine/engine_core.h"
+#include "engine/executor.h"
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
 #include "runner/model_runner.h"
@@ -50,9 +52,21 @@ struct EnginePlan {
   std::string speculation;                 // how speculative decoding runs, "" when off
 };
 
+// How a multi-process engine (src/parallel) joins in. Every rank builds the same LocalEngine over
+// its shard of the model; rank 0's core drives the wrapped executor, the other ranks' runners are
+// driven by their worker loops and their cores stay idle.
+struct ParallelHooks {
+  // The KV block count every rank can hold (the minimum over the ranks), from this rank's plan:
+  // rank 0's KV manager hands out block ids that every rank's cache must have.
+  std::function<Expected<int64_t>(int64_t num_blocks)> agree_num_blocks;
+  // The core's executor around the runner (rank 0 broadcasts each step before running it).
+  std::function<std::unique_ptr<Executor>(ModelRunner& runner)> wrap_executor;
+};
+
 class LocalEngine {
  public:
-  static Expected<std::unique_ptr<LocalEngine>> Create(std::unique_ptr<CausalLM> model, const EngineOptions& options);
+  static Expected<std::unique_ptr<LocalEngine>> Create(std::unique_ptr<CausalLM> model, const EngineOptions& options,
+                                                       const ParallelHooks& hooks = {});
 
   CausalLM& model() { return *model_; }
   // The front door every frontend uses; only its Step() may drive the core.
@@ -71,6 +85,7 @@ class LocalEngine {
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Executor> executor_;  // ParallelHooks::wrap_executor's, around runner_
   std::unique_ptr<EngineCore> core_;
   std::unique_ptr<InProcessEngineClient> client_;
   EnginePlan plan_;

@@ -65,6 +65,32 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   return result;
 }
 
+int64_t ModelRunner::ExecuteWorkerStep(const SchedulerOutput& output, std::span<const RequestIndex> sampled_reqs,
+                                       std::span<const std::vector<int32_t>> sampled_token_ids) {
+  EMBER_CHECK(sampled_reqs.size() == sampled_token_ids.size(), "{} requests for {} sampled token lists",
+              sampled_reqs.size(), sampled_token_ids.size());
+  for (size_t i = 0; i < sampled_reqs.size(); ++i) {
+    // A request rank 0 sampled for is one this rank computed the step before; it may have finished
+    // since (then this step's output drops it right after).
+    RunnerRequest* r = states_.Find(sampled_reqs[i]);
+    EMBER_CHECK(r != nullptr, "worker: rank 0 sampled for request {}, which this rank does not hold", sampled_reqs[i]);
+    r->tokens.insert(r->tokens.end(), sampled_token_ids[i].begin(), sampled_token_ids[i].end());
+  }
+  const Status applied = states_.Apply(output);
+  EMBER_CHECK(applied.ok(), "{}", applied.message());
+  if (output.scheduled_reqs.empty()) return 0;
+  std::vector<const RunnerRequest*> inputs;
+  inputs.reserve(output.scheduled_reqs.size());
+  for (RequestIndex req : output.scheduled_reqs) inputs.push_back(states_.Find(req));
+  const BuiltBatch built =
+      BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
+  const Status forward = model_->Forward(built.batch, *kv_, &forward_);
+  EMBER_CHECK(forward.ok(), "{}", forward.message());
+  ++num_steps_;
+  num_tokens_computed_ += built.batch.num_tokens();
+  return built.batch.num_tokens();
+}
+
 void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
                                   const BuiltBatch& built, ModelRunnerOutput* result) {
   // A request verifying a draft gets one row per draft token plus one; row j samples the token

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +29,13 @@ class ModelRunner : public Executor {
   ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_token_ids);
 
   ModelRunnerOutput Execute(const SchedulerOutput& output) override;
+
+  // A tensor-parallel worker rank's step (src/parallel): rank 0 samples, so a worker first appends
+  // the tokens rank 0 sampled in the previous step (`sampled_reqs[i]` got `sampled_token_ids[i]`)
+  // to its request states, applies `output` and runs the same forward pass as rank 0 (the
+  // collectives inside must match), then drops the logits. Returns how many tokens it computed.
+  int64_t ExecuteWorkerStep(const SchedulerOutput& output, std::span<const RequestIndex> sampled_reqs,
+                            std::span<const std::vector<int32_t>> sampled_token_ids);
 
   // Speculative decoding: drafts for the requests the scheduler asks for (num_tokens_to_propose).
   void set_proposer(std::unique_ptr<spec::Proposer> proposer);

@@ -17,7 +17,7 @@ namespace {
 constexpr int64_t kDefaultSlidingPattern = 6;   // every 6th layer is global
 constexpr double kSlidingRopeBase = 10000.0;
 
-Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path) {
+Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path, const LoadOptions& load) {
   EMBER_ASSIGN_OR_RETURN(GgufWeights w, OpenGgufModel(path, "gemma3"));
   DenseDecoderSpec spec;
   EMBER_ASSIGN_OR_RETURN(spec.hidden_size, w.Int("embedding_length"));
@@ -38,21 +38,20 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path) {
   spec.activation = GatedActivation::kGeluTanh;
   spec.embed_scale = std::sqrt(static_cast<float>(spec.hidden_size));
   spec.final_logit_softcap = static_cast<float>(w.FloatOr("final_logit_softcapping", 0.0));
-  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, spec));
+  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, spec));
 
   std::vector<float> global_freq(head_dim / 2), local_freq(head_dim / 2);
   kernels::RopeInverseFrequencies(w.FloatOr("rope.freq_base", 1000000.0), head_dim, global_freq.data());
   kernels::RopeInverseFrequencies(w.FloatOr("rope.freq_base_swa", kSlidingRopeBase), head_dim, local_freq.data());
 
+  const GgufLayerShape shape{spec.hidden_size, heads, kv_heads, head_dim, intermediate};
   spec.layers.resize(layers);
   for (int64_t l = 0; l < layers; ++l) {
     DenseDecoderLayer& layer = spec.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
     const bool sliding = (l + 1) % pattern != 0;
     AttentionOptions& o = layer.attention_options;
-    o.num_heads = heads;
-    o.num_kv_heads = kv_heads;
-    o.head_dim = head_dim;
+    EMBER_ASSIGN_OR_RETURN(const LayerSplits splits, SplitGgufLayer(shape, load, o));
     o.qk_norm = QkNorm::kGain;
     o.qk_norm_eps = spec.norm_eps;
     // Gemma 3 scales scores by query_pre_attn_scalar^-1/2, which equals head_dim for these sizes.
@@ -66,8 +65,8 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path) {
     EMBER_ASSIGN_OR_RETURN(layer.post_ffn_norm, w.Vector(p + "post_ffw_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.attention.q_norm_gain, w.Vector(p + "attn_q_norm.weight", head_dim));
     EMBER_ASSIGN_OR_RETURN(layer.attention.k_norm_gain, w.Vector(p + "attn_k_norm.weight", head_dim));
-    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, spec.hidden_size, o, layer.attention));
-    EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, spec.hidden_size, intermediate, layer));
+    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, shape, splits, layer.attention));
+    EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, shape, splits, layer));
   }
   return std::unique_ptr<CausalLM>(new DenseDecoder(std::move(spec)));
 }

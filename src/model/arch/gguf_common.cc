@@ -15,19 +15,22 @@ Expected<GgufWeights> OpenGgufModel(const std::string& path, const std::string& 
   return weights;
 }
 
-Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, DenseDecoderSpec& spec) {
+Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, const LoadOptions& options, DenseDecoderSpec& spec) {
   const GgufFile& file = w.file();
   const GgufTensor* embed = file.FindTensor("token_embd.weight");
   if (embed == nullptr || embed->dims.size() != 2) {
     return InvalidArgument(fmt::format("{}: token_embd.weight is missing or not 2-D", file.path()));
   }
   const int64_t vocab = embed->dims[1];
-  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, w.Matrix("token_embd.weight", vocab, spec.hidden_size));
+  spec.communicator = options.communicator;
+  spec.vocab_shard = VocabShard(vocab, TensorParallelRank::Of(exec::OrLocal(options.communicator)));
+  const MatrixSplit rows = MatrixSplit::Rows(spec.vocab_shard);
+  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, w.Matrix("token_embd.weight", vocab, spec.hidden_size, rows));
   spec.tied_embeddings = !w.Has("output.weight");
   if (spec.tied_embeddings) {
     spec.lm_head = spec.embed_tokens;
   } else {
-    EMBER_ASSIGN_OR_RETURN(spec.lm_head, w.Matrix("output.weight", vocab, spec.hidden_size));
+    EMBER_ASSIGN_OR_RETURN(spec.lm_head, w.Matrix("output.weight", vocab, spec.hidden_size, rows));
   }
   EMBER_ASSIGN_OR_RETURN(spec.final_norm, w.Vector("output_norm.weight", spec.hidden_size));
   spec.info.architecture = w.architecture();
@@ -42,20 +45,33 @@ Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, DenseDecoderSpec& spec) {
   return Status::Ok();
 }
 
-Status LoadGgufAttention(const GgufWeights& w, int64_t l, int64_t h, const AttentionOptions& o, AttentionWeights& a) {
+Expected<LayerSplits> SplitGgufLayer(const GgufLayerShape& shape, const LoadOptions& options, AttentionOptions& o) {
+  const TensorParallelRank tp = TensorParallelRank::Of(exec::OrLocal(options.communicator));
+  EMBER_ASSIGN_OR_RETURN(LayerSplits splits,
+                         SplitLayer(shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.intermediate, tp));
+  o.num_heads = splits.heads.q_heads.count;
+  o.num_kv_heads = splits.heads.kv_heads.count;
+  o.head_dim = shape.head_dim;
+  return splits;
+}
+
+Status LoadGgufAttention(const GgufWeights& w, int64_t l, const GgufLayerShape& s, const LayerSplits& splits,
+                         AttentionWeights& a) {
   const std::string p = fmt::format("blk.{}.", l);
-  EMBER_ASSIGN_OR_RETURN(a.q, w.Matrix(p + "attn_q.weight", o.num_heads * o.head_dim, h));
-  EMBER_ASSIGN_OR_RETURN(a.k, w.Matrix(p + "attn_k.weight", o.num_kv_heads * o.head_dim, h));
-  EMBER_ASSIGN_OR_RETURN(a.v, w.Matrix(p + "attn_v.weight", o.num_kv_heads * o.head_dim, h));
-  EMBER_ASSIGN_OR_RETURN(a.o, w.Matrix(p + "attn_output.weight", h, o.num_heads * o.head_dim));
+  const int64_t q_width = s.num_heads * s.head_dim, kv_width = s.num_kv_heads * s.head_dim;
+  EMBER_ASSIGN_OR_RETURN(a.q, w.Matrix(p + "attn_q.weight", q_width, s.hidden, splits.q));
+  EMBER_ASSIGN_OR_RETURN(a.k, w.Matrix(p + "attn_k.weight", kv_width, s.hidden, splits.kv));
+  EMBER_ASSIGN_OR_RETURN(a.v, w.Matrix(p + "attn_v.weight", kv_width, s.hidden, splits.kv));
+  EMBER_ASSIGN_OR_RETURN(a.o, w.Matrix(p + "attn_output.weight", s.hidden, q_width, splits.o));
   return Status::Ok();
 }
 
-Status LoadGgufMlp(const GgufWeights& w, int64_t l, int64_t hidden, int64_t intermediate, DenseDecoderLayer& layer) {
+Status LoadGgufMlp(const GgufWeights& w, int64_t l, const GgufLayerShape& s, const LayerSplits& splits,
+                   DenseDecoderLayer& layer) {
   const std::string p = fmt::format("blk.{}.", l);
-  EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, w.Matrix(p + "ffn_gate.weight", intermediate, hidden));
-  EMBER_ASSIGN_OR_RETURN(layer.mlp.up, w.Matrix(p + "ffn_up.weight", intermediate, hidden));
-  EMBER_ASSIGN_OR_RETURN(layer.mlp.down, w.Matrix(p + "ffn_down.weight", hidden, intermediate));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, w.Matrix(p + "ffn_gate.weight", s.intermediate, s.hidden, splits.ffn_in));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.up, w.Matrix(p + "ffn_up.weight", s.intermediate, s.hidden, splits.ffn_in));
+  EMBER_ASSIGN_OR_RETURN(layer.mlp.down, w.Matrix(p + "ffn_down.weight", s.hidden, s.intermediate, splits.ffn_out));
   return Status::Ok();
 }
 

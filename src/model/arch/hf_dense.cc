@@ -26,6 +26,7 @@
 #include "model/quant_scheme.h"
 #include "model/quantized_linear.h"
 #include "model/quantized_weights.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_source.h"
 
 namespace ember {
@@ -39,11 +40,13 @@ class HfDenseLoader {
   Expected<DenseDecoderSpec> Load();
 
  private:
-  // A matrix kept as stored (bf16 / f32 / f16), for embeddings and lm_head.
-  Expected<Linear> Stored(const std::string& name, int64_t rows, int64_t cols);
+  // A matrix kept as stored (bf16 / f32 / f16), for embeddings and lm_head; `split` is this
+  // tensor-parallel rank's block of it (model/tensor_parallel.h).
+  Expected<Linear> Stored(const std::string& name, int64_t rows, int64_t cols,
+                          const MatrixSplit& split = MatrixSplit::Whole());
   // A decoder-layer linear `module` (".weight" appended): as the checkpoint quantized it, as
   // stored, or quantized now with options.quantization.
-  Expected<Linear> LayerLinear(const std::string& module, int64_t rows, int64_t cols);
+  Expected<Linear> LayerLinear(const std::string& module, int64_t rows, int64_t cols, const MatrixSplit& split);
   Expected<std::vector<float>> Norm(const std::string& name, int64_t n) {
     // Gemma3RMSNorm multiplies by (1 + w); Llama and Qwen3 by w.
     return RequireVectorF32(w_, name, n, c_.family == HfDenseFamily::kGemma3 ? 1.0f : 0.0f);
@@ -65,17 +68,31 @@ Expected<std::string> HfDenseLoader::FindPrefix() const {
                               "language_model.model.; is this a {} checkpoint?", w_.Describe(), c_.model_type));
 }
 
-Expected<Linear> HfDenseLoader::Stored(const std::string& name, int64_t rows, int64_t cols) {
+Expected<Linear> HfDenseLoader::Stored(const std::string& name, int64_t rows, int64_t cols, const MatrixSplit& split) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, w_.Require(name, {DType::kBF16, DType::kF32, DType::kF16}, Shape{rows, cols}));
-  return LinearFromTensor(t);
+  if (split.whole()) return LinearFromTensor(t);
+  if (t.dtype == DType::kF16) {
+    return SliceQuantized(quant::QuantMatrix{GgmlType::kF16, t.data, rows, cols, cols * 2}, split);
+  }
+  return SliceDense(t, split);
 }
 
-Expected<Linear> HfDenseLoader::LayerLinear(const std::string& module, int64_t rows, int64_t cols) {
+Expected<Linear> HfDenseLoader::LayerLinear(const std::string& module, int64_t rows, int64_t cols,
+                                            const MatrixSplit& split) {
   const std::string name = module + ".weight";
-  if (scheme_.quantized() && !scheme_.Excludes(module)) return ReadQuantizedLinear(w_, scheme_, module, rows, cols);
-  if (!options_.quantization) return Stored(name, rows, cols);
-  EMBER_ASSIGN_OR_RETURN(TensorView t, w_.Require(name, {DType::kBF16, DType::kF32}, Shape{rows, cols}));
-  const TensorView stacked{t.dtype, Shape{1, rows, cols}, t.data};
+  if (scheme_.quantized() && !scheme_.Excludes(module)) {
+    if (!split.whole()) {
+      return Unimplemented(fmt::format("{}: tensor parallelism over a pre-quantized checkpoint ({}) is not supported "
+                                       "yet; serve its bf16 checkpoint with --quantization instead",
+                                       w_.Describe(), scheme_.Describe()));
+    }
+    return ReadQuantizedLinear(w_, scheme_, module, rows, cols);
+  }
+  if (!options_.quantization) return Stored(name, rows, cols, split);
+  EMBER_ASSIGN_OR_RETURN(TensorView full, w_.Require(name, {DType::kBF16, DType::kF32}, Shape{rows, cols}));
+  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceTensor(full, split));
+  const TensorView& t = sliced.view;
+  const TensorView stacked{t.dtype, Shape{1, t.shape[0], t.shape[1]}, t.data};
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q,
                          QuantizeStack(stacked, *options_.quantization, 1, options_.mxfp4_rounding));
   return Linear::BlockScaled(q->View(q).parts(0).front(), q);
@@ -91,12 +108,17 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
 
   DenseDecoderSpec spec;
   spec.communicator = options_.communicator;
+  const TensorParallelRank tp = TensorParallelRank::Of(exec::OrLocal(options_.communicator));
+  EMBER_ASSIGN_OR_RETURN(const LayerSplits splits,
+                         SplitLayer(c_.num_attention_heads, c_.num_key_value_heads, d, c_.intermediate_size, tp));
+  spec.vocab_shard = VocabShard(c_.vocab_size, tp);
+  const MatrixSplit vocab_rows = MatrixSplit::Rows(spec.vocab_shard);
   spec.hidden_size = h;
   spec.norm_eps = static_cast<float>(c_.rms_norm_eps);
   spec.activation = gemma ? GatedActivation::kGeluTanh : GatedActivation::kSilu;
   spec.embed_scale = gemma ? std::sqrt(static_cast<float>(h)) : 1.0f;
   spec.final_logit_softcap = static_cast<float>(c_.final_logit_softcapping);
-  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, Stored(p + "embed_tokens.weight", c_.vocab_size, h));
+  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, Stored(p + "embed_tokens.weight", c_.vocab_size, h, vocab_rows));
   // transformers ties lm_head to the embedding when tie_word_embeddings is set, whatever the
   // file holds; otherwise lm_head.weight must be there.
   std::string head = "lm_head.weight";
@@ -108,7 +130,7 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
     return NotFound(fmt::format("{}: tie_word_embeddings is false but there is no lm_head.weight; the checkpoint "
                                 "is incomplete", w_.Describe()));
   } else {
-    EMBER_ASSIGN_OR_RETURN(spec.lm_head, Stored(head, c_.vocab_size, h));
+    EMBER_ASSIGN_OR_RETURN(spec.lm_head, Stored(head, c_.vocab_size, h, vocab_rows));
   }
   EMBER_ASSIGN_OR_RETURN(spec.final_norm, Norm(p + "norm.weight", h));
   spec.info.architecture = c_.model_type;
@@ -125,8 +147,8 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
     const std::string lp = fmt::format("{}layers.{}.", p, l);
     const bool sliding = c_.sliding[l];
     AttentionOptions& o = layer.attention_options;
-    o.num_heads = c_.num_attention_heads;
-    o.num_kv_heads = c_.num_key_value_heads;
+    o.num_heads = splits.heads.q_heads.count;
+    o.num_kv_heads = splits.heads.kv_heads.count;
     o.head_dim = d;
     o.rope = RopeLayout::kRotateHalf;
     o.inv_freq = sliding ? local_freq : global_freq;
@@ -139,13 +161,13 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
       EMBER_ASSIGN_OR_RETURN(a.q_norm_gain, Norm(lp + "self_attn.q_norm.weight", d));
       EMBER_ASSIGN_OR_RETURN(a.k_norm_gain, Norm(lp + "self_attn.k_norm.weight", d));
     }
-    EMBER_ASSIGN_OR_RETURN(a.q, LayerLinear(lp + "self_attn.q_proj", q_width, h));
-    EMBER_ASSIGN_OR_RETURN(a.k, LayerLinear(lp + "self_attn.k_proj", kv_width, h));
-    EMBER_ASSIGN_OR_RETURN(a.v, LayerLinear(lp + "self_attn.v_proj", kv_width, h));
-    EMBER_ASSIGN_OR_RETURN(a.o, LayerLinear(lp + "self_attn.o_proj", h, q_width));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, LayerLinear(lp + "mlp.gate_proj", c_.intermediate_size, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.up, LayerLinear(lp + "mlp.up_proj", c_.intermediate_size, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.down, LayerLinear(lp + "mlp.down_proj", h, c_.intermediate_size));
+    EMBER_ASSIGN_OR_RETURN(a.q, LayerLinear(lp + "self_attn.q_proj", q_width, h, splits.q));
+    EMBER_ASSIGN_OR_RETURN(a.k, LayerLinear(lp + "self_attn.k_proj", kv_width, h, splits.kv));
+    EMBER_ASSIGN_OR_RETURN(a.v, LayerLinear(lp + "self_attn.v_proj", kv_width, h, splits.kv));
+    EMBER_ASSIGN_OR_RETURN(a.o, LayerLinear(lp + "self_attn.o_proj", h, q_width, splits.o));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, LayerLinear(lp + "mlp.gate_proj", c_.intermediate_size, h, splits.ffn_in));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.up, LayerLinear(lp + "mlp.up_proj", c_.intermediate_size, h, splits.ffn_in));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.down, LayerLinear(lp + "mlp.down_proj", h, c_.intermediate_size, splits.ffn_out));
     EMBER_ASSIGN_OR_RETURN(layer.attn_norm, Norm(lp + "input_layernorm.weight", h));
     if (gemma) {
       // Sandwich norms: post_attention_layernorm normalises the attention output, the MLP has

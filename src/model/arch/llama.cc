@@ -10,7 +10,7 @@
 namespace ember {
 namespace {
 
-Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path) {
+Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path, const LoadOptions& load) {
   EMBER_ASSIGN_OR_RETURN(GgufWeights w, OpenGgufModel(path, "llama"));
   DenseDecoderSpec spec;
   EMBER_ASSIGN_OR_RETURN(spec.hidden_size, w.Int("embedding_length"));
@@ -33,12 +33,11 @@ Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path) {
   }
   spec.norm_eps = static_cast<float>(w.FloatOr("attention.layer_norm_rms_epsilon", 1e-5));
   spec.activation = GatedActivation::kSilu;
-  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, spec));
+  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, spec));
 
   AttentionOptions options;
-  options.num_heads = heads;
-  options.num_kv_heads = kv_heads;
-  options.head_dim = head_dim;
+  const GgufLayerShape shape{spec.hidden_size, heads, kv_heads, head_dim, intermediate};
+  EMBER_ASSIGN_OR_RETURN(const LayerSplits splits, SplitGgufLayer(shape, load, options));
   options.softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   options.rope = RopeLayout::kInterleaved;
   options.inv_freq.resize(head_dim / 2);
@@ -51,8 +50,8 @@ Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path) {
     layer.attention_options = options;
     EMBER_ASSIGN_OR_RETURN(layer.attn_norm, w.Vector(p + "attn_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.ffn_norm, w.Vector(p + "ffn_norm.weight", spec.hidden_size));
-    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, spec.hidden_size, options, layer.attention));
-    EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, spec.hidden_size, intermediate, layer));
+    EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, shape, splits, layer.attention));
+    EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, shape, splits, layer));
   }
   return std::unique_ptr<CausalLM>(new DenseDecoder(std::move(spec)));
 }

@@ -17,20 +17,28 @@ constexpr std::initializer_list<DType> kMatrixDTypes = {DType::kBF16, DType::kF3
 // The residual gate's floor on alpha^2 (transformers' MuseSparkResidualGate eps).
 constexpr float kResidualGateEps = 1e-3f;
 
-Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64_t rows, int64_t cols) {
+Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64_t rows, int64_t cols,
+                            const MatrixSplit& split = MatrixSplit::Whole()) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kMatrixDTypes, Shape{rows, cols}));
-  return Linear::Dense(t);
+  return SliceDense(t, split);
 }
 
 }  // namespace
 
 MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights,
-                               const QuantScheme& scheme, const LoadOptions& options)
+                               const QuantScheme& scheme, const LoadOptions& options, const LayerSplits& splits,
+                               const ShardRange& expert_columns)
     : config_(config),
       weights_(std::move(weights)),
       scheme_(scheme),
       options_(options),
-      comm_(exec::OrLocal(options.communicator)) {
+      comm_(exec::OrLocal(options.communicator)),
+      splits_(splits),
+      expert_columns_(expert_columns) {
+  const ShardRange vocab = VocabShard(config.vocab_size, TensorParallelRank::Of(comm_));
+  vocab_ = {vocab, config.vocab_size};
+  // Every rank routes every token and holds a block of each expert's FFN features.
+  moe_options_.tensor_parallel = comm_.world_size() > 1;
   info_.architecture = "muse_spark";
   info_.vocab_size = config.vocab_size;
   info_.hidden_size = config.hidden_size;
@@ -49,7 +57,7 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
     kv::LayerKvSpec& spec = kv_specs_[l];
     spec.kind = config.IsSliding(l) ? kv::AttentionKind::kSlidingWindow : kv::AttentionKind::kFull;
     spec.window = config.IsSliding(l) ? config.sliding_window : 0;
-    spec.num_kv_heads = config.num_key_value_heads;
+    spec.num_kv_heads = splits.heads.kv_heads.count;
     spec.head_dim = config.head_dim;
   }
 }
@@ -71,7 +79,17 @@ Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSpark
                      "implementation does", l, theta, config.rope_theta, config.rope_theta);
     }
   }
-  std::unique_ptr<MuseSparkModel> model(new MuseSparkModel(config, std::move(weights), scheme, options));
+  const TensorParallelRank tp = TensorParallelRank::Of(exec::OrLocal(options.communicator));
+  EMBER_ASSIGN_OR_RETURN(const LayerSplits splits, SplitLayer(config.num_attention_heads, config.num_key_value_heads,
+                                                              config.head_dim, config.intermediate_size, tp));
+  EMBER_ASSIGN_OR_RETURN(const ShardRange expert_columns, tp.Block(config.moe_intermediate_size, "experts' FFN features"));
+  if (tp.sharded() && scheme.quantized()) {
+    return Unimplemented(fmt::format("tensor parallelism over a checkpoint with pre-quantized experts ({}) is not "
+                                     "supported yet; serve the bf16 checkpoint with --quantization instead",
+                                     scheme.Describe()));
+  }
+  std::unique_ptr<MuseSparkModel> model(
+      new MuseSparkModel(config, std::move(weights), scheme, options, splits, expert_columns));
   EMBER_RETURN_IF_ERROR(model->LoadWeights());
   return model;
 }
@@ -103,7 +121,8 @@ Status MuseSparkModel::LoadWeights() {
   const MuseSparkConfig& c = config_;
   WeightSource& w = *weights_;
   const std::string& p = c.tensor_prefix;
-  EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size));
+  const MatrixSplit vocab_rows = MatrixSplit::Rows(vocab_.shard);
+  EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
   // The reference never ties the output head to the embedding table, whatever config.json's
   // tie_word_embeddings says (see ParseTextConfig), so lm_head.weight must be there.
   if (!w.Has("lm_head.weight")) {
@@ -112,7 +131,7 @@ Status MuseSparkModel::LoadWeights() {
                                 "never ties it to embed_tokens); use a checkpoint that includes lm_head.weight",
                                 w.Describe()));
   }
-  EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size));
+  EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size, vocab_rows));
   // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
   EMBER_ASSIGN_OR_RETURN(final_gain_, RequireVectorF32(w, p + "norm.weight", c.hidden_size));
   layers_.resize(c.num_hidden_layers);
@@ -155,16 +174,17 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   EMBER_ASSIGN_OR_RETURN(layer.pre_ffn_gain, RequireVectorF32(w, p + "pre_feedforward_layernorm.weight", h, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.post_ffn_gain, RequireVectorF32(w, p + "post_feedforward_layernorm.weight", h, 1.0f));
   AttentionWeights& a = layer.attention;
-  EMBER_ASSIGN_OR_RETURN(a.q, LoadLinear(p + "self_attn.q_proj.weight", q_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.k, LoadLinear(p + "self_attn.k_proj.weight", kv_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.v, LoadLinear(p + "self_attn.v_proj.weight", kv_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.gate, LoadLinear(p + "self_attn.gate_proj.weight", q_width, h));
-  EMBER_ASSIGN_OR_RETURN(a.o, LoadLinear(p + "self_attn.o_proj.weight", h, q_width));
+  const LayerSplits& s = splits_;
+  EMBER_ASSIGN_OR_RETURN(a.q, LoadLinear(p + "self_attn.q_proj.weight", q_width, h, s.q));
+  EMBER_ASSIGN_OR_RETURN(a.k, LoadLinear(p + "self_attn.k_proj.weight", kv_width, h, s.kv));
+  EMBER_ASSIGN_OR_RETURN(a.v, LoadLinear(p + "self_attn.v_proj.weight", kv_width, h, s.kv));
+  EMBER_ASSIGN_OR_RETURN(a.gate, LoadLinear(p + "self_attn.gate_proj.weight", q_width, h, s.q));
+  EMBER_ASSIGN_OR_RETURN(a.o, LoadLinear(p + "self_attn.o_proj.weight", h, q_width, s.o));
   // Weightless per-head QK norms with the qk scale factor on q; weightless per-head output norm
   // and the sigmoid gate; RoPE (rotate-half, HF layout) only where layer_rope_theta is nonzero.
   AttentionOptions& o = layer.attention_options;
-  o.num_heads = c.num_attention_heads;
-  o.num_kv_heads = c.num_key_value_heads;
+  o.num_heads = s.heads.q_heads.count;
+  o.num_kv_heads = s.heads.kv_heads.count;
   o.head_dim = c.head_dim;
   o.qk_norm = QkNorm::kWeightless;
   o.qk_norm_eps = static_cast<float>(c.rms_norm_eps);
@@ -195,9 +215,9 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
 
   if (c.mlp_layer_types[l] == MlpKind::kDense) {
     const int64_t inter = c.intermediate_size;
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, LoadLinear(p + "mlp.gate_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.up, LoadLinear(p + "mlp.up_proj.weight", inter, h));
-    EMBER_ASSIGN_OR_RETURN(layer.mlp.down, LoadLinear(p + "mlp.down_proj.weight", h, inter));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.gate, LoadLinear(p + "mlp.gate_proj.weight", inter, h, s.ffn_in));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.up, LoadLinear(p + "mlp.up_proj.weight", inter, h, s.ffn_in));
+    EMBER_ASSIGN_OR_RETURN(layer.mlp.down, LoadLinear(p + "mlp.down_proj.weight", h, inter, s.ffn_out));
     return Status::Ok();
   }
   const int64_t e = c.num_local_experts;
@@ -205,14 +225,21 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   const int64_t inter = c.moe_intermediate_size;
   EMBER_ASSIGN_OR_RETURN(layer.moe.router, LoadMatrix(w, p + "mlp.gate.weight", e, h));
   EMBER_ASSIGN_OR_RETURN(layer.moe.router_bias, RequireVectorF32(w, p + "mlp.gate.e_score_correction_bias", e));
-  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h));
+  // The router and the latent projections stay whole on every rank: the latent norms need whole
+  // latent rows, so splitting them would cost two more collectives per layer for matrices much
+  // smaller than the experts.
+  EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h, {}));
   EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_gain, RequireVectorF32(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
+  const bool split_experts = comm_.world_size() > 1;
+  const MatrixSplit expert_rows = split_experts ? MatrixSplit::Rows(expert_columns_) : MatrixSplit::Whole();
+  const MatrixSplit expert_cols = split_experts ? MatrixSplit::Columns(expert_columns_) : MatrixSplit::Whole();
   EMBER_ASSIGN_OR_RETURN(layer.moe.experts_gate_up,
-                         LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2));
-  EMBER_ASSIGN_OR_RETURN(layer.moe.experts_down, LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1));
+                         LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2, expert_rows));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.experts_down,
+                         LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1, expert_cols));
   EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_gain,
                          RequireVectorF32(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
-  EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm));
+  EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm, {}));
   return Status::Ok();
 }
 
@@ -227,20 +254,28 @@ void MuseSparkModel::ReportConversion() {
   options_.progress(++converted_, total);
 }
 
-Expected<Linear> MuseSparkModel::LoadLinear(const std::string& name, int64_t rows, int64_t cols) {
-  if (!options_.quantization || !options_.quantize_dense) return LoadMatrix(*weights_, name, rows, cols);
-  EMBER_ASSIGN_OR_RETURN(TensorView t, weights_->Require(name, kMatrixDTypes, Shape{rows, cols}));
-  const TensorView stacked{t.dtype, Shape{1, rows, cols}, t.data};
+Expected<Linear> MuseSparkModel::LoadLinear(const std::string& name, int64_t rows, int64_t cols,
+                                            const MatrixSplit& split) {
+  if (!options_.quantization || !options_.quantize_dense) return LoadMatrix(*weights_, name, rows, cols, split);
+  EMBER_ASSIGN_OR_RETURN(TensorView full, weights_->Require(name, kMatrixDTypes, Shape{rows, cols}));
+  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceTensor(full, split));
+  const TensorView& t = sliced.view;
+  const TensorView stacked{t.dtype, Shape{1, t.shape[0], t.shape[1]}, t.data};
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(stacked, *options_.quantization, 1, options_.mxfp4_rounding));
   ReportConversion();
   return Linear::BlockScaled(q->View(q).parts(0).front(), q);
 }
 
 Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, const char* param, int64_t rows,
-                                                    int64_t cols, int64_t halves) {
+                                                    int64_t cols, int64_t halves, const MatrixSplit& split) {
   const ExpertTensor t{module, param, config_.num_local_experts, rows, cols, halves};
-  if (!options_.quantization) return ReadExpertWeights(*weights_, scheme_, t);
-  EMBER_ASSIGN_OR_RETURN(TensorView dense, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
+  if (!options_.quantization && split.whole()) return ReadExpertWeights(*weights_, scheme_, t);
+  // A shard (Create refused pre-quantized experts under tensor parallelism) or a conversion: the
+  // dense stack, cut to this rank's block of features first.
+  EMBER_ASSIGN_OR_RETURN(TensorView stored, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
+  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceExpertStack(stored, split, halves));
+  if (!options_.quantization) return ExpertWeights::Dense(sliced.view, std::move(sliced.owner));
+  const TensorView& dense = sliced.view;
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves, options_.mxfp4_rounding));
   ReportConversion();
   return q->View(q);

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/decoder_ends.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
 #include "model/causal_lm.h"
@@ -22,6 +23,7 @@
 #include "model/linear.h"
 #include "model/muse_spark_config.h"
 #include "model/quant_scheme.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_source.h"
 
 namespace ember {
@@ -54,7 +56,7 @@ class MuseSparkModel : public CausalLM {
   const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
   Status DrafterEmbedToken(int32_t token, float* out) const override;
-  const Linear* lm_head() const override { return &lm_head_; }
+  const Linear* lm_head() const override { return vocab_.sharded() ? nullptr : &lm_head_; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;
@@ -62,15 +64,17 @@ class MuseSparkModel : public CausalLM {
 
  private:
   MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights, const QuantScheme& scheme,
-                 const LoadOptions& options);
+                 const LoadOptions& options, const LayerSplits& splits, const ShardRange& expert_columns);
   Status LoadWeights();
   Status LoadLayer(int64_t index, MuseSparkLayer& layer);
-  // A decoder-layer linear, quantized when options_.quantize_dense asks for it.
-  Expected<Linear> LoadLinear(const std::string& name, int64_t rows, int64_t cols);
+  // A decoder-layer linear (this tensor-parallel rank's `split` of it), quantized when
+  // options_.quantize_dense asks for it.
+  Expected<Linear> LoadLinear(const std::string& name, int64_t rows, int64_t cols, const MatrixSplit& split);
   void ReportConversion();
-  // One stacked expert tensor as stored, or converted per options_.quantization.
+  // One stacked expert tensor as stored, or converted per options_.quantization; `split` is this
+  // rank's block of each expert's FFN features (rows of gate_up per half, columns of down).
   Expected<ExpertWeights> LoadExperts(const std::string& module, const char* param, int64_t rows, int64_t cols,
-                                      int64_t halves);
+                                      int64_t halves, const MatrixSplit& split);
   void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const StepContext& step, float* residual);
   void FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual);
 
@@ -80,6 +84,11 @@ class MuseSparkModel : public CausalLM {
   LoadOptions options_;
   exec::Communicator& comm_;  // options_.communicator, or the process-wide LocalCommunicator
   MoeOptions moe_options_;    // the sparse layers' routing and norms, from the config
+  // Tensor parallelism (model/tensor_parallel.h): this rank's heads and dense-MLP block, its
+  // block of every expert's FFN features, and its block of the vocabulary. Everything in one process.
+  LayerSplits splits_;
+  ShardRange expert_columns_;
+  VocabSlice vocab_;
   int64_t converted_ = 0;  // expert tensors converted so far (progress)
   ModelInfo info_;
   WeightBytes weight_bytes_;

@@ -18,11 +18,12 @@ int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
     block = std::max(block, l.moe.empty() ? MlpWorkspaceBytes(l.mlp, tokens)
                                           : MoeBlock::WorkspaceBytes(l.moe, moe_options_, tokens, comm_));
   }
-  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block);
+  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block, vocab_);
 }
 
 Status MuseSparkModel::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= info_.vocab_size) return InvalidArgument("token " + std::to_string(token) + " is outside the vocabulary");
+  if (vocab_.sharded()) return Unimplemented("drafters that share the target's embedding need it whole: run without tensor parallelism");
   // The table row without the embedding norm (CausalLM::DrafterEmbedToken says why).
   return ember::EmbedToken(embed_tokens_, {}, token, config_.hidden_size, out);
 }
@@ -41,7 +42,7 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   // Embedding: the table row with a weightless RMSNorm (transformers' normed embedding module).
   float* residual = workspace_.Take<float>(batch.num_tokens() * h);
   EMBER_RETURN_IF_ERROR(
-      EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, batch, h, residual));
+      EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, vocab_, batch, h, comm_, residual));
 
   const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
@@ -58,7 +59,7 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   head.final_gain = final_gain_.data();
   head.logit_scale = static_cast<float>(c.output_multiplier);
   head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
-  RunHead(head, lm_head_, step, residual, out);
+  RunHead(head, lm_head_, vocab_, step, residual, out);
   return Status::Ok();
 }
 

@@ -7,19 +7,49 @@
 
 namespace ember {
 
-Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const ForwardBatch& batch, int64_t hidden,
-                   float* residual) {
+Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const VocabSlice& vocab,
+                   const ForwardBatch& batch, int64_t hidden, exec::Communicator& comm, float* residual) {
   ScopedOp op("embed");
   const int64_t count = batch.num_tokens();
+  if (!vocab.sharded()) {
+    size_t given = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      float* row = residual + i * hidden;
+      if (given < batch.embedding_rows.size() && batch.embedding_rows[given] == i) {
+        std::copy_n(batch.input_embeddings.data() + given * hidden, hidden, row);
+        ++given;
+        continue;
+      }
+      EMBER_RETURN_IF_ERROR(EmbedToken(table, embedding, batch.token_ids[i], hidden, row));
+    }
+    return Status::Ok();
+  }
+  // Token ids were checked against the whole vocabulary (CheckForwardBatch), so every token lies
+  // in exactly one rank's block.
+  std::fill_n(residual, count * hidden, 0.0f);
   size_t given = 0;
   for (int64_t i = 0; i < count; ++i) {
     float* row = residual + i * hidden;
     if (given < batch.embedding_rows.size() && batch.embedding_rows[given] == i) {
-      std::copy_n(batch.input_embeddings.data() + given * hidden, hidden, row);
+      if (comm.rank() == 0) std::copy_n(batch.input_embeddings.data() + given * hidden, hidden, row);
       ++given;
       continue;
     }
-    EMBER_RETURN_IF_ERROR(EmbedToken(table, embedding, batch.token_ids[i], hidden, row));
+    const int64_t token = batch.token_ids[i];
+    if (token >= vocab.shard.begin && token < vocab.shard.end()) {
+      EMBER_RETURN_IF_ERROR(table.ReadRow(token - vocab.shard.begin, row));
+    }
+  }
+  comm.AllReduceSum(residual, count * hidden);
+  given = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (given < batch.embedding_rows.size() && batch.embedding_rows[given] == i) {
+      ++given;
+      continue;
+    }
+    float* row = residual + i * hidden;
+    if (embedding.scale != 1.0f) kernels::ScaleInPlace(row, hidden, embedding.scale);
+    if (embedding.norm_eps >= 0) kernels::RmsNorm(row, 1, hidden, embedding.norm_eps, row);
   }
   return Status::Ok();
 }
@@ -44,21 +74,26 @@ void HiddenStateTap::AfterLayer(int64_t layer, const float* residual) {
   ++next_;
 }
 
-int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden) { return Workspace::BytesFor<float>(rows * hidden); }
-
-int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes) {
-  const int64_t residual = Workspace::BytesFor<float>(tokens * hidden);
-  return residual + StepContext::WorkspaceBytes(tokens) +
-         std::max(2 * residual + largest_block_bytes, HeadWorkspaceBytes(logit_rows, hidden));
+int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden, const VocabSlice& vocab) {
+  const int64_t normed = Workspace::BytesFor<float>(rows * hidden);
+  if (!vocab.sharded()) return normed;
+  return normed + Workspace::BytesFor<float>(rows * vocab.shard.count) + Workspace::BytesFor<float>(rows * vocab.vocab_size);
 }
 
-void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContext& step, const float* residual,
-             ForwardOutput* out) {
+int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes,
+                              const VocabSlice& vocab) {
+  const int64_t residual = Workspace::BytesFor<float>(tokens * hidden);
+  return residual + StepContext::WorkspaceBytes(tokens) +
+         std::max(2 * residual + largest_block_bytes, HeadWorkspaceBytes(logit_rows, hidden, vocab));
+}
+
+void RunHead(const HeadOptions& options, const Linear& lm_head, const VocabSlice& slice, const StepContext& step,
+             const float* residual, ForwardOutput* out) {
   ScopedOp op("lm_head");
   const std::vector<int32_t>& indices = step.batch.logits_indices;
   const int64_t rows = static_cast<int64_t>(indices.size());
   const int64_t hidden = lm_head.in_features();
-  const int64_t vocab = lm_head.out_features();
+  const int64_t vocab = slice.vocab_size;
   Workspace::Scope scope(step.workspace);
   float* normed = step.workspace.Take<float>(rows * hidden);
   // Row-wise norm, so norming the selected rows one by one gives the bits of norming them together.
@@ -67,7 +102,23 @@ void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContex
                          normed + r * hidden);
   }
   out->logits.resize(rows * vocab);
-  lm_head.Apply(normed, rows, out->logits.data());
+  if (!slice.sharded()) {
+    lm_head.Apply(normed, rows, out->logits.data());
+  } else {
+    // Each rank scores its block; the gather lands rank after rank, so each row is reassembled
+    // from the world's blocks in vocabulary order.
+    const int64_t block = slice.shard.count;
+    const int64_t world = step.comm.world_size();
+    float* mine = step.workspace.Take<float>(rows * block);
+    float* gathered = step.workspace.Take<float>(rows * vocab);
+    lm_head.Apply(normed, rows, mine);
+    step.comm.AllGather(mine, rows * block, gathered);
+    for (int64_t r = 0; r < world; ++r) {
+      for (int64_t i = 0; i < rows; ++i) {
+        std::copy_n(gathered + (r * rows + i) * block, block, out->logits.data() + i * vocab + r * block);
+      }
+    }
+  }
   if (options.logit_scale != 1.0f || options.logit_softcap > 0) {
     kernels::ScaleSoftcapInPlace(out->logits.data(), rows * vocab, options.logit_scale, options.logit_softcap);
   }

@@ -14,8 +14,18 @@
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
 #include "model/linear.h"
+#include "model/tensor_parallel.h"
 
 namespace ember {
+
+// The block of the vocabulary a rank's embedding table and lm_head hold (model/tensor_parallel.h's
+// VocabShard): all of it in one process or when the tensor-parallel size does not divide it.
+struct VocabSlice {
+  ShardRange shard;
+  int64_t vocab_size = 0;
+  bool sharded() const { return shard.count < vocab_size; }
+  static VocabSlice Whole(int64_t vocab_size) { return {{0, vocab_size}, vocab_size}; }
+};
 
 // What an architecture's token embedding module does after the table lookup. transformers does
 // it inside the module (Gemma 3's scaled embedding, Muse Spark's normed embedding), so it applies
@@ -29,9 +39,12 @@ struct TokenEmbedding {
 Status EmbedToken(const Linear& table, const TokenEmbedding& embedding, int32_t token, int64_t hidden, float* out);
 
 // residual [num_tokens, hidden] = the token embedding of each row of batch.token_ids, except
-// rows in batch.embedding_rows, copied from batch.input_embeddings.
-Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const ForwardBatch& batch, int64_t hidden,
-                   float* residual);
+// rows in batch.embedding_rows, copied from batch.input_embeddings. With a sharded vocabulary each
+// rank looks up the tokens its block holds (zeros elsewhere, given rows on rank 0 only) and one
+// AllReduceSum over `comm` assembles the rows: x + 0 = x, so every row has the bits one process
+// gives it; the scale and norm run after, on whole rows.
+Status EmbedInputs(const Linear& table, const TokenEmbedding& embedding, const VocabSlice& vocab,
+                   const ForwardBatch& batch, int64_t hidden, exec::Communicator& comm, float* residual);
 
 class HiddenStateTap {
  public:
@@ -54,16 +67,19 @@ struct HeadOptions {
   float logit_softcap = 0.0f;         // cap * tanh(x / cap); 0 = none
 };
 
-// out->logits [logits_indices.size(), lm_head rows] for the rows of residual [num_tokens,
-// lm_head cols] that step.batch.logits_indices asks for.
-void RunHead(const HeadOptions& options, const Linear& lm_head, const StepContext& step, const float* residual,
-             ForwardOutput* out);
+// out->logits [logits_indices.size(), vocab_size] for the rows of residual [num_tokens, lm_head
+// cols] that step.batch.logits_indices asks for. With a sharded vocabulary each rank scores its
+// block and an AllGather over step.comm assembles whole rows on every rank (each logit is the
+// same dot product one process computes, so the bits are the same).
+void RunHead(const HeadOptions& options, const Linear& lm_head, const VocabSlice& vocab, const StepContext& step,
+             const float* residual, ForwardOutput* out);
 // The most workspace RunHead takes for `rows` logits rows.
-int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden);
+int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden, const VocabSlice& vocab);
 
 // The most workspace a decoder's step of `tokens` tokens takes: the residual stream and the
 // positions for the whole step, beside the larger of one layer (its normed input and branch
 // output, plus `largest_block_bytes`, the most any of its blocks takes) and the head.
-int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes);
+int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes,
+                              const VocabSlice& vocab);
 
 }  // namespace ember

@@ -13,6 +13,8 @@ namespace ember {
 DenseDecoder::DenseDecoder(DenseDecoderSpec spec)
     : spec_(std::move(spec)), comm_(exec::OrLocal(spec_.communicator)) {
   spec_.info.hidden_size = spec_.hidden_size;
+  vocab_ = spec_.vocab_shard.count > 0 ? VocabSlice{spec_.vocab_shard, spec_.info.vocab_size}
+                                       : VocabSlice::Whole(spec_.info.vocab_size);
   spec_.info.num_layers = static_cast<int64_t>(spec_.layers.size());
   for (const DenseDecoderLayer& l : spec_.layers) {
     const AttentionOptions& o = l.attention_options;
@@ -83,11 +85,12 @@ int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
     block = std::max({block, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens),
                       MlpWorkspaceBytes(l.mlp, tokens)});
   }
-  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, spec_.hidden_size, block);
+  return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, spec_.hidden_size, block, vocab_);
 }
 
 Status DenseDecoder::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= spec_.info.vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", token));
+  if (vocab_.sharded()) return Unimplemented("drafters that share the target's embedding need it whole: run without tensor parallelism");
   return ember::EmbedToken(spec_.embed_tokens, {.scale = spec_.embed_scale}, token, spec_.hidden_size, out);
 }
 
@@ -101,7 +104,8 @@ Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutp
   Workspace::Scope scope(workspace_);
   const int64_t h = spec_.hidden_size;
   float* residual = workspace_.Take<float>(batch.num_tokens() * h);
-  EMBER_RETURN_IF_ERROR(EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, batch, h, residual));
+  EMBER_RETURN_IF_ERROR(
+      EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, vocab_, batch, h, comm_, residual));
   const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
@@ -112,7 +116,7 @@ Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutp
   head.norm_eps = spec_.norm_eps;
   head.final_gain = spec_.final_norm.data();
   head.logit_softcap = spec_.final_logit_softcap;
-  RunHead(head, spec_.lm_head, step, residual, out);
+  RunHead(head, spec_.lm_head, vocab_, step, residual, out);
   return Status::Ok();
 }
 

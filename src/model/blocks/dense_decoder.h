@@ -8,6 +8,7 @@
 
 #include "exec/communicator.h"
 #include "model/blocks/attention_block.h"
+#include "model/blocks/decoder_ends.h"
 #include "model/blocks/mlp_block.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
@@ -31,14 +32,16 @@ struct DenseDecoderSpec {
   float embed_scale = 1.0f;          // Gemma multiplies embeddings by sqrt(hidden)
   float final_logit_softcap = 0.0f;  // 0 = none
   GatedActivation activation = GatedActivation::kSilu;
-  Linear embed_tokens;               // [vocab, hidden]
+  Linear embed_tokens;               // [vocab, hidden], or this rank's block of the vocabulary
   Linear lm_head;                    // [vocab, hidden]; may alias embed_tokens (tied)
+  ShardRange vocab_shard;            // the block embed_tokens and lm_head hold; count 0: all of it
   bool tied_embeddings = false;
   std::vector<float> final_norm;
   std::vector<DenseDecoderLayer> layers;
   std::shared_ptr<const void> keep_alive;  // the mapped file the weights point into
   // The tensor-parallel group (must outlive the model); nullptr: the process-wide
-  // exec::LocalCommunicator.
+  // exec::LocalCommunicator. Layers' attention options and linears are then this rank's shard
+  // (model/tensor_parallel.h).
   exec::Communicator* communicator = nullptr;
 };
 
@@ -52,7 +55,7 @@ class DenseDecoder : public CausalLM {
   const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
   Status DrafterEmbedToken(int32_t token, float* out) const override;
-  const Linear* lm_head() const override { return &spec_.lm_head; }
+  const Linear* lm_head() const override { return vocab_.sharded() ? nullptr : &spec_.lm_head; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;
@@ -62,6 +65,7 @@ class DenseDecoder : public CausalLM {
 
   DenseDecoderSpec spec_;
   exec::Communicator& comm_;
+  VocabSlice vocab_;
   std::vector<kv::LayerKvSpec> kv_specs_;  // one per layer, from the attention options
 };
 

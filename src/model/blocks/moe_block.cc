@@ -133,13 +133,17 @@ MoeDispatch MoeBlock::Dispatch(const float* x, const MoeRouting& routing) const 
   float* gathered = ws_.Take<float>(routed * hm);
   kernels::GatherRows(latent, hm, d.token.data(), routed, gathered);
 
-  // Send each row to the rank that owns its expert. Over one process every expert is local.
-  EMBER_CHECK(comm_.world_size() == 1, "MoE: expert parallelism over {} ranks is not implemented yet",
-              comm_.world_size());
   d.send_rows = TakeSpan<int64_t>(ws_, 1);
   d.recv_rows = TakeSpan<int64_t>(ws_, 1);
   d.send_rows[0] = routed;
   d.recv_rows[0] = routed;
+  if (o_.tensor_parallel) {  // every rank holds a block of every expert: the rows stay here
+    d.rows = {gathered, static_cast<size_t>(routed * hm)};
+    return d;
+  }
+  // Send each row to the rank that owns its expert. Over one process every expert is local.
+  EMBER_CHECK(comm_.world_size() == 1, "MoE: expert parallelism over {} ranks is not implemented yet",
+              comm_.world_size());
   d.rows = TakeSpan<float>(ws_, routed * hm);
   comm_.AllToAllV(gathered, d.send_rows, d.rows.data(), d.recv_rows, hm);
   return d;
@@ -164,6 +168,8 @@ void MoeBlock::Experts(MoeDispatch& d) const {
   w_.experts_gate_up.ApplyGrouped(up_groups);
   kernels::SwiGluHalves(d.gate_up.data(), received, inter, d.activated.data());
   w_.experts_down.ApplyGrouped(down_groups);
+  // Each rank multiplied its block of the FFN features: the sum over ranks is the expert's output.
+  if (o_.tensor_parallel) comm_.AllReduceSum(d.expert_out.data(), received * hm);
   // Each expert's output is normalised (gain before the weightless norm) before weighting.
   kernels::GainRmsNorm(d.expert_out.data(), received, hm, o_.post_expert_norm_eps, w_.post_expert_gain.data(),
                        d.expert_out.data());
@@ -174,8 +180,12 @@ void MoeBlock::Combine(const MoeDispatch& d, int64_t count, float* f) const {
   const int64_t hm = d.latent_width;
   const int64_t routed = static_cast<int64_t>(d.token.size());
   // The outputs go back to the ranks that sent the rows, in the order Dispatch sent them.
-  float* returned = ws_.Take<float>(routed * hm);
-  comm_.AllToAllV(d.expert_out.data(), d.recv_rows, returned, d.send_rows, hm);
+  const float* returned = d.expert_out.data();
+  if (!o_.tensor_parallel) {
+    float* back = ws_.Take<float>(routed * hm);
+    comm_.AllToAllV(d.expert_out.data(), d.recv_rows, back, d.send_rows, hm);
+    returned = back;
+  }
   float* mixed = ws_.TakeZeroed<float>(count * hm);
   kernels::ScatterAddWeightedRows(returned, hm, d.token.data(), d.weight.data(), routed, mixed);
   w_.post_expert_proj.Apply(mixed, count, f);

@@ -12,7 +12,8 @@
 //
 // Dispatch and Combine exchange rows through the Communicator with AllToAllV; over one process
 // (LocalCommunicator) the exchange is a copy and the block computes what the inlined MoE did, bit
-// for bit (tests/golden/logit_hashes_test.cc).
+// for bit (tests/golden/logit_hashes_test.cc). Under tensor parallelism (MoeOptions) nothing is
+// exchanged and Experts all-reduces the expert outputs instead.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,11 @@ struct MoeOptions {
   float router_logit_scale = 1.0f;     // multiplies the router logits before the sigmoid
   float latent_norm_eps = 1e-6f;       // pre-expert norm (zero-centred gain, then weightless norm)
   float post_expert_norm_eps = 1e-6f;  // post-expert norm (gain before the weightless norm)
+  // Tensor parallelism over the communicator's ranks: every rank routes every token with whole
+  // router and latent projections and holds a block of each expert's FFN features
+  // (model/tensor_parallel.h), so rows stay where they are and the down projection's partial
+  // outputs are summed (one AllReduceSum per layer) before the post-expert norm.
+  bool tensor_parallel = false;
 };
 
 // Route's result: for each of `count` tokens its top_k experts and their weights. The spans of
