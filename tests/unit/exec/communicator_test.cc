@@ -60,6 +60,29 @@ TEST_F(CommunicatorTest, AllToAllVCopiesRowsToSelf) {
   comm_.AllToAllV(send.data(), rows, recv.data(), rows, 0);  // zero-width rows move nothing
 }
 
+TEST_F(CommunicatorTest, ReduceScatterSumOverOneRankCopiesEveryBit) {
+  const std::vector<float> in = {-0.0f, 1e-45f, 3.25f};
+  std::vector<float> out(3, 9.0f);
+  comm_.ReduceScatterSum(in.data(), 3, out.data());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(std::signbit(out[i]), std::signbit(in[i]));
+    EXPECT_EQ(out[i], in[i]);
+  }
+  comm_.ReduceScatterSum(nullptr, 0, nullptr);
+}
+
+TEST_F(CommunicatorTest, BroadcastFromTheOneRankLeavesTheBytes) {
+  std::vector<uint8_t> data = {1, 2, 3};
+  comm_.Broadcast(data.data(), 3, 0);
+  EXPECT_EQ(data, (std::vector<uint8_t>{1, 2, 3}));
+  comm_.Broadcast(nullptr, 0, 0);
+}
+
+TEST_F(CommunicatorTest, AllReduceMinOverOneRankIsTheValue) {
+  EXPECT_EQ(comm_.AllReduceMin(42), 42);
+  EXPECT_EQ(comm_.AllReduceMin(-7), -7);
+}
+
 // EMBER_CHECK prints the failed condition and its message (core/check.h).
 TEST_F(CommunicatorTest, BadArgumentsAreBugs) {
   std::vector<float> a(8), b(8);
@@ -78,6 +101,14 @@ TEST_F(CommunicatorTest, BadArgumentsAreBugs) {
   EXPECT_DEATH(comm_.AllToAllV(a.data(), two, b.data(), two, -1), "row_width >= 0");
   EXPECT_DEATH(comm_.AllToAllV(nullptr, two, b.data(), two, 4), "send != nullptr");
   EXPECT_DEATH(comm_.AllToAllV(a.data(), two, a.data() + 1, two, 2), "send \\+ count <= recv");
+  EXPECT_DEATH(comm_.ReduceScatterSum(a.data(), -1, b.data()), "count_per_rank >= 0");
+  EXPECT_DEATH(comm_.ReduceScatterSum(a.data(), 4, a.data() + 2), "in and out overlap");
+  EXPECT_DEATH(comm_.Broadcast(a.data(), 4, 1), "root 1 in a world of 1");
+  EXPECT_DEATH(comm_.Broadcast(a.data(), -4, 0), "bytes >= 0");
+  EXPECT_DEATH(comm_.Broadcast(nullptr, 4, 0), "data != nullptr");
+  // No peer to talk to.
+  EXPECT_DEATH(comm_.Send(a.data(), 4, 0, 7), "Send to rank 0 \\(tag 7\\) in a world of 1");
+  EXPECT_DEATH(comm_.Recv(a.data(), 4, 0, 7), "Recv from rank 0 \\(tag 7\\) in a world of 1");
 }
 
 }  // namespace

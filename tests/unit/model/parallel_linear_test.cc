@@ -28,8 +28,16 @@ class PeerSumCommunicator final : public exec::Communicator {
     for (int64_t i = 0; i < count; ++i) data[i] += peer_[i];
   }
   void AllGather(const float*, int64_t, float*) override { FAIL() << "not used"; }
+  void ReduceScatterSum(const float*, int64_t, float*) override { FAIL() << "not used"; }
   void AllToAllV(const float*, std::span<const int64_t>, float*, std::span<const int64_t>, int64_t) override {
     FAIL() << "not used";
+  }
+  void Broadcast(void*, int64_t, int) override { FAIL() << "not used"; }
+  void Send(const void*, int64_t, int, int) override { FAIL() << "not used"; }
+  void Recv(void*, int64_t, int, int) override { FAIL() << "not used"; }
+  int64_t AllReduceMin(int64_t value) override {
+    ADD_FAILURE() << "not used";
+    return value;
   }
 
  private:
