@@ -89,6 +89,15 @@ class MpiCommunicatorTest : public ::testing::Test {
 TEST_F(MpiCommunicatorTest, WorldIsEveryRank) {
   ASSERT_GE(size_, 2) << "run under mpiexec -np 2 or more";
   for (int r = 0; r < size_; ++r) EXPECT_EQ(comm_->WorldRankOf(r), r);
+  EXPECT_TRUE(LaunchedByMpi());
+}
+
+TEST_F(MpiCommunicatorTest, MpiStartsOncePerProcess) {
+  int argc = 0;
+  char** argv = nullptr;
+  auto again = MpiRuntime::Init(&argc, &argv);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().message(), "MPI is already initialised: one MpiRuntime per process, created once");
 }
 
 TEST_F(MpiCommunicatorTest, AllReduceSumIsTheRankOrderSumWithTheSameBitsEverywhere) {
