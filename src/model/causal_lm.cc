@@ -42,7 +42,7 @@ std::vector<std::string> RegisteredArchitectures() {
 namespace {
 
 // A GGUF file names its architecture in general.architecture; the factory is "gguf:<arch>".
-Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path) {
+Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path, const LoadOptions& options) {
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
   const auto arch = file->GetString("general.architecture");
   if (!arch) return InvalidArgument(fmt::format("{}: GGUF file without general.architecture", path));
@@ -55,7 +55,7 @@ Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path) {
     return Unimplemented(fmt::format("{}: GGUF architecture '{}' is not supported; ember runs: {}", path, *arch,
                                      known));
   }
-  return it->second(path, LoadOptions{});
+  return it->second(path, options);
 }
 
 }  // namespace
@@ -166,7 +166,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, cons
       return InvalidArgument(fmt::format("{}: --quantization converts safetensors checkpoints; a GGUF file keeps its "
                                          "own quantization types", model_dir));
     }
-    return LoadGguf(model_dir);
+    return LoadGguf(model_dir, options);
   }
   const std::string path = model_dir + "/config.json";
   std::ifstream in(path);

@@ -16,6 +16,10 @@ struct ForwardOutput {
   // token of the batch leaves decoder layer hidden_state_layers[i] with (transformers'
   // output_hidden_states[layer + 1] for every layer but the last, whose entry there is normed).
   std::vector<float> hidden_states;
+  // Scratch of a vocab-parallel head (tensor parallelism): the ranks' logit blocks as gathered,
+  // before they are interleaved into `logits`. Kept here, not in the step workspace, because it
+  // is as large as the logits (which the workspace does not hold either).
+  std::vector<float> gathered_logits;
 };
 
 }  // namespace ember

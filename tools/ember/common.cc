@@ -11,11 +11,14 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "model/quantized_weights.h"
+#include "tools/ember/parallel_ranks.h"
 
 namespace ember::tools {
 
 int Fail(const Status& status) {
   std::fprintf(stderr, "ember: error: %s\n", status.message().c_str());
+  // The other ranks of a multi-process engine may be waiting for this one in a collective.
+  AbortParallelJob(1);
   return 1;
 }
 
@@ -57,6 +60,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
                                                      bool quantize_dense) {
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
+  options.communicator = ModelCommunicator();
   if (quantization) {
     EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(*quantization));
     options.quantization = choice.format;

@@ -12,7 +12,8 @@
 
 namespace ember::tools {
 
-// Prints "ember: error: <message>" to stderr and returns the exit status 1.
+// Prints "ember: error: <message>" to stderr and returns the exit status 1 (in a multi-process
+// engine it ends every rank: tools/ember/parallel_ranks.h AbortParallelJob).
 int Fail(const Status& status);
 // "1,2, 3" -> {1, 2, 3}; rejects anything that is not a comma-separated list of non-negative ints.
 Expected<std::vector<int32_t>> ParseTokenIds(const std::string& text);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "parallel/parallel_context.h"
 #include "runner/local_engine.h"
 
 namespace ember::tools {
@@ -18,8 +19,10 @@ struct EngineFlags {
   int threads = 0;
   std::optional<std::string> quantization;  // --quantization; unset: the checkpoint's stored formats
   bool quantize_dense = false;
+  parallel::ParallelConfig parallel;  // --tensor-parallel-size, ... (tools/ember/parallel_ranks.h)
 
-  // Parses the text options into `engine`; errors say which flag is wrong.
+  // Parses the text options into `engine`; errors say which flag is wrong. With several ranks
+  // asked for, also starts them (StartParallel: outside mpirun this process becomes mpirun).
   Status Finish();
 };
 

@@ -13,6 +13,7 @@
 #include "tools/ember/chat_session.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/parallel_ranks.h"
 #include "tools/ember/generate_jsonl.h"
 #include "tools/ember/offline_engine.h"
 
@@ -50,7 +51,7 @@ int RunChatPrompt(GenerateOptions& options) {
   // The whole context unless --max-model-len says otherwise: the reply's length is not known yet.
   const EngineOptions engine_options =
       OneRequestAtATime(options.engine.engine, (*model)->info().max_position_embeddings, **model);
-  auto engine = LocalEngine::Create(std::move(*model), engine_options);
+  auto engine = CreateEngine(std::move(*model), engine_options);
   if (!engine.ok()) return Fail(engine.status());
   auto session = ChatSession::Create(options.model, engine->get());
   if (!session.ok()) return Fail(session.status());
@@ -86,7 +87,7 @@ int RunGenerate(GenerateOptions& options) {
   options.engine.engine.model_path = options.model;  // a draft model's tokenizer is checked against it
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());
   const EngineOptions engine_options = OneRequestAtATime(options.engine.engine, prompt_tokens + options.max_tokens, **model);
-  auto engine = LocalEngine::Create(std::move(*model), engine_options);
+  auto engine = CreateEngine(std::move(*model), engine_options);
   if (!engine.ok()) return Fail(engine.status());
 
   RequestInput input;

@@ -19,6 +19,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/common.h"
+#include "tools/ember/parallel_ranks.h"
 #include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
@@ -115,7 +116,7 @@ int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_pat
     return Fail(s);
   }
   flags.engine.model_path = model_path;
-  auto engine = LocalEngine::Create(std::move(*model), flags.engine);
+  auto engine = CreateEngine(std::move(*model), flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
   EngineClient& client = (*engine)->client();

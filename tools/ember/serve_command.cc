@@ -22,6 +22,7 @@
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/parallel_ranks.h"
 #include "tools/ember/engine_options.h"
 
 namespace ember::tools {
@@ -131,7 +132,7 @@ int RunServe(ServeOptions& o) {
   }
 
   o.flags.engine.model_path = o.model;
-  auto engine = LocalEngine::Create(std::move(*model), o.flags.engine);
+  auto engine = CreateEngine(std::move(*model), o.flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
 

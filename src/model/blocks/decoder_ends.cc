@@ -77,7 +77,7 @@ void HiddenStateTap::AfterLayer(int64_t layer, const float* residual) {
 int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden, const VocabSlice& vocab) {
   const int64_t normed = Workspace::BytesFor<float>(rows * hidden);
   if (!vocab.sharded()) return normed;
-  return normed + Workspace::BytesFor<float>(rows * vocab.shard.count) + Workspace::BytesFor<float>(rows * vocab.vocab_size);
+  return normed + Workspace::BytesFor<float>(rows * vocab.shard.count);
 }
 
 int64_t DecoderWorkspaceBytes(int64_t tokens, int64_t logit_rows, int64_t hidden, int64_t largest_block_bytes,
@@ -110,7 +110,8 @@ void RunHead(const HeadOptions& options, const Linear& lm_head, const VocabSlice
     const int64_t block = slice.shard.count;
     const int64_t world = step.comm.world_size();
     float* mine = step.workspace.Take<float>(rows * block);
-    float* gathered = step.workspace.Take<float>(rows * vocab);
+    out->gathered_logits.resize(rows * vocab);
+    float* gathered = out->gathered_logits.data();
     lm_head.Apply(normed, rows, mine);
     step.comm.AllGather(mine, rows * block, gathered);
     for (int64_t r = 0; r < world; ++r) {

@@ -1,0 +1,127 @@
+#include "parallel/parallel_context.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/logging.h"
+#include "parallel/step_broadcast.h"
+
+namespace ember::parallel {
+
+Status ParallelConfig::Validate() const {
+  if (tensor_parallel_size < 1 || pipeline_parallel_size < 1) {
+    return InvalidArgument(fmt::format("--tensor-parallel-size and --pipeline-parallel-size must be at least 1, got "
+                                       "{} and {}", tensor_parallel_size, pipeline_parallel_size));
+  }
+  if (pipeline_parallel_size > 1) {
+    return Unimplemented("--pipeline-parallel-size > 1 is not built yet; use --tensor-parallel-size");
+  }
+  if (rank_timeout_seconds < 0) return InvalidArgument("--rank-timeout must be >= 0 (0 waits forever)");
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const ParallelConfig& config, int* argc,
+                                                                  char*** argv) {
+  EMBER_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<ParallelContext> context(new ParallelContext());
+  context->config_ = config;
+  EMBER_ASSIGN_OR_RETURN(context->runtime_, MpiRuntime::Init(argc, argv));
+  if (context->runtime_->world_size() != config.world_size()) {
+    return InvalidArgument(fmt::format(
+        "this MPI job has {} ranks but --tensor-parallel-size {} x --pipeline-parallel-size {} needs {}: start it "
+        "with mpirun -np {}, or run ember without mpirun and it starts its own ranks",
+        context->runtime_->world_size(), config.tensor_parallel_size, config.pipeline_parallel_size,
+        config.world_size(), config.world_size()));
+  }
+  SetLogTag(fmt::format("r{}", context->rank()));
+  context->world_ = MpiCommunicator::World();
+  // Rank 0 waits for the workers only inside steps; a worker waits for rank 0's next step as long
+  // as the server is idle, so only rank 0 bounds its waits on the world group.
+  context->world_->set_timeout(context->rank() == 0 ? config.rank_timeout_seconds : 0.0);
+  // One pipeline stage of tensor_parallel_size neighbours per color (the layout above).
+  const int stage = context->rank() / config.tensor_parallel_size;
+  context->tensor_ = context->world_->Split(stage, context->rank());
+  context->tensor_->set_timeout(config.rank_timeout_seconds);
+  return context;
+}
+
+ParallelContext::~ParallelContext() {
+  // Communicators before MPI_Finalize (the runtime's destructor).
+  tensor_.reset();
+  world_.reset();
+}
+
+std::string ParallelContext::Describe() const {
+  return fmt::format("rank {} of {} (tensor rank {} of {})", rank(), world_size(), tensor_->rank(),
+                     tensor_->world_size());
+}
+
+void ParallelContext::Abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+}
+
+ParallelHooks ParallelContext::Hooks() {
+  ParallelHooks hooks;
+  exec::Communicator* world = world_.get();
+  hooks.agree_num_blocks = [world](int64_t num_blocks) -> Expected<int64_t> {
+    const int64_t agreed = world->AllReduceMin(num_blocks);
+    if (agreed < num_blocks) {
+      EMBER_LOG_INFO("KV cache: {} blocks (another rank holds fewer than the {} planned here)", agreed, num_blocks);
+    }
+    return agreed;
+  };
+  if (driver()) {
+    hooks.wrap_executor = [world](ModelRunner& runner) -> std::unique_ptr<Executor> {
+      return std::make_unique<StepBroadcaster>(&runner, world);
+    };
+  }
+  return hooks;
+}
+
+Status RelaunchUnderMpirun(const ParallelConfig& config, std::span<char* const> argv) {
+  if (argv.empty() || argv[0] == nullptr) return InvalidArgument("no command line to relaunch");
+  // The same binary (argv[0] may be a relative path or a name found on PATH).
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) return Internal("cannot find this program's path (/proc/self/exe) to start its ranks");
+  self[length] = '\0';
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(config.world_size()),
+                                   // More ranks than cores is fine for tests and small models;
+                                   // each rank sizes its own thread pool (--threads).
+                                   "--oversubscribe", "--bind-to", "none",
+                                   // Shared memory without the single-copy mechanism (CMA), which
+                                   // containers often forbid (ptrace scope), and TCP between hosts.
+                                   "--mca", "btl", "self,vader,tcp", "--mca", "btl_vader_single_copy_mechanism", "none"};
+  if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  args.push_back(self);
+  for (size_t i = 1; i < argv.size() && argv[i] != nullptr; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> exec_args;
+  for (std::string& a : args) exec_args.push_back(a.data());
+  exec_args.push_back(nullptr);
+  EMBER_LOG_INFO("starting {} ranks: {}", config.world_size(), fmt::join(args, " "));
+  std::fflush(stderr);
+  // The signal mask survives exec: a caller that blocked SIGTERM for its own watcher thread (ember
+  // serve) would leave mpirun deaf to it. mpirun must see SIGINT/SIGTERM to end the job.
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  execvp("mpirun", exec_args.data());
+  return IoError(fmt::format("cannot start mpirun ({}): install Open MPI (scripts/setup does) or start the ranks "
+                                 "yourself with mpirun -np {}", std::strerror(errno), config.world_size()));
+}
+
+}  // namespace ember::parallel

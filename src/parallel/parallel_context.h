@@ -1,0 +1,73 @@
+// One process's place in a multi-process engine: the MPI runtime, the rank layout and the groups
+// the model's collectives run over, and the hooks that make LocalEngine a rank of the engine
+// (runner/local_engine.h: rank 0 drives, the others run RunWorkerLoop).
+//
+// Rank layout: world = tensor_parallel_size x pipeline_parallel_size ranks; rank r is tensor
+// rank r % tp of pipeline stage r / tp (vLLM's order), so a stage's ranks are neighbours
+// (mpirun's default fills one host before the next: a tensor-parallel group stays on one host
+// when it fits).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "exec/communicator.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/mpi_runtime.h"
+#include "runner/local_engine.h"
+
+namespace ember::parallel {
+
+struct ParallelConfig {
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  // Seconds a rank waits for a peer inside a collective before naming it and ending the job
+  // (MpiCommunicator::set_timeout); 0 waits forever.
+  double rank_timeout_seconds = 120.0;
+
+  int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
+  bool parallel() const { return world_size() > 1; }
+  // InvalidArgument for sizes below 1 and for what is not built yet (pipeline parallelism).
+  Status Validate() const;
+};
+
+class ParallelContext {
+ public:
+  // Under mpirun (LaunchedByMpi): initialises MPI and checks that the job has exactly
+  // config.world_size() ranks. `argc`/`argv` may be null.
+  static Expected<std::unique_ptr<ParallelContext>> Start(const ParallelConfig& config, int* argc, char*** argv);
+  ~ParallelContext();
+
+  int rank() const { return runtime_->world_rank(); }
+  int world_size() const { return runtime_->world_size(); }
+  bool driver() const { return rank() == 0; }
+  const ParallelConfig& config() const { return config_; }
+  // The group the model's collectives run over (LoadOptions::communicator).
+  exec::Communicator* tensor_group() { return tensor_.get(); }
+  // Every rank of the engine: steps travel over it.
+  exec::Communicator& world() { return *world_; }
+  // What LocalEngine::Create needs: the KV block count agreed over the world, and on rank 0 the
+  // StepBroadcaster around the runner.
+  ParallelHooks Hooks();
+  // "rank 1 of 2 (tensor rank 1 of 2)", for log lines.
+  std::string Describe() const;
+  // Ends every rank of the job with `code` (MPI_Abort): after an error on this rank, while the
+  // others may wait for it in a collective.
+  [[noreturn]] void Abort(int code);
+
+ private:
+  ParallelContext() = default;
+  ParallelConfig config_;
+  std::unique_ptr<MpiRuntime> runtime_;
+  std::unique_ptr<MpiCommunicator> world_;
+  std::unique_ptr<MpiCommunicator> tensor_;
+};
+
+// Replaces this process with `mpirun -np <world size> <argv...>`: the same command, started as
+// the ranks of a local MPI job (oversubscribed when there are more ranks than cores, unbound, with
+// the transport flags this kind of machine needs). Returns only on failure.
+Status RelaunchUnderMpirun(const ParallelConfig& config, std::span<char* const> argv);
+
+}  // namespace ember::parallel

@@ -1,0 +1,189 @@
+"""Tensor parallelism end to end: `ember generate --tensor-parallel-size N` starts its own ranks with
+mpirun (oversubscribed on this 2-core machine) and must give the greedy tokens one process gives,
+with logprobs within a stated tolerance; impossible shapes are refused with sizes that work; a
+served model answers as one process does, and a rank that dies ends the job with errors instead of
+a hang.
+
+Why tokens are equal but logprobs only close: the row-parallel projections (attention's o_proj,
+the MLP's down, the experts' down) sum partial dot products over the ranks, so each sum is split in
+two and rounds differently from one process's single dot product. The all-reduce itself sums in
+rank order and gives the same bits on every rank (src/parallel/README.md). Column-parallel
+projections, the vocab-parallel embedding and lm_head are bitwise those of one process.
+"""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from serving import CACHE, GEMMA, SMOLLM, Server
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests/golden"
+# |logprob(tp) - logprob(1 process)| of each chosen token. With an f32 KV cache the row-parallel
+# sums' few-ulp differences reach the logprobs as ~3e-5 on the golden models (measured), so 2e-4.
+# GGUF models with quantized weights also quantize their activations to 8 bits per block (Q8_1,
+# Q8_K) before the integer dot products; a last-bit change of an input moves an element to the
+# next 8-bit step now and then, and over 18-30 layers those steps reach the logprobs as up to ~0.13
+# (measured on SmolLM2 Q4_1 at tp 3, f32 KV; the BF16 file of the same model stays within 1e-5,
+# which locates the cause), and greedy decoding may take the other token at a near tie (SmolLM2
+# Q4_1 did at step 14 of 24). They are checked with a 0.25 logprob bound, equal tokens up to a step
+# whose top-2 gap is under 0.5, and the BF16 file for exact agreement. Bitwise-equal tensor
+# parallelism would need the one-process kernels to reduce K in the ranks' tree order.
+F32_KV_TOLERANCE = 2e-4
+# With the default bf16 KV cache a K or V value on the other side of a bf16 rounding boundary moves
+# by 2^-8 relative; measured up to 0.038 on tiny_a at tp 4 (random weights, sharp logits).
+BF16_KV_TOLERANCE = 0.1
+QUANTIZED_ACTIVATION_TOLERANCE = 0.25
+SMOLLM_BF16 = CACHE / "SmolLM2-135M-Instruct.BF16.gguf"
+
+
+def generate(ember_bin, model, *args, tp=1, timeout=300):
+    cmd = [str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *map(str, args)]
+    if tp > 1:
+        cmd += ["--tensor-parallel-size", str(tp)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, proc.stdout
+    return json.loads(lines[0]), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def smollm_bf16():
+    """SmolLM2's BF16 GGUF, made once from the Q4_1 file (scripts/make_dense_gguf.py, gguf-py) when
+    the cache lacks it: the model without quantized activations."""
+    if not SMOLLM_BF16.exists():
+        if not SMOLLM.exists():
+            pytest.skip(f"{SMOLLM} is not fetched (make models)")
+        subprocess.run([str(ROOT / ".venv/bin/python"), str(ROOT / "scripts/make_dense_gguf.py")], check=True,
+                       capture_output=True, timeout=600)
+    return SMOLLM_BF16
+
+
+def expect_same_greedy(ember_bin, model, tp, *args, tolerance, near_ties_may_flip=False):
+    """Equal greedy tokens and logprobs within `tolerance`. With near_ties_may_flip, the runs may part
+    at a step where one process's two best tokens are closer than twice the tolerance (either is a
+    correct greedy choice within the model's own arithmetic noise); they must agree before it."""
+    one, _ = generate(ember_bin, model, *args)
+    many, log = generate(ember_bin, model, *args, tp=tp)
+    for i, (a, b) in enumerate(zip(one["logprobs"], many["logprobs"])):
+        if a["token"] != b["token"]:
+            gap = a["top"][0][1] - a["top"][1][1]
+            assert near_ties_may_flip and gap < 2 * tolerance, (
+                f"tp={tp} diverged from one process at step {i} (top-2 gap {gap:.3f})\n{log}")
+            break
+        assert abs(a["logprob"] - b["logprob"]) < tolerance, (i, a, b)
+    else:
+        assert many["token_ids"] == one["token_ids"]
+    # Every rank logged its own memory plan.
+    for rank in range(tp):
+        assert f"[ember r{rank} I" in log, log
+    return log
+
+
+@pytest.mark.parametrize("name,tp", [("tiny_a", 2), ("tiny_a", 4)])
+def test_muse_spark_golden_models_decode_the_same_tokens(ember_bin, name, tp):
+    args = ["--prompt-ids", "1,17,300,42,7,99,5", "--max-tokens", "24", "--ignore-eos"]
+    expect_same_greedy(ember_bin, GOLDEN / "muse_spark" / name, tp, *args, "--kv-cache-dtype", "f32",
+                       tolerance=F32_KV_TOLERANCE)
+    expect_same_greedy(ember_bin, GOLDEN / "muse_spark" / name, tp, *args, tolerance=BF16_KV_TOLERANCE)
+
+
+def test_hf_dense_llama_decodes_the_same_tokens(ember_bin):
+    expect_same_greedy(ember_bin, GOLDEN / "hf_dense/llama", 2, "--prompt-ids", "1,17,30,42,7", "--max-tokens", "16",
+                       "--ignore-eos", "--kv-cache-dtype", "f32", tolerance=F32_KV_TOLERANCE)
+
+
+PROMPT = ["--prompt", "The capital of France is", "--max-tokens", "24", "--kv-cache-dtype", "f32"]
+
+
+def test_smollm2_gguf_over_three_ranks(ember_bin, smollm_bf16):
+    log = expect_same_greedy(ember_bin, SMOLLM, 3, *PROMPT, tolerance=QUANTIZED_ACTIVATION_TOLERANCE,
+                             near_ties_may_flip=True)
+    assert "tensor rank 2 of 3" in log
+    expect_same_greedy(ember_bin, smollm_bf16, 3, *PROMPT, tolerance=F32_KV_TOLERANCE)
+
+
+def test_gemma3_gguf_over_two_ranks_replicates_its_kv_head(ember_bin):
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} is not fetched (make models)")
+    expect_same_greedy(ember_bin, GEMMA, 2, *PROMPT, tolerance=QUANTIZED_ACTIVATION_TOLERANCE, near_ties_may_flip=True)
+
+
+def test_impossible_shapes_are_refused_with_what_works(ember_bin):
+    if not SMOLLM.exists():
+        pytest.skip(f"{SMOLLM} is not fetched (make models)")
+    proc = subprocess.run([str(ember_bin), "generate", "--model", str(SMOLLM), "--prompt-ids", "1,2", "--max-tokens",
+                           "2", "--tensor-parallel-size", "2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "sizes that work for this model: 1, 3, 9" in proc.stderr, proc.stderr
+    proc = subprocess.run([str(ember_bin), "generate", "--model", str(SMOLLM), "--prompt-ids", "1,2",
+                           "--pipeline-parallel-size", "2"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "pipeline-parallel-size" in proc.stderr, proc.stderr
+
+
+def complete(server, prompt, max_tokens=24):
+    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    return server.json("POST", "/v1/completions", body)
+
+
+def test_serve_over_three_ranks_answers_as_one_process(ember_bin, smollm_bf16):
+    # The BF16 file with an f32 KV cache: no 8-bit activation steps or 16-bit KV rounding to turn
+    # the row-parallel sums' last bits into a different greedy token at a near tie (see above).
+    prompts = ["Three colours are", "Two plus two is", "Hello in French is"]
+    answers = {}
+    for tp in (1, 3):
+        server = Server(ember_bin, "--tensor-parallel-size", tp, "--kv-cache-dtype", "f32", model=smollm_bf16, name="m")
+        try:
+            answers[tp] = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
+        finally:
+            code = server.stop()
+            log = server.proc.stderr.read()
+        # SIGTERM reaches rank 0 through mpirun, which drains and stops the workers; mpirun itself
+        # then reports the signal it got as status 1 (a launcher that supervises mpirun instead of
+        # becoming it would exit 0).
+        assert code == (0 if tp == 1 else 1), log
+        assert "server stopped" in log, log
+    assert answers[3] == answers[1]
+
+
+def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin):
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} is not fetched (make models)")
+    server = Server(ember_bin, "--tensor-parallel-size", 2, model=GEMMA, name="m")
+    # The worker is rank 1: the ember process whose log tag is r1, a child of mpirun.
+    children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+    ranks = [int(pid) for pid in children
+             if "--tensor-parallel-size" in pathlib.Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")]
+    assert len(ranks) == 2, children
+    env_of = {pid: pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in ranks}
+    worker = next(pid for pid, env in env_of.items() if b"OMPI_COMM_WORLD_RANK=1" in env)
+    result = {}
+
+    def long_request():
+        try:
+            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
+        except Exception as error:  # the connection may close: that is an error the client sees
+            result["error"] = repr(error)
+
+    thread = threading.Thread(target=long_request)
+    thread.start()
+    time.sleep(1.0)
+    os.kill(worker, signal.SIGKILL)
+    start = time.time()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the request hung after a rank died"
+    code = server.proc.wait(timeout=60)
+    elapsed = time.time() - start
+    stderr = server.proc.stderr.read()
+    assert code != 0
+    assert elapsed < 30, elapsed
+    assert "rank 1" in stderr, stderr
+    status, body = result.get("response", (None, None))
+    assert "error" in result or status != 200 or body["choices"][0]["finish_reason"] == "error", result
+    print(f"rank 1 killed: the job ended {elapsed:.1f} s later with status {code}; the client got {result}")

@@ -1,0 +1,92 @@
+// Loaders take a tensor-parallel rank's shard (model/tensor_parallel.h): loaded with a
+// communicator that says "rank r of n", a model holds its block of the heads (and KV heads), its
+// block of the vocabulary and about 1/n of the weights. No collective runs here (nothing is
+// forwarded); tests/e2e/test_tensor_parallel.py runs the ranks for real under mpirun.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "core/check.h"
+#include "model/causal_lm.h"
+
+namespace ember {
+namespace {
+
+// Rank `rank` of `size`, for loading only: every collective is a bug here.
+class RankForLoading final : public exec::Communicator {
+ public:
+  RankForLoading(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  void AllReduceSum(float*, int64_t) override { Fail(); }
+  void ReduceScatterSum(const float*, int64_t, float*) override { Fail(); }
+  void AllGather(const float*, int64_t, float*) override { Fail(); }
+  void AllToAllV(const float*, std::span<const int64_t>, float*, std::span<const int64_t>, int64_t) override { Fail(); }
+  void Broadcast(void*, int64_t, int) override { Fail(); }
+  void Send(const void*, int64_t, int, int) override { Fail(); }
+  void Recv(void*, int64_t, int, int) override { Fail(); }
+  int64_t AllReduceMin(int64_t) override {
+    Fail();
+    return 0;
+  }
+
+ private:
+  [[noreturn]] static void Fail() { EMBER_CHECK(false, "a collective while loading"); __builtin_unreachable(); }
+  int rank_, size_;
+};
+
+std::unique_ptr<CausalLM> Load(const std::string& path, exec::Communicator* comm) {
+  LoadOptions options;
+  options.communicator = comm;
+  auto model = LoadModel(path, options);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+void ExpectShard(const std::string& path, int size, int64_t kv_heads_per_rank) {
+  auto whole = Load(path, nullptr);
+  ASSERT_NE(whole, nullptr);
+  for (int rank = 0; rank < size; ++rank) {
+    RankForLoading comm(rank, size);
+    auto shard = Load(path, &comm);
+    ASSERT_NE(shard, nullptr);
+    EXPECT_EQ(shard->info().vocab_size, whole->info().vocab_size) << "the vocabulary the engine sees stays whole";
+    EXPECT_EQ(shard->KvLayerSpecs().front().num_kv_heads, kv_heads_per_rank);
+    EXPECT_EQ(shard->lm_head(), nullptr) << "a vocab-parallel head is not whole: drafters cannot share it";
+    const double fraction = static_cast<double>(shard->weight_bytes().total) / whole->weight_bytes().total;
+    // Norms, routers and latent projections stay whole, so a little over 1/size.
+    EXPECT_GT(fraction, 0.9 / size) << path;
+    EXPECT_LT(fraction, 1.3 / size) << path;
+  }
+}
+
+TEST(TensorParallelLoad, MuseSparkHoldsItsHeadsExpertsAndVocabulary) {
+  const std::string tiny_a = std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a";
+  ExpectShard(tiny_a, 2, 1);
+  ExpectShard(tiny_a, 4, 1);  // 2 KV heads over 4 ranks: each held by two ranks
+}
+
+TEST(TensorParallelLoad, HfDenseHoldsItsHeads) {
+  ExpectShard(std::string(EMBER_SOURCE_DIR) + "/tests/golden/hf_dense/llama", 2, 1);
+}
+
+TEST(TensorParallelLoad, GgufHoldsItsHeads) {
+  const char* home = std::getenv("HOME");
+  const std::string smollm = std::string(home ? home : "") + "/.cache/ember/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(smollm)) GTEST_SKIP() << smollm << " is not fetched (make models)";
+  ExpectShard(smollm, 3, 1);
+}
+
+TEST(TensorParallelLoad, ImpossibleShapesAreRefused) {
+  RankForLoading comm(0, 3);
+  LoadOptions options;
+  options.communicator = &comm;
+  auto model = LoadModel(std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_b", options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("does not divide the 256 MLP intermediate features"), std::string::npos)
+      << model.status().message();
+}
+
+}  // namespace
+}  // namespace ember

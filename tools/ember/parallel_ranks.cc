@@ -1,0 +1,95 @@
+#include "tools/ember/parallel_ranks.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/logging.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/step_broadcast.h"
+
+namespace ember::tools {
+namespace {
+
+std::vector<char*>& CommandLine() {
+  static std::vector<char*> argv;
+  return argv;
+}
+
+std::unique_ptr<parallel::ParallelContext>& Context() {
+  static std::unique_ptr<parallel::ParallelContext> context;
+  return context;
+}
+
+// Ranks of this job on this host (Open MPI says; 1 when unknown).
+int LocalRanks() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int n = local != nullptr ? std::atoi(local) : 1;
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+void SetCommandLine(int argc, char** argv) { CommandLine().assign(argv, argv + argc); }
+
+void AddParallelOptions(CLI::App* cmd, parallel::ParallelConfig* config) {
+  cmd->add_option("--tensor-parallel-size", config->tensor_parallel_size,
+                  "Ranks that split every layer (attention heads, MLP and expert features, vocabulary); run alone, "
+                  "ember starts them with mpirun, under mpirun -np N it is one of them")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--pipeline-parallel-size", config->pipeline_parallel_size,
+                  "Pipeline stages (layers split into consecutive blocks); not built yet")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--rank-timeout", config->rank_timeout_seconds,
+                  "Seconds rank 0 waits for another rank inside a step before naming it and ending the job (0: "
+                  "forever)");
+}
+
+Status StartParallel(const parallel::ParallelConfig& config, int* threads) {
+  EMBER_RETURN_IF_ERROR(config.Validate());
+  if (!config.parallel()) return Status::Ok();
+  if (!parallel::LaunchedByMpi()) return parallel::RelaunchUnderMpirun(config, CommandLine());
+  EMBER_ASSIGN_OR_RETURN(Context(), parallel::ParallelContext::Start(config, nullptr, nullptr));
+  if (*threads <= 0) {
+    // The host's cores shared by its ranks: oversubscribing threads across ranks that spin in
+    // collectives costs more than it gains.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    *threads = std::max(1, cores / LocalRanks());
+  }
+  EMBER_LOG_INFO("{}; {} threads", Context()->Describe(), *threads);
+  return Status::Ok();
+}
+
+parallel::ParallelContext* Parallel() { return Context().get(); }
+
+exec::Communicator* ModelCommunicator() { return Context() ? Context()->tensor_group() : nullptr; }
+
+Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> model, const EngineOptions& options) {
+  parallel::ParallelContext* context = Parallel();
+  if (context == nullptr) return LocalEngine::Create(std::move(model), options);
+  auto engine = LocalEngine::Create(std::move(model), options, context->Hooks());
+  if (context->driver()) return engine;
+  if (!engine.ok()) {
+    EMBER_LOG_ERROR("{}", engine.status().message());
+    context->Abort(1);
+  }
+  for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
+  const Status looped = parallel::RunWorkerLoop((*engine)->runner(), context->world());
+  if (!looped.ok()) {
+    EMBER_LOG_ERROR("worker loop: {}", looped.message());
+    context->Abort(1);
+  }
+  engine->reset();
+  Context().reset();  // MPI_Finalize, with rank 0 (which finalizes after its engine)
+  std::fflush(stdout);
+  std::exit(0);
+}
+
+void AbortParallelJob(int code) {
+  if (Parallel() != nullptr) Parallel()->Abort(code);
+}
+
+}  // namespace ember::tools
