@@ -23,6 +23,7 @@
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/bench/serve_dataset.h"
 #include "tools/ember/commands.h"
+#include "tools/ember/parallel_ranks.h"
 #include "tools/ember/common.h"
 #include "tools/ember/engine_options.h"
 #include "tools/ember/offline_engine.h"
@@ -113,7 +114,7 @@ int RunThroughputBench(ThroughputOptions& o) {
     if (!read.ok()) return Fail(read.status());
     prompts = std::move(*read);
   }
-  auto engine = LocalEngine::Create(std::move(*model), o.flags.engine);
+  auto engine = CreateEngine(std::move(*model), o.flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
   EngineClient& client = (*engine)->client();
