@@ -9,4 +9,11 @@ namespace ember {
 // MemAvailable from /proc/meminfo, 0 if unknown.
 int64_t AvailableMemoryBytes();
 
+// This process's resident memory from /proc/self/status: VmRSS, and of it RssAnon (heap, copies)
+// and RssFile (mapped file pages); zeros if unknown.
+struct ResidentMemory {
+  int64_t total = 0, anon = 0, file = 0;
+};
+ResidentMemory ResidentMemoryBytes();
+
 }  // namespace ember

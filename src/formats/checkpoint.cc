@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/logging.h"
+#include "formats/mapped_file.h"
 
 namespace ember {
 namespace {
@@ -347,6 +348,10 @@ int64_t Checkpoint::TotalTensorBytes() const {
 std::string Checkpoint::FileOf(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? std::string() : it->second.file->path();
+}
+
+void Checkpoint::DropResidentPages() const {
+  for (const auto& file : files_) MappedFile::DropResidentPages(file->mapped_bytes(), file->file_size());
 }
 
 }  // namespace ember

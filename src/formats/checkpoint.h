@@ -67,6 +67,8 @@ class Checkpoint {
   // The directory or file this checkpoint was opened from.
   const std::string& source() const { return source_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // MappedFile::DropResidentPages over every file of the checkpoint.
+  void DropResidentPages() const;
   // The index's "metadata" object with each value as text (strings as-is, others as JSON);
   // empty for single-file checkpoints.
   const std::map<std::string, std::string>& index_metadata() const { return index_metadata_; }

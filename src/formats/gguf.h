@@ -156,6 +156,8 @@ class GgufFile {
   // Byte offset of the data section from the start of the file (a multiple of alignment()).
   int64_t data_offset() const { return data_offset_; }
   const uint8_t* mapped_bytes() const { return mapping_.data(); }
+  // MappedFile::DropResidentPages over the whole file.
+  void DropResidentPages() const { MappedFile::DropResidentPages(mapping_.data(), mapping_.size()); }
 
   // ---- metadata ----
   // Keys in file order.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -80,6 +81,14 @@ void MappedFile::WillNeed(int64_t begin, int64_t length) const {
   const int64_t start = begin - begin % page;
   const int64_t end = std::min(size_, begin + std::min(length, size_ - begin));
   ::madvise(const_cast<uint8_t*>(data_ + start), static_cast<size_t>(end - start), MADV_WILLNEED);
+}
+
+void MappedFile::DropResidentPages(const uint8_t* data, int64_t size) {
+  if (data == nullptr || size <= 0) return;
+  const int64_t page = ::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t start = address - address % static_cast<uintptr_t>(page);
+  ::madvise(reinterpret_cast<void*>(start), static_cast<size_t>(address + size - start), MADV_DONTNEED);
 }
 
 }  // namespace ember

@@ -37,6 +37,12 @@ class MappedFile {
   // file. Purely advisory: failures are ignored.
   void WillNeed(int64_t begin, int64_t length) const;
 
+  // Drops the pages of a read-only file mapping [data, data + size) from this process's resident
+  // set (MADV_DONTNEED; the page cache keeps them, and the next read maps them again). After a
+  // tensor-parallel rank has copied its slices out of a checkpoint, the pages it read for them no
+  // longer count against it. Advisory: failures are ignored.
+  static void DropResidentPages(const uint8_t* data, int64_t size);
+
  private:
   void Reset();
 

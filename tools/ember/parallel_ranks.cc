@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "core/logging.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/step_broadcast.h"
@@ -71,6 +72,11 @@ Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> mo
   parallel::ParallelContext* context = Parallel();
   if (context == nullptr) return LocalEngine::Create(std::move(model), options);
   auto engine = LocalEngine::Create(std::move(model), options, context->Hooks());
+  if (engine.ok()) {
+    const ResidentMemory m = ResidentMemoryBytes();
+    EMBER_LOG_INFO("resident memory: {:.1f} MiB ({:.1f} MiB heap and copies, {:.1f} MiB mapped file pages)",
+                   m.total / 1048576.0, m.anon / 1048576.0, m.file / 1048576.0);
+  }
   if (context->driver()) return engine;
   if (!engine.ok()) {
     EMBER_LOG_ERROR("{}", engine.status().message());

@@ -68,6 +68,8 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path, cons
     EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, shape, splits, layer.attention));
     EMBER_RETURN_IF_ERROR(LoadGgufMlp(w, l, shape, splits, layer));
   }
+  // A tensor-parallel rank copied its column blocks out of pages it does not keep using.
+  if (exec::OrLocal(load.communicator).world_size() > 1) w.file().DropResidentPages();
   return std::unique_ptr<CausalLM>(new DenseDecoder(std::move(spec)));
 }
 

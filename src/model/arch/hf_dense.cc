@@ -211,6 +211,8 @@ Expected<std::unique_ptr<CausalLM>> LoadHfDenseDirectory(const std::string& dir,
   HfDenseLoader loader(config, *source, scheme, options);
   EMBER_ASSIGN_OR_RETURN(DenseDecoderSpec spec, loader.Load());
   spec.keep_alive = shared;
+  // A tensor-parallel rank copied its column blocks out of pages it does not keep using.
+  if (exec::OrLocal(options.communicator).world_size() > 1) shared->DropResidentPages();
   const std::vector<std::string> unused = source->UnusedTensorNames();
   if (!unused.empty()) {
     EMBER_LOG_INFO("{}: {} tensors not used by the text decoder: {}", dir, unused.size(),

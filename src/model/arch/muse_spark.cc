@@ -286,12 +286,14 @@ namespace {
 Expected<std::unique_ptr<CausalLM>> LoadMuseSparkDirectory(const std::string& dir, const LoadOptions& options) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkConfig config, MuseSparkConfig::FromFile(dir + "/config.json"));
   EMBER_ASSIGN_OR_RETURN(QuantScheme scheme, ReadQuantScheme(dir));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::OpenDirectory(dir));
-  std::shared_ptr<WeightSource> source =
-      MakeCheckpointWeightSource(std::move(checkpoint), fmt::format("checkpoint {}", dir));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
+  std::shared_ptr<const Checkpoint> checkpoint(std::move(opened));
+  std::shared_ptr<WeightSource> source = MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir));
   if (scheme.quantized()) EMBER_LOG_INFO("{}: routed experts stored as {}", dir, scheme.Describe());
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkModel> model,
                          MuseSparkModel::Create(config, source, scheme, options));
+  // A tensor-parallel rank copied its column blocks out of pages it does not keep using.
+  if (exec::OrLocal(options.communicator).world_size() > 1) checkpoint->DropResidentPages();
   const std::vector<std::string> unused = source->UnusedTensorNames();
   if (!unused.empty()) {
     // Multimodal checkpoints carry vision/audio towers the text decoder does not run.
