@@ -74,6 +74,16 @@ void ParallelContext::Abort(int code) {
   std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
 }
 
+void ParallelContext::OnRankFault(std::function<void(const std::string& message)> before_abort) {
+  auto handler = [this, before_abort = std::move(before_abort)](const std::string& message) {
+    EMBER_LOG_ERROR("{}", message);
+    if (before_abort) before_abort(message);
+    Abort(1);
+  };
+  world_->set_fault_handler(handler);
+  tensor_->set_fault_handler(handler);
+}
+
 ParallelHooks ParallelContext::Hooks() {
   ParallelHooks hooks;
   exec::Communicator* world = world_.get();

@@ -8,6 +8,7 @@
 // when it fits).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,9 @@ class ParallelContext {
   // Ends every rank of the job with `code` (MPI_Abort): after an error on this rank, while the
   // others may wait for it in a collective.
   [[noreturn]] void Abort(int code);
+  // What a collective that timed out (--rank-timeout) does on this rank: log the message naming
+  // the silent ranks, call `before_abort` (a server fails its requests in flight), then Abort(1).
+  void OnRankFault(std::function<void(const std::string& message)> before_abort);
 
  private:
   ParallelContext() = default;

@@ -106,6 +106,20 @@ void AsyncEngine::Route(std::vector<RequestOutput> outputs) {
   }
 }
 
+void AsyncEngine::Fail(const std::string& message) {
+  {
+    std::lock_guard lock(failure_mu_);
+    failure_ = message;
+  }
+  alive_ = false;
+  FailAll(message);
+}
+
+std::string AsyncEngine::FailureMessage() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
 void AsyncEngine::FailAll(const std::string& message) {
   std::lock_guard lock(streams_mu_);
   for (auto& [index, stream] : streams_) {

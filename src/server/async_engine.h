@@ -62,7 +62,15 @@ class AsyncEngine {
   RequestIndex Submit(RequestInput input, std::shared_ptr<RequestStream> stream);
   void Abort(RequestIndex index);
 
-  // False once the engine loop has died (a bug) or stopped; /health answers 503 then.
+  // From any thread, the engine thread included (e.g. a tensor-parallel fault handler inside a
+  // step whose peer rank died): every unfinished request gets a final error event with `message`,
+  // later submissions are refused, and /health answers 503 with `message`. The loop itself may
+  // still be blocked; the caller ends the process.
+  void Fail(const std::string& message);
+  // Why Fail() was called, or "" (for /health).
+  std::string FailureMessage() const;
+
+  // False once the engine loop has died (a bug), stopped or Fail() was called; /health answers 503 then.
   bool alive() const { return alive_.load(); }
   // True while the current step runs far past its expected cost; /health answers 503 with
   // StallMessage() then.
@@ -84,6 +92,8 @@ class AsyncEngine {
   std::atomic<bool> stop_{false};
   std::atomic<bool> alive_{false};
   std::atomic<int64_t> in_flight_{0};
+  mutable std::mutex failure_mu_;
+  std::string failure_;  // guarded by failure_mu_
   std::mutex streams_mu_;
   std::unordered_map<RequestIndex, std::shared_ptr<RequestStream>> streams_;  // guarded by streams_mu_
   // Previous totals, to turn the scheduler's cumulative counters into metric increments.

@@ -122,7 +122,10 @@ void OpenAiServer::RegisterRoutes() {
   Route("POST", "/detokenize", route(HandleDetokenize));
   Route("GET", "/health", [this, &ctx](const HttpRequest&, HttpResponse& res) {
     if (!ready_) return SendError(res, ServiceUnavailable("the model is loading"));
-    if (!ctx.engine->alive()) return SendError(res, ServiceUnavailable("the engine loop has stopped"));
+    if (!ctx.engine->alive()) {
+      const std::string failure = ctx.engine->FailureMessage();
+      return SendError(res, ServiceUnavailable(failure.empty() ? "the engine loop has stopped" : failure));
+    }
     if (const std::string stall = ctx.engine->StallMessage(); !stall.empty()) {
       return SendError(res, ServiceUnavailable(stall + "; see the server log"));
     }

@@ -187,3 +187,49 @@ def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin):
     status, body = result.get("response", (None, None))
     assert "error" in result or status != 200 or body["choices"][0]["finish_reason"] == "error", result
     print(f"rank 1 killed: the job ended {elapsed:.1f} s later with status {code}; the client got {result}")
+
+
+def test_a_hung_worker_rank_is_named_and_requests_end_with_errors(ember_bin):
+    """SIGSTOP leaves rank 1 alive but silent: mpirun sees nothing, so rank 0's own --rank-timeout
+    must notice inside the step, fail the requests in flight with a message naming rank 1, answer
+    /health with 503 and end the job."""
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} is not fetched (make models)")
+    server = Server(ember_bin, "--tensor-parallel-size", 2, "--rank-timeout", 3, model=GEMMA, name="m")
+    children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+    worker = next(int(pid) for pid in children
+                  if b"OMPI_COMM_WORLD_RANK=1" in pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+    result = {}
+
+    def long_request():
+        try:
+            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
+        except Exception as error:
+            result["error"] = repr(error)
+
+    thread = threading.Thread(target=long_request)
+    thread.start()
+    time.sleep(1.0)
+    os.kill(worker, signal.SIGSTOP)
+    start = time.time()
+    health = None
+    while time.time() - start < 20 and health is None:
+        try:
+            status, body = server.request("GET", "/health")
+            if status == 503:
+                health = body
+        except OSError:
+            break
+        time.sleep(0.1)
+    thread.join(timeout=60)
+    code = server.proc.wait(timeout=60)
+    elapsed = time.time() - start
+    stderr = server.proc.stderr.read()
+    assert not thread.is_alive()
+    assert code != 0
+    assert elapsed < 20, elapsed
+    assert "rank 1 did not answer" in stderr, stderr
+    assert health is not None and "rank 1" in health, (health, stderr[-2000:])
+    status, body = result["response"]
+    assert status != 200 and "rank 1" in json.dumps(body), result
+    print(f"rank 1 stopped: /health 503 ({health}); the request got {status}; exit {code} after {elapsed:.1f} s")

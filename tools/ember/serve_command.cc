@@ -170,6 +170,14 @@ int RunServe(ServeOptions& o) {
   context.metrics = &metrics;
   server::AsyncEngine async_engine(&(*engine)->client(), &metrics);
   context.engine = &async_engine;
+  if (parallel::ParallelContext* ranks = Parallel()) {
+    // A rank that stops answering inside a step (--rank-timeout): requests in flight end with the
+    // message naming it, /health turns 503, and a second later the job ends.
+    ranks->OnRankFault([&async_engine](const std::string& message) {
+      async_engine.Fail("tensor-parallel rank failure: " + message);
+      std::this_thread::sleep_for(std::chrono::seconds(1));  // the connections write the errors
+    });
+  }
 
   server::OpenAiServer http(&context);
   auto port = http.Bind();
