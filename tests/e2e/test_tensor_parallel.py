@@ -13,6 +13,7 @@ projections, the vocab-parallel embedding and lm_head are bitwise those of one p
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import threading
@@ -233,3 +234,64 @@ def test_a_hung_worker_rank_is_named_and_requests_end_with_errors(ember_bin):
     status, body = result["response"]
     assert status != 200 and "rank 1" in json.dumps(body), result
     print(f"rank 1 stopped: /health 503 ({health}); the request got {status}; exit {code} after {elapsed:.1f} s")
+
+
+@pytest.fixture(scope="module")
+def two_hosts():
+    """Two "hosts" on this machine: network namespaces joined by a veth pair (10.77.0.1 and
+    10.77.0.2), torn down afterwards. Needs root (CI runs as root); skips where it cannot make them."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("network namespaces need root and iproute2")
+    tag = f"e{os.getpid() % 100000}"
+    hosts = {"10.77.0.1": f"{tag}h0", "10.77.0.2": f"{tag}h1"}
+    links = [f"{tag}v0", f"{tag}v1"]
+    setup = [["ip", "netns", "add", hosts["10.77.0.1"]], ["ip", "netns", "add", hosts["10.77.0.2"]],
+             ["ip", "link", "add", links[0], "type", "veth", "peer", "name", links[1]]]
+    for (address, ns), link in zip(hosts.items(), links):
+        setup += [["ip", "link", "set", link, "netns", ns], ["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", link],
+                  ["ip", "-n", ns, "link", "set", link, "up"], ["ip", "-n", ns, "link", "set", "lo", "up"]]
+    try:
+        for cmd in setup:
+            made = subprocess.run(cmd, capture_output=True, text=True)
+            if made.returncode != 0:
+                pytest.skip(f"cannot make network namespaces here ({' '.join(cmd)}: {made.stderr.strip()})")
+        yield hosts, links
+    finally:
+        for ns in hosts.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def veth_bytes(ns, link):
+    stats = pathlib.Path(f"/sys/class/net/{link}/statistics")
+    out = subprocess.run(["ip", "netns", "exec", ns, "cat", str(stats / "tx_bytes"), str(stats / "rx_bytes")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return sum(int(x) for x in out)
+
+
+def test_tensor_parallel_across_two_network_namespaces(ember_bin, two_hosts):
+    """One rank in each namespace, MPI over TCP on the veth pair (mpirun's rsh agent enters the
+    other namespace as ssh would log in to the other host): the tokens of one process, and the
+    collectives' bytes crossed the link."""
+    hosts, links = two_hosts
+    (first, ns0), (second, ns1) = hosts.items()
+    model = GOLDEN / "muse_spark/tiny_a"
+    args = ["--prompt-ids", "1,17,300,42,7,99,5", "--max-tokens", "24", "--ignore-eos", "--kv-cache-dtype", "f32"]
+    one, _ = generate(ember_bin, model, *args)
+    before = veth_bytes(ns0, links[0])
+    env = {**os.environ, "EMBER_NETNS_MAP": f"{first}={ns0},{second}={ns1}", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = ["ip", "netns", "exec", ns0, "mpirun", "-H", f"{first},{second}", "-np", "2", "--bind-to", "none",
+           "--mca", "plm_rsh_agent", str(ROOT / "tests/e2e/netns_rsh_agent.sh"), "--mca", "btl", "self,tcp",
+           "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "oob_tcp_if_include", "10.77.0.0/24",
+           str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *args,
+           "--tensor-parallel-size", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    many = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][0])
+    assert many["token_ids"] == one["token_ids"], proc.stderr
+    for a, b in zip(one["logprobs"], many["logprobs"]):
+        assert abs(a["logprob"] - b["logprob"]) < F32_KV_TOLERANCE, (a, b)
+    crossed = veth_bytes(ns0, links[0]) - before
+    # 24 steps x 6 layers x (attention + MoE all-reduces) + the vocab gathers, both directions.
+    assert crossed > 100_000, crossed
+    print(f"tp 2 across two namespaces: same {len(one['token_ids'])} tokens, {crossed} bytes over the veth pair")
