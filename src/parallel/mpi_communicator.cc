@@ -92,6 +92,21 @@ bool Disjoint(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
 
 }  // namespace
 
+// Adds one call and its wall time to `stats` (time waiting for peers included: what a step
+// spends in communication).
+class TimedCall {
+ public:
+  explicit TimedCall(MpiCommunicator::CollectiveStats& stats) : stats_(stats), start_(std::chrono::steady_clock::now()) {}
+  ~TimedCall() {
+    ++stats_.calls;
+    stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  MpiCommunicator::CollectiveStats& stats_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
@@ -100,6 +115,7 @@ struct MpiCommunicator::Impl {
   double timeout_seconds = 0.0;
   FaultHandler fault_handler;
   int64_t max_chunk_bytes = kDefaultMaxChunkBytes;
+  CollectiveStats stats;  // the collectives called on this group so far
 
   // The requests of the call in progress, with each one's peer (a rank of this group) and, for a
   // receive, the byte count its message must have (-1 for a send). Kept between calls so that a
@@ -270,6 +286,8 @@ int MpiCommunicator::WorldRankOf(int rank) const {
   return impl_->world_ranks[static_cast<size_t>(rank)];
 }
 
+MpiCommunicator::CollectiveStats MpiCommunicator::stats() const { return impl_->stats; }
+
 void MpiCommunicator::set_timeout(double seconds) {
   EMBER_CHECK(seconds >= 0.0, "set_timeout: negative timeout {}", seconds);
   impl_->timeout_seconds = seconds;
@@ -292,6 +310,7 @@ void MpiCommunicator::AllReduceSum(float* data, int64_t count) {
   EMBER_CHECK(count >= 0, "AllReduceSum: negative count {}", count);
   EMBER_CHECK(count == 0 || data != nullptr, "AllReduceSum: null data for {} elements", count);
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   if (m.size == 1 || count == 0) return;
   // Gather every rank's values into its slot of scratch, then add the slots in rank order here.
   const int64_t bytes = count * kFloatBytes;
@@ -310,6 +329,7 @@ void MpiCommunicator::AllReduceSum(float* data, int64_t count) {
 void MpiCommunicator::ReduceScatterSum(const float* in, int64_t count_per_rank, float* out) {
   EMBER_CHECK(count_per_rank >= 0, "ReduceScatterSum: negative count {}", count_per_rank);
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   if (count_per_rank == 0) return;
   EMBER_CHECK(in != nullptr && out != nullptr, "ReduceScatterSum: null buffer for {} elements", count_per_rank);
   const int64_t bytes = count_per_rank * kFloatBytes;
@@ -330,6 +350,7 @@ void MpiCommunicator::ReduceScatterSum(const float* in, int64_t count_per_rank, 
 void MpiCommunicator::AllGather(const float* in, int64_t count_per_rank, float* out) {
   EMBER_CHECK(count_per_rank >= 0, "AllGather: negative count {}", count_per_rank);
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   if (count_per_rank == 0) return;
   EMBER_CHECK(in != nullptr && out != nullptr, "AllGather: null buffer for {} elements", count_per_rank);
   const int64_t bytes = count_per_rank * kFloatBytes;
@@ -349,6 +370,7 @@ void MpiCommunicator::AllGather(const float* in, int64_t count_per_rank, float* 
 void MpiCommunicator::AllToAllV(const float* send, std::span<const int64_t> send_rows, float* recv,
                                 std::span<const int64_t> recv_rows, int64_t row_width) {
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   const auto size = static_cast<size_t>(m.size);
   EMBER_CHECK(send_rows.size() == size && recv_rows.size() == size,
               "AllToAllV: {} send and {} receive counts for a group of {}", send_rows.size(), recv_rows.size(), size);
@@ -392,6 +414,7 @@ void MpiCommunicator::AllToAllV(const float* send, std::span<const int64_t> send
 
 void MpiCommunicator::Broadcast(void* data, int64_t bytes, int root) {
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   EMBER_CHECK(root >= 0 && root < m.size, "Broadcast: root {} in a group of {}", root, m.size);
   EMBER_CHECK(bytes >= 0, "Broadcast: negative size {}", bytes);
   EMBER_CHECK(bytes == 0 || data != nullptr, "Broadcast: null data for {} bytes", bytes);
@@ -428,6 +451,7 @@ void MpiCommunicator::Recv(void* data, int64_t bytes, int source, int tag) {
 
 int64_t MpiCommunicator::AllReduceMin(int64_t value) {
   Impl& m = *impl_;
+  const TimedCall timed(m.stats);
   if (m.size == 1) return value;
   m.scratch_values.assign(static_cast<size_t>(m.size), value);
   for (int peer = 0; peer < m.size; ++peer) {

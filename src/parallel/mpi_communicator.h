@@ -73,6 +73,14 @@ class MpiCommunicator final : public exec::Communicator {
   // count), so any int64_t size goes through. Tests lower it to exercise the chunking.
   void set_max_chunk_bytes(int64_t bytes);
 
+  // The collectives (Send/Recv excepted) called on this group so far and their wall time, waits
+  // for slower peers included: the communication time of the steps that called them.
+  struct CollectiveStats {
+    int64_t calls = 0;
+    double seconds = 0.0;
+  };
+  CollectiveStats stats() const;
+
  private:
   struct Impl;
   explicit MpiCommunicator(std::unique_ptr<Impl> impl);

@@ -57,6 +57,11 @@ Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const Parallel
 }
 
 ParallelContext::~ParallelContext() {
+  if (tensor_ != nullptr) {
+    const MpiCommunicator::CollectiveStats t = tensor_->stats();
+    EMBER_LOG_INFO("communication: {} collectives in the tensor group, {:.3f} s in them (waits for other ranks included)",
+                   t.calls, t.seconds);
+  }
   // Communicators before MPI_Finalize (the runtime's destructor).
   tensor_.reset();
   world_.reset();
