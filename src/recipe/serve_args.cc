@@ -69,7 +69,14 @@ ServeCommand BuildServeCommand(const ServeInputs& in) {
     if (!value.empty()) c.future_flags.push_back(value);
   };
   const std::string parallelism = Str(s, "parallelism");
-  if (Int(s, "tp") > 1) future("--tensor-parallel-size", std::to_string(Int(s, "tp")));
+  // Tensor parallelism runs on CPU ranks over MPI (src/parallel); accelerators' ranks are future.
+  if (Int(s, "tp") > 1) {
+    if (in.accelerator) {
+      future("--tensor-parallel-size", std::to_string(Int(s, "tp")));
+    } else {
+      flag("--tensor-parallel-size", std::to_string(Int(s, "tp")));
+    }
+  }
   if (Int(s, "pp") > 1) future("--pipeline-parallel-size", std::to_string(Int(s, "pp")));
   if (Int(s, "dp") > 1) future("--data-parallel-size", std::to_string(Int(s, "dp")));
   if (Bool(s, "ep")) future("--enable-expert-parallel");

@@ -119,3 +119,14 @@ def test_emitted_command_is_accepted_and_memory_matches(ember_bin, model):
     predicted = r["weights"]["per_device_bytes"] + r["kv"]["budget_bytes_per_device"]
     actual = serve_startup_memory(ember_bin, r["command"]["argv"])
     assert abs(predicted / actual - 1) < 0.10, (predicted, actual)
+
+
+def test_cpu_tensor_parallel_recipe_emits_a_flag_ember_serve_takes(ember_bin, golden_dir):
+    out = recipe(ember_bin, "--hardware", "cpu", "--parallelism", "tp", "--devices-per-node", 2, "--model",
+                 golden_dir / "tiny_a", "--json")
+    r = json.loads(out.stdout)
+    argv = r["command"]["argv"]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "2", argv
+    assert "--tensor-parallel-size" not in r["command"]["future_flags"]
+    gpu = json.loads(recipe(ember_bin, "--hardware", "b200", "--goal", "throughput", "--json").stdout)
+    assert "--tensor-parallel-size" in gpu["command"]["future_flags"], "accelerator ranks are not built yet"
