@@ -60,6 +60,22 @@ Expected<std::unique_ptr<CausalLM>> LoadGguf(const std::string& path, const Load
 
 }  // namespace
 
+Expected<PipelineStage> PipelineStage::ForModel(int64_t num_layers) const {
+  if (num_stages < 1 || index < 0 || index >= num_stages) {
+    return InvalidArgument(fmt::format("pipeline stage {} of {}", index, num_stages));
+  }
+  if (num_stages > num_layers) {
+    return InvalidArgument(fmt::format("--pipeline-parallel-size {} is larger than the model's {} layers; use at most {}",
+                                       num_stages, num_layers, num_layers));
+  }
+  PipelineStage stage = *this;
+  if (num_stages == 1) return stage;
+  const int64_t base = num_layers / num_stages, extra = num_layers % num_stages;
+  stage.layers.begin = index * base + std::min<int64_t>(index, extra);
+  stage.layers.count = base + (index < extra ? 1 : 0);
+  return stage;
+}
+
 Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const KvStore& kv) {
   const ModelInfo& info = model.info();
   const kv::KvCacheConfig& config = kv.config();

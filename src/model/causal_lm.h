@@ -17,6 +17,7 @@
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
 #include "model/kv_store.h"
+#include "model/tensor_parallel.h"
 #include "quant/block_scaled.h"
 
 namespace ember {
@@ -123,6 +124,29 @@ class CausalLM {
 // the store's layout against the model's KvLayerSpecs.
 Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const KvStore& kv);
 
+// Pipeline parallelism: which consecutive layers this rank's stage runs, and where the residual
+// stream comes from and goes to (ranks of `comm`, the engine's world). The first stage embeds; a
+// later stage receives the residual stream from the stage before; every stage but the last sends
+// its result on; the last runs the head and its tensor rank 0 sends the logits to the rank that
+// samples. One stage (the default): everything here, nothing sent.
+struct PipelineStage {
+  exec::Communicator* comm = nullptr;
+  int index = 0;            // this stage, of num_stages
+  int num_stages = 1;
+  ShardRange layers;        // count 0: every layer (ForModel sets it)
+  int previous = -1;        // rank the residual stream comes from; -1 on the first stage
+  int next = -1;            // rank it goes to; -1 on the last stage
+  int logits_to = -1;       // last stage: the rank the logits go to (-1: none, or this rank samples)
+  int logits_from = -1;     // the sampling rank of the first stage: the rank the logits come from
+
+  bool first() const { return previous < 0; }
+  bool last() const { return next < 0; }
+  bool holds(int64_t layer) const { return layers.count == 0 || (layer >= layers.begin && layer < layers.end()); }
+  // This stage with `layers` set for a model of num_layers layers: consecutive blocks, the first
+  // num_layers % num_stages stages one layer longer. InvalidArgument with more stages than layers.
+  Expected<PipelineStage> ForModel(int64_t num_layers) const;
+};
+
 // How to load a model beyond what its files say.
 struct LoadOptions {
   // Quantize a bf16 checkpoint's routed expert weights to this format while loading (round to
@@ -139,6 +163,8 @@ struct LoadOptions {
   // The group the model's collectives run over (tensor- and expert-parallel ranks); it must
   // outlive the model. nullptr: the process-wide exec::LocalCommunicator (one process).
   exec::Communicator* communicator = nullptr;
+  // This rank's pipeline stage (architectures that support it: DenseDecoder, Muse Spark).
+  PipelineStage pipeline;
 };
 
 // A model directory's config.json model_type selects the factory.

@@ -24,9 +24,6 @@ Status ParallelConfig::Validate() const {
     return InvalidArgument(fmt::format("--tensor-parallel-size and --pipeline-parallel-size must be at least 1, got "
                                        "{} and {}", tensor_parallel_size, pipeline_parallel_size));
   }
-  if (pipeline_parallel_size > 1) {
-    return Unimplemented("--pipeline-parallel-size > 1 is not built yet; use --tensor-parallel-size");
-  }
   if (rank_timeout_seconds < 0) return InvalidArgument("--rank-timeout must be >= 0 (0 waits forever)");
   return Status::Ok();
 }
@@ -68,8 +65,27 @@ ParallelContext::~ParallelContext() {
 }
 
 std::string ParallelContext::Describe() const {
-  return fmt::format("rank {} of {} (tensor rank {} of {})", rank(), world_size(), tensor_->rank(),
-                     tensor_->world_size());
+  return fmt::format("rank {} of {} (tensor rank {} of {}, pipeline stage {} of {})", rank(), world_size(),
+                     tensor_->rank(), tensor_->world_size(), rank() / config_.tensor_parallel_size,
+                     config_.pipeline_parallel_size);
+}
+
+PipelineStage ParallelContext::pipeline_stage() {
+  PipelineStage stage;
+  const int tp = config_.tensor_parallel_size, pp = config_.pipeline_parallel_size;
+  if (pp == 1) return stage;
+  const int r = rank();
+  stage.comm = world_.get();
+  stage.index = r / tp;
+  stage.num_stages = pp;
+  // A stage's tensor rank t talks to tensor rank t of the stages around it: the residual stream
+  // is the same on every tensor rank of a stage.
+  stage.previous = stage.index > 0 ? r - tp : -1;
+  stage.next = stage.index < pp - 1 ? r + tp : -1;
+  const int last_stage_first_rank = (pp - 1) * tp;
+  if (r == last_stage_first_rank) stage.logits_to = 0;
+  if (r == 0) stage.logits_from = last_stage_first_rank;
+  return stage;
 }
 
 void ParallelContext::Abort(int code) {

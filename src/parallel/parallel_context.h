@@ -17,6 +17,7 @@
 #include "exec/communicator.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_runtime.h"
+#include "model/causal_lm.h"
 #include "runner/local_engine.h"
 
 namespace ember::parallel {
@@ -30,7 +31,7 @@ struct ParallelConfig {
 
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
   bool parallel() const { return world_size() > 1; }
-  // InvalidArgument for sizes below 1 and for what is not built yet (pipeline parallelism).
+  // InvalidArgument for sizes below 1.
   Status Validate() const;
 };
 
@@ -47,6 +48,9 @@ class ParallelContext {
   const ParallelConfig& config() const { return config_; }
   // The group the model's collectives run over (LoadOptions::communicator).
   exec::Communicator* tensor_group() { return tensor_.get(); }
+  // This rank's pipeline stage (LoadOptions::pipeline): its neighbours in the layout above, and
+  // where the last stage's logits go (world rank 0, which samples).
+  PipelineStage pipeline_stage();
   // Every rank of the engine: steps travel over it.
   exec::Communicator& world() { return *world_; }
   // What LocalEngine::Create needs: the KV block count agreed over the world, and on rank 0 the

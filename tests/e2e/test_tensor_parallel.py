@@ -1,4 +1,4 @@
-"""Tensor parallelism end to end: `ember generate --tensor-parallel-size N` starts its own ranks with
+"""Tensor and pipeline parallelism end to end: `ember generate --tensor-parallel-size N` starts its own ranks with
 mpirun (oversubscribed on this 2-core machine) and must give the greedy tokens one process gives,
 with logprobs within a stated tolerance; impossible shapes are refused with sizes that work; a
 served model answers as one process does, and a rank that dies ends the job with errors instead of
@@ -43,10 +43,12 @@ QUANTIZED_ACTIVATION_TOLERANCE = 0.25
 SMOLLM_BF16 = CACHE / "SmolLM2-135M-Instruct.BF16.gguf"
 
 
-def generate(ember_bin, model, *args, tp=1, timeout=300):
+def generate(ember_bin, model, *args, tp=1, pp=1, timeout=300):
     cmd = [str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *map(str, args)]
     if tp > 1:
         cmd += ["--tensor-parallel-size", str(tp)]
+    if pp > 1:
+        cmd += ["--pipeline-parallel-size", str(pp)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -123,9 +125,10 @@ def test_impossible_shapes_are_refused_with_what_works(ember_bin):
                            "2", "--tensor-parallel-size", "2"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "sizes that work for this model: 1, 3, 9" in proc.stderr, proc.stderr
-    proc = subprocess.run([str(ember_bin), "generate", "--model", str(SMOLLM), "--prompt-ids", "1,2",
-                           "--pipeline-parallel-size", "2"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "pipeline-parallel-size" in proc.stderr, proc.stderr
+    proc = subprocess.run([str(ember_bin), "generate", "--model", str(GOLDEN / "hf_dense/llama"), "--prompt-ids", "1,2",
+                           "--pipeline-parallel-size", "3"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "--pipeline-parallel-size 3 is larger than the model's 2 layers" in proc.stderr, (
+        proc.stderr)
 
 
 def complete(server, prompt, max_tokens=24):
@@ -295,3 +298,32 @@ def test_tensor_parallel_across_two_network_namespaces(ember_bin, two_hosts):
     # 24 steps x 6 layers x (attention + MoE all-reduces) + the vocab gathers, both directions.
     assert crossed > 100_000, crossed
     print(f"tp 2 across two namespaces: same {len(one['token_ids'])} tokens, {crossed} bytes over the veth pair")
+
+
+# Pipeline parallelism moves the residual stream between stages unchanged and sums nothing across
+# ranks, so with batch-invariant kernels every stage computes its layers' bits exactly as one
+# process does: tokens and logprobs are bitwise equal, quantized GGUF models included.
+@pytest.mark.parametrize("model,pp", [(GOLDEN / "muse_spark/tiny_a", 2), (GOLDEN / "muse_spark/tiny_a", 3),
+                                      (GOLDEN / "hf_dense/llama", 2), (SMOLLM, 2), (GEMMA, 2)],
+                         ids=["tiny_a-pp2", "tiny_a-pp3", "llama-pp2", "smollm2-pp2", "gemma3-pp2"])
+def test_pipeline_stages_decode_the_bits_of_one_process(ember_bin, model, pp):
+    if not model.exists():
+        pytest.skip(f"{model} is not fetched (make models)")
+    args = ["--prompt-ids", "1,17,200,42,7,99,5", "--max-tokens", "24", "--ignore-eos"]
+    one, _ = generate(ember_bin, model, *args)
+    staged, log = generate(ember_bin, model, *args, pp=pp)
+    assert staged["token_ids"] == one["token_ids"], log
+    assert staged["logprobs"] == one["logprobs"], "pipeline stages must not change a bit"
+    assert f"pipeline stage {pp - 1} of {pp}" in log, log
+
+
+def test_tensor_times_pipeline_parallel(ember_bin):
+    """tp 2 x pp 2 = 4 ranks (oversubscribed): the tensor-parallel tolerance, as tp 2 alone."""
+    model = GOLDEN / "muse_spark/tiny_a"
+    args = ["--prompt-ids", "1,17,300,42,7,99,5", "--max-tokens", "24", "--ignore-eos", "--kv-cache-dtype", "f32"]
+    one, _ = generate(ember_bin, model, *args)
+    both, log = generate(ember_bin, model, *args, tp=2, pp=2)
+    assert both["token_ids"] == one["token_ids"], log
+    for a, b in zip(one["logprobs"], both["logprobs"]):
+        assert abs(a["logprob"] - b["logprob"]) < F32_KV_TOLERANCE, (a, b)
+    assert "rank 3 of 4 (tensor rank 1 of 2, pipeline stage 1 of 2)" in log, log

@@ -61,6 +61,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
   options.communicator = ModelCommunicator();
+  options.pipeline = ModelPipelineStage();
   if (quantization) {
     EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(*quantization));
     options.quantization = choice.format;

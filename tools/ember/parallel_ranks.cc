@@ -42,7 +42,8 @@ void AddParallelOptions(CLI::App* cmd, parallel::ParallelConfig* config) {
                   "ember starts them with mpirun, under mpirun -np N it is one of them")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--pipeline-parallel-size", config->pipeline_parallel_size,
-                  "Pipeline stages (layers split into consecutive blocks); not built yet")
+                  "Pipeline stages: the layers split into consecutive blocks, one per stage of "
+                  "--tensor-parallel-size ranks (ranks = tp x pp)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--rank-timeout", config->rank_timeout_seconds,
                   "Seconds rank 0 waits for another rank inside a step before naming it and ending the job (0: "
@@ -67,6 +68,8 @@ Status StartParallel(const parallel::ParallelConfig& config, int* threads) {
 parallel::ParallelContext* Parallel() { return Context().get(); }
 
 exec::Communicator* ModelCommunicator() { return Context() ? Context()->tensor_group() : nullptr; }
+
+PipelineStage ModelPipelineStage() { return Context() ? Context()->pipeline_stage() : PipelineStage{}; }
 
 Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> model, const EngineOptions& options) {
   parallel::ParallelContext* context = Parallel();

@@ -31,6 +31,8 @@ Status StartParallel(const parallel::ParallelConfig& config, int* threads);
 parallel::ParallelContext* Parallel();
 // The tensor-parallel group for LoadOptions::communicator (null in one process).
 exec::Communicator* ModelCommunicator();
+// This rank's pipeline stage for LoadOptions::pipeline (one stage in one process).
+PipelineStage ModelPipelineStage();
 
 // LocalEngine::Create as this rank: rank 0 (or a single process) gets the engine; a worker rank
 // runs its worker loop until rank 0 shuts down, then exits the process (status 0, or 1 with a

@@ -38,7 +38,7 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path, cons
   spec.activation = GatedActivation::kGeluTanh;
   spec.embed_scale = std::sqrt(static_cast<float>(spec.hidden_size));
   spec.final_logit_softcap = static_cast<float>(w.FloatOr("final_logit_softcapping", 0.0));
-  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, spec));
+  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, layers, spec));
 
   std::vector<float> global_freq(head_dim / 2), local_freq(head_dim / 2);
   kernels::RopeInverseFrequencies(w.FloatOr("rope.freq_base", 1000000.0), head_dim, global_freq.data());
@@ -59,6 +59,7 @@ Expected<std::unique_ptr<CausalLM>> LoadGemma3Gguf(const std::string& path, cons
     o.rope = RopeLayout::kRotateHalf;
     o.inv_freq = sliding ? local_freq : global_freq;
     o.window = sliding ? window : -1;
+    if (!spec.pipeline.holds(l)) continue;  // another pipeline stage's layer
     EMBER_ASSIGN_OR_RETURN(layer.attn_norm, w.Vector(p + "attn_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.post_attn_norm, w.Vector(p + "post_attention_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.ffn_norm, w.Vector(p + "ffn_norm.weight", spec.hidden_size));

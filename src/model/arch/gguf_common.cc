@@ -15,7 +15,8 @@ Expected<GgufWeights> OpenGgufModel(const std::string& path, const std::string& 
   return weights;
 }
 
-Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, const LoadOptions& options, DenseDecoderSpec& spec) {
+Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, const LoadOptions& options, int64_t num_layers,
+                                 DenseDecoderSpec& spec) {
   const GgufFile& file = w.file();
   const GgufTensor* embed = file.FindTensor("token_embd.weight");
   if (embed == nullptr || embed->dims.size() != 2) {
@@ -23,14 +24,19 @@ Status LoadGgufEmbeddingsAndHead(const GgufWeights& w, const LoadOptions& option
   }
   const int64_t vocab = embed->dims[1];
   spec.communicator = options.communicator;
+  EMBER_ASSIGN_OR_RETURN(spec.pipeline, options.pipeline.ForModel(num_layers));
   spec.vocab_shard = VocabShard(vocab, TensorParallelRank::Of(exec::OrLocal(options.communicator)));
   const MatrixSplit rows = MatrixSplit::Rows(spec.vocab_shard);
-  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, w.Matrix("token_embd.weight", vocab, spec.hidden_size, rows));
+  // Only the first pipeline stage embeds and only the last runs the head.
+  if (options.pipeline.first()) {
+    EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, w.Matrix("token_embd.weight", vocab, spec.hidden_size, rows));
+  }
   spec.tied_embeddings = !w.Has("output.weight");
-  if (spec.tied_embeddings) {
+  if (options.pipeline.last() && spec.tied_embeddings && options.pipeline.first()) {
     spec.lm_head = spec.embed_tokens;
-  } else {
-    EMBER_ASSIGN_OR_RETURN(spec.lm_head, w.Matrix("output.weight", vocab, spec.hidden_size, rows));
+  } else if (options.pipeline.last()) {
+    EMBER_ASSIGN_OR_RETURN(spec.lm_head, w.Matrix(spec.tied_embeddings ? "token_embd.weight" : "output.weight", vocab,
+                                                  spec.hidden_size, rows));
   }
   EMBER_ASSIGN_OR_RETURN(spec.final_norm, w.Vector("output_norm.weight", spec.hidden_size));
   spec.info.architecture = w.architecture();

@@ -16,7 +16,9 @@ Expected<GgufWeights> OpenGgufModel(const std::string& path, const std::string& 
 // Fills info, embed_tokens, lm_head (tied when output.weight is absent; both this rank's block
 // of the vocabulary under tensor parallelism), vocab_shard, final_norm, keep_alive and
 // communicator (`options.communicator`). hidden_size must be set.
-Status LoadGgufEmbeddingsAndHead(const GgufWeights& weights, const LoadOptions& options, DenseDecoderSpec& spec);
+// spec.pipeline gets options.pipeline's layers for `num_layers` layers.
+Status LoadGgufEmbeddingsAndHead(const GgufWeights& weights, const LoadOptions& options, int64_t num_layers,
+                                 DenseDecoderSpec& spec);
 
 // A layer's attention shape and this rank's share of it: `options` gets the rank's head counts,
 // `splits` how to cut each matrix (model/tensor_parallel.h).

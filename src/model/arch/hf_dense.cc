@@ -118,19 +118,26 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
   spec.activation = gemma ? GatedActivation::kGeluTanh : GatedActivation::kSilu;
   spec.embed_scale = gemma ? std::sqrt(static_cast<float>(h)) : 1.0f;
   spec.final_logit_softcap = static_cast<float>(c_.final_logit_softcapping);
-  EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, Stored(p + "embed_tokens.weight", c_.vocab_size, h, vocab_rows));
+  // Only the first pipeline stage embeds and only the last runs the head.
+  EMBER_ASSIGN_OR_RETURN(spec.pipeline, options_.pipeline.ForModel(c_.num_hidden_layers));
+  const PipelineStage& stage = spec.pipeline;
+  if (stage.first()) {
+    EMBER_ASSIGN_OR_RETURN(spec.embed_tokens, Stored(p + "embed_tokens.weight", c_.vocab_size, h, vocab_rows));
+  }
   // transformers ties lm_head to the embedding when tie_word_embeddings is set, whatever the
   // file holds; otherwise lm_head.weight must be there.
   std::string head = "lm_head.weight";
   if (!w_.Has(head) && w_.Has("language_model.lm_head.weight")) head = "language_model.lm_head.weight";
   spec.tied_embeddings = c_.tie_word_embeddings;
-  if (spec.tied_embeddings) {
-    spec.lm_head = spec.embed_tokens;
-  } else if (!w_.Has(head)) {
+  if (!spec.tied_embeddings && !w_.Has(head)) {
     return NotFound(fmt::format("{}: tie_word_embeddings is false but there is no lm_head.weight; the checkpoint "
                                 "is incomplete", w_.Describe()));
-  } else {
-    EMBER_ASSIGN_OR_RETURN(spec.lm_head, Stored(head, c_.vocab_size, h, vocab_rows));
+  }
+  if (stage.last() && spec.tied_embeddings && stage.first()) {
+    spec.lm_head = spec.embed_tokens;
+  } else if (stage.last()) {
+    EMBER_ASSIGN_OR_RETURN(spec.lm_head, Stored(spec.tied_embeddings ? p + "embed_tokens.weight" : head,
+                                                c_.vocab_size, h, vocab_rows));
   }
   EMBER_ASSIGN_OR_RETURN(spec.final_norm, Norm(p + "norm.weight", h));
   spec.info.architecture = c_.model_type;
@@ -154,6 +161,7 @@ Expected<DenseDecoderSpec> HfDenseLoader::Load() {
     o.inv_freq = sliding ? local_freq : global_freq;
     o.window = sliding ? c_.sliding_window : -1;
     o.softmax_scale = 1.0f / std::sqrt(static_cast<float>(gemma ? c_.query_pre_attn_scalar : d));
+    if (!stage.holds(l)) continue;  // another pipeline stage's layer
     AttentionWeights& a = layer.attention;
     if (c_.family != HfDenseFamily::kLlama) {
       o.qk_norm = QkNorm::kGain;

@@ -33,7 +33,7 @@ Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path, const
   }
   spec.norm_eps = static_cast<float>(w.FloatOr("attention.layer_norm_rms_epsilon", 1e-5));
   spec.activation = GatedActivation::kSilu;
-  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, spec));
+  EMBER_RETURN_IF_ERROR(LoadGgufEmbeddingsAndHead(w, load, layers, spec));
 
   AttentionOptions options;
   const GgufLayerShape shape{spec.hidden_size, heads, kv_heads, head_dim, intermediate};
@@ -48,6 +48,7 @@ Expected<std::unique_ptr<CausalLM>> LoadLlamaGguf(const std::string& path, const
     DenseDecoderLayer& layer = spec.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
     layer.attention_options = options;
+    if (!spec.pipeline.holds(l)) continue;  // another pipeline stage's layer
     EMBER_ASSIGN_OR_RETURN(layer.attn_norm, w.Vector(p + "attn_norm.weight", spec.hidden_size));
     EMBER_ASSIGN_OR_RETURN(layer.ffn_norm, w.Vector(p + "ffn_norm.weight", spec.hidden_size));
     EMBER_RETURN_IF_ERROR(LoadGgufAttention(w, l, shape, splits, layer.attention));

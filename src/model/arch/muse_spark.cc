@@ -88,8 +88,10 @@ Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSpark
                                      "supported yet; serve the bf16 checkpoint with --quantization instead",
                                      scheme.Describe()));
   }
+  LoadOptions staged = options;
+  EMBER_ASSIGN_OR_RETURN(staged.pipeline, options.pipeline.ForModel(config.num_hidden_layers));
   std::unique_ptr<MuseSparkModel> model(
-      new MuseSparkModel(config, std::move(weights), scheme, options, splits, expert_columns));
+      new MuseSparkModel(config, std::move(weights), scheme, staged, splits, expert_columns));
   EMBER_RETURN_IF_ERROR(model->LoadWeights());
   return model;
 }
@@ -122,7 +124,11 @@ Status MuseSparkModel::LoadWeights() {
   WeightSource& w = *weights_;
   const std::string& p = c.tensor_prefix;
   const MatrixSplit vocab_rows = MatrixSplit::Rows(vocab_.shard);
-  EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  const PipelineStage& stage = options_.pipeline;
+  // Only the first pipeline stage embeds and only the last runs the head.
+  if (stage.first()) {
+    EMBER_ASSIGN_OR_RETURN(embed_tokens_, LoadMatrix(w, p + "embed_tokens.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  }
   // The reference never ties the output head to the embedding table, whatever config.json's
   // tie_word_embeddings says (see ParseTextConfig), so lm_head.weight must be there.
   if (!w.Has("lm_head.weight")) {
@@ -131,11 +137,15 @@ Status MuseSparkModel::LoadWeights() {
                                 "never ties it to embed_tokens); use a checkpoint that includes lm_head.weight",
                                 w.Describe()));
   }
-  EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  if (stage.last()) {
+    EMBER_ASSIGN_OR_RETURN(lm_head_, LoadMatrix(w, "lm_head.weight", c.vocab_size, c.hidden_size, vocab_rows));
+  }
   // The final norm's gain is absolute (no +1), unlike the zero-centred block norms.
   EMBER_ASSIGN_OR_RETURN(final_gain_, RequireVectorF32(w, p + "norm.weight", c.hidden_size));
   layers_.resize(c.num_hidden_layers);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (stage.holds(l)) EMBER_RETURN_IF_ERROR(LoadLayer(l, layers_[l]));
+  }
 
   // Byte accounting for memory plans and the decode roofline.
   int64_t total = embed_tokens_.bytes() + lm_head_.bytes();

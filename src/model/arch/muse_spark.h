@@ -56,7 +56,7 @@ class MuseSparkModel : public CausalLM {
   const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kBF16; }
   Status DrafterEmbedToken(int32_t token, float* out) const override;
-  const Linear* lm_head() const override { return vocab_.sharded() ? nullptr : &lm_head_; }
+  const Linear* lm_head() const override { return vocab_.sharded() || lm_head_.empty() ? nullptr : &lm_head_; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;

@@ -23,7 +23,10 @@ int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
 
 Status MuseSparkModel::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= info_.vocab_size) return InvalidArgument("token " + std::to_string(token) + " is outside the vocabulary");
-  if (vocab_.sharded()) return Unimplemented("drafters that share the target's embedding need it whole: run without tensor parallelism");
+  if (vocab_.sharded() || embed_tokens_.empty()) {
+    return Unimplemented("drafters that share the target's embedding need it whole: run without tensor or pipeline "
+                         "parallelism");
+  }
   // The table row without the embedding norm (CausalLM::DrafterEmbedToken says why).
   return ember::EmbedToken(embed_tokens_, {}, token, config_.hidden_size, out);
 }
@@ -37,20 +40,37 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
+  const int64_t count = batch.num_tokens();
+  const PipelineStage& stage = options_.pipeline;
+  if (stage.comm != nullptr && !batch.hidden_state_layers.empty()) {
+    return Unimplemented("hidden states (DSpark) are not available under pipeline parallelism");
+  }
   Workspace::Scope scope(workspace_);
 
-  // Embedding: the table row with a weightless RMSNorm (transformers' normed embedding module).
-  float* residual = workspace_.Take<float>(batch.num_tokens() * h);
-  EMBER_RETURN_IF_ERROR(
-      EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, vocab_, batch, h, comm_, residual));
+  // Embedding: the table row with a weightless RMSNorm (transformers' normed embedding module),
+  // or the stage before's residual stream.
+  float* residual = workspace_.Take<float>(count * h);
+  if (stage.first()) {
+    EMBER_RETURN_IF_ERROR(
+        EmbedInputs(embed_tokens_, {.norm_eps = static_cast<float>(c.rms_norm_eps)}, vocab_, batch, h, comm_, residual));
+  } else {
+    ReceiveResidual(stage, residual, count * h);
+  }
 
   const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!stage.holds(l)) continue;
     ScopedOp op("decoder", l);
     AttentionBlock(layers_[l], l, step, residual);
     FeedForwardBlock(layers_[l], step, residual);
     tap.AfterLayer(l, residual);
+  }
+  if (!stage.last()) {
+    SendResidual(stage, residual, count * h);
+    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+    if (stage.logits_from >= 0) ReceiveLogits(stage, rows, c.vocab_size, out);
+    return Status::Ok();
   }
 
   // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
@@ -60,6 +80,7 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   head.logit_scale = static_cast<float>(c.output_multiplier);
   head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
   RunHead(head, lm_head_, vocab_, step, residual, out);
+  if (stage.logits_to >= 0) SendLogits(stage, *out);
   return Status::Ok();
 }
 

@@ -74,6 +74,35 @@ void HiddenStateTap::AfterLayer(int64_t layer, const float* residual) {
   ++next_;
 }
 
+namespace {
+// Message tags of the pipeline's two streams (user tags of exec::Communicator).
+constexpr int kTagResidual = 1;
+constexpr int kTagLogits = 2;
+}  // namespace
+
+void ReceiveResidual(const PipelineStage& stage, float* residual, int64_t count) {
+  ScopedOp op("pipeline.receive");
+  stage.comm->Recv(residual, count * static_cast<int64_t>(sizeof(float)), stage.previous, kTagResidual);
+}
+
+void SendResidual(const PipelineStage& stage, const float* residual, int64_t count) {
+  ScopedOp op("pipeline.send");
+  stage.comm->Send(residual, count * static_cast<int64_t>(sizeof(float)), stage.next, kTagResidual);
+}
+
+void SendLogits(const PipelineStage& stage, const ForwardOutput& out) {
+  ScopedOp op("pipeline.send_logits");
+  stage.comm->Send(out.logits.data(), static_cast<int64_t>(out.logits.size() * sizeof(float)), stage.logits_to,
+                   kTagLogits);
+}
+
+void ReceiveLogits(const PipelineStage& stage, int64_t rows, int64_t vocab, ForwardOutput* out) {
+  ScopedOp op("pipeline.receive_logits");
+  out->logits.resize(rows * vocab);
+  stage.comm->Recv(out->logits.data(), rows * vocab * static_cast<int64_t>(sizeof(float)), stage.logits_from,
+                   kTagLogits);
+}
+
 int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden, const VocabSlice& vocab) {
   const int64_t normed = Workspace::BytesFor<float>(rows * hidden);
   if (!vocab.sharded()) return normed;

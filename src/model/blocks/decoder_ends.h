@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/blocks/step_context.h"
+#include "model/causal_lm.h"
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
 #include "model/linear.h"
@@ -75,6 +76,14 @@ void RunHead(const HeadOptions& options, const Linear& lm_head, const VocabSlice
              const float* residual, ForwardOutput* out);
 // The most workspace RunHead takes for `rows` logits rows.
 int64_t HeadWorkspaceBytes(int64_t rows, int64_t hidden, const VocabSlice& vocab);
+
+// Pipeline parallelism (PipelineStage): the residual stream [count floats] from the stage before
+// and to the next; the last stage's logits to the sampling rank, which receives `rows` x `vocab`
+// of them into out->logits. Blocking point-to-point messages over stage.comm.
+void ReceiveResidual(const PipelineStage& stage, float* residual, int64_t count);
+void SendResidual(const PipelineStage& stage, const float* residual, int64_t count);
+void SendLogits(const PipelineStage& stage, const ForwardOutput& out);
+void ReceiveLogits(const PipelineStage& stage, int64_t rows, int64_t vocab, ForwardOutput* out);
 
 // The most workspace a decoder's step of `tokens` tokens takes: the residual stream and the
 // positions for the whole step, beside the larger of one layer (its normed input and branch

@@ -29,9 +29,11 @@ DenseDecoder::DenseDecoder(DenseDecoderSpec spec)
 
 WeightBytes DenseDecoder::weight_bytes() const {
   WeightBytes bytes;
-  bytes.total = spec_.embed_tokens.bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.bytes());
+  // A tied head is the embedding table, counted once (a later pipeline stage holds only the head).
+  const bool head_is_table = spec_.tied_embeddings && !spec_.embed_tokens.empty();
+  bytes.total = spec_.embed_tokens.bytes() + (head_is_table ? 0 : spec_.lm_head.bytes());
   int64_t layers = 0;
-  bytes.repacked = spec_.embed_tokens.repacked_bytes() + (spec_.tied_embeddings ? 0 : spec_.lm_head.repacked_bytes());
+  bytes.repacked = spec_.embed_tokens.repacked_bytes() + (head_is_table ? 0 : spec_.lm_head.repacked_bytes());
   for (const DenseDecoderLayer& l : spec_.layers) {
     const AttentionWeights& a = l.attention;
     for (const Linear* w : {&a.q, &a.k, &a.v, &a.o}) {
@@ -90,7 +92,10 @@ int64_t DenseDecoder::WorkspaceBytes(const StepLimits& limits) const {
 
 Status DenseDecoder::DrafterEmbedToken(int32_t token, float* out) const {
   if (token < 0 || token >= spec_.info.vocab_size) return InvalidArgument(fmt::format("token {} is outside the vocabulary", token));
-  if (vocab_.sharded()) return Unimplemented("drafters that share the target's embedding need it whole: run without tensor parallelism");
+  if (vocab_.sharded() || spec_.embed_tokens.empty()) {
+    return Unimplemented("drafters that share the target's embedding need it whole: run without tensor or pipeline "
+                         "parallelism");
+  }
   return ember::EmbedToken(spec_.embed_tokens, {.scale = spec_.embed_scale}, token, spec_.hidden_size, out);
 }
 
@@ -101,22 +106,39 @@ Status DenseDecoder::ApplyFinalNorm(const float* x, int64_t rows, float* out) co
 
 Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) {
   EMBER_RETURN_IF_ERROR(CheckForwardBatch(*this, batch, kv));
+  const PipelineStage& stage = spec_.pipeline;
+  if (stage.comm != nullptr && !batch.hidden_state_layers.empty()) {
+    return Unimplemented("hidden states (DSpark) are not available under pipeline parallelism");
+  }
   Workspace::Scope scope(workspace_);
   const int64_t h = spec_.hidden_size;
-  float* residual = workspace_.Take<float>(batch.num_tokens() * h);
-  EMBER_RETURN_IF_ERROR(
-      EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, vocab_, batch, h, comm_, residual));
+  const int64_t count = batch.num_tokens();
+  float* residual = workspace_.Take<float>(count * h);
+  if (stage.first()) {
+    EMBER_RETURN_IF_ERROR(
+        EmbedInputs(spec_.embed_tokens, {.scale = spec_.embed_scale}, vocab_, batch, h, comm_, residual));
+  } else {
+    ReceiveResidual(stage, residual, count * h);
+  }
   const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    if (!stage.holds(static_cast<int64_t>(l))) continue;
     Layer(spec_.layers[l], static_cast<int64_t>(l), step, residual);
     tap.AfterLayer(static_cast<int64_t>(l), residual);
+  }
+  if (!stage.last()) {
+    SendResidual(stage, residual, count * h);
+    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+    if (stage.logits_from >= 0) ReceiveLogits(stage, rows, spec_.info.vocab_size, out);
+    return Status::Ok();
   }
   HeadOptions head;
   head.norm_eps = spec_.norm_eps;
   head.final_gain = spec_.final_norm.data();
   head.logit_softcap = spec_.final_logit_softcap;
   RunHead(head, spec_.lm_head, vocab_, step, residual, out);
+  if (stage.logits_to >= 0) SendLogits(stage, *out);
   return Status::Ok();
 }
 

@@ -43,6 +43,10 @@ struct DenseDecoderSpec {
   // exec::LocalCommunicator. Layers' attention options and linears are then this rank's shard
   // (model/tensor_parallel.h).
   exec::Communicator* communicator = nullptr;
+  // This rank's pipeline stage: `layers` outside it hold only their attention options (for the
+  // KV layout, which spans every layer), and only the first stage holds embed_tokens, only the
+  // last lm_head and final_norm.
+  PipelineStage pipeline;
 };
 
 class DenseDecoder : public CausalLM {
@@ -55,7 +59,9 @@ class DenseDecoder : public CausalLM {
   const std::vector<kv::LayerKvSpec>& KvLayerSpecs() const override { return kv_specs_; }
   kv::KvDtype DefaultKvDtype() const override { return kv::KvDtype::kF16; }
   Status DrafterEmbedToken(int32_t token, float* out) const override;
-  const Linear* lm_head() const override { return vocab_.sharded() ? nullptr : &spec_.lm_head; }
+  const Linear* lm_head() const override {
+    return vocab_.sharded() || spec_.lm_head.empty() ? nullptr : &spec_.lm_head;
+  }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;
