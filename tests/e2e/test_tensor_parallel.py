@@ -271,10 +271,11 @@ def veth_bytes(ns, link):
     return sum(int(x) for x in out)
 
 
-def test_tensor_parallel_across_two_network_namespaces(ember_bin, two_hosts):
+@pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--pipeline-parallel-size"])
+def test_parallel_across_two_network_namespaces(ember_bin, two_hosts, flag):
     """One rank in each namespace, MPI over TCP on the veth pair (mpirun's rsh agent enters the
-    other namespace as ssh would log in to the other host): the tokens of one process, and the
-    collectives' bytes crossed the link."""
+    other namespace as ssh would log in to the other host): the tokens of one process (the bits, for
+    pipeline stages), and the ranks' messages crossed the link."""
     hosts, links = two_hosts
     (first, ns0), (second, ns1) = hosts.items()
     model = GOLDEN / "muse_spark/tiny_a"
@@ -286,18 +287,20 @@ def test_tensor_parallel_across_two_network_namespaces(ember_bin, two_hosts):
     cmd = ["ip", "netns", "exec", ns0, "mpirun", "-H", f"{first},{second}", "-np", "2", "--bind-to", "none",
            "--mca", "plm_rsh_agent", str(ROOT / "tests/e2e/netns_rsh_agent.sh"), "--mca", "btl", "self,tcp",
            "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "oob_tcp_if_include", "10.77.0.0/24",
-           str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *args,
-           "--tensor-parallel-size", "2"]
+           str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *args, flag, "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     many = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][0])
     assert many["token_ids"] == one["token_ids"], proc.stderr
+    if flag == "--pipeline-parallel-size":
+        assert many["logprobs"] == one["logprobs"]
     for a, b in zip(one["logprobs"], many["logprobs"]):
         assert abs(a["logprob"] - b["logprob"]) < F32_KV_TOLERANCE, (a, b)
     crossed = veth_bytes(ns0, links[0]) - before
-    # 24 steps x 6 layers x (attention + MoE all-reduces) + the vocab gathers, both directions.
-    assert crossed > 100_000, crossed
-    print(f"tp 2 across two namespaces: same {len(one['token_ids'])} tokens, {crossed} bytes over the veth pair")
+    # tp: 24 steps x 6 layers x (attention + MoE all-reduces) + the vocab gathers, both directions;
+    # pp: each step's residual stream one way and its logits back.
+    assert crossed > 50_000, crossed
+    print(f"{flag} 2 across two namespaces: same {len(one['token_ids'])} tokens, {crossed} bytes over the veth pair")
 
 
 # Pipeline parallelism moves the residual stream between stages unchanged and sums nothing across
@@ -327,3 +330,20 @@ def test_tensor_times_pipeline_parallel(ember_bin):
     for a, b in zip(one["logprobs"], both["logprobs"]):
         assert abs(a["logprob"] - b["logprob"]) < F32_KV_TOLERANCE, (a, b)
     assert "rank 3 of 4 (tensor rank 1 of 2, pipeline stage 1 of 2)" in log, log
+
+
+def test_serve_over_two_pipeline_stages_answers_as_one_process(ember_bin):
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} is not fetched (make models)")
+    prompts = ["Three colours are", "Two plus two is", "Hello in French is"]
+    answers = {}
+    for pp in (1, 2):
+        server = Server(ember_bin, "--pipeline-parallel-size", pp, model=GEMMA, name="m")
+        try:
+            answers[pp] = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
+        finally:
+            code = server.stop()
+            log = server.proc.stderr.read()
+        assert code == (0 if pp == 1 else 1), log
+    # Bitwise stages: even the quantized model with its f16 KV cache answers word for word.
+    assert answers[2] == answers[1]

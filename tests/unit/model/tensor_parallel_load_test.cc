@@ -90,3 +90,29 @@ TEST(TensorParallelLoad, ImpossibleShapesAreRefused) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(PipelineStage, ConsecutiveLayerBlocksLongerFirst) {
+  PipelineStage stage;
+  stage.num_stages = 4;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int i = 0; i < 4; ++i) {
+    stage.index = i;
+    auto s = stage.ForModel(30);
+    ASSERT_TRUE(s.ok());
+    blocks.emplace_back(s->layers.begin, s->layers.count);
+  }
+  EXPECT_EQ(blocks, (std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {8, 8}, {16, 7}, {23, 7}}));
+  stage.num_stages = 31;
+  stage.index = 0;
+  EXPECT_FALSE(stage.ForModel(30).ok());
+  stage.num_stages = 1;
+  auto whole = stage.ForModel(30);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(whole->holds(29));
+}
+
+}  // namespace
+}  // namespace ember
