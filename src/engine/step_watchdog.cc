@@ -70,6 +70,11 @@ void StepWatchdog::OnStepEnd() {
   }
 }
 
+double StepWatchdog::CurrentStepSeconds() const {
+  std::lock_guard lock(mu_);
+  return in_step_ ? std::chrono::duration<double>(Clock::now() - started_).count() : 0.0;
+}
+
 bool StepWatchdog::stalled() const {
   std::lock_guard lock(mu_);
   return stalled_;

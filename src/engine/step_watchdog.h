@@ -47,6 +47,8 @@ class StepWatchdog : public StepObserver {
   // Any thread: what /health says while stalled, e.g. "engine step 41 has run for 12.0 s
   // (limit 10.0 s, 8 tokens) in layer 3 attention.o_proj; requests cmpl-1, cmpl-2"; "" otherwise.
   std::string StallMessage() const;
+  // Any thread: how long the step in flight has run, in seconds (0 between steps).
+  double CurrentStepSeconds() const;
   // The limit a step of `num_tokens` gets now, in seconds.
   double LimitSeconds(int64_t num_tokens) const;
 

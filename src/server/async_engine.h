@@ -76,6 +76,8 @@ class AsyncEngine {
   // StallMessage() then.
   bool stalled() const { return watchdog_.stalled(); }
   std::string StallMessage() const { return watchdog_.StallMessage(); }
+  // How long the engine step in flight has run (0 between steps).
+  double CurrentStepSeconds() const { return watchdog_.CurrentStepSeconds(); }
   // Requests submitted and not finished yet (for overload control).
   int64_t num_in_flight() const { return in_flight_.load(); }
 

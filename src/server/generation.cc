@@ -91,4 +91,8 @@ void GenerationJob::AbortAll() {
   }
 }
 
+ApiError GenerationError(const AsyncEngine& engine, const std::string& error) {
+  return engine.alive() ? BadRequest(error) : ServiceUnavailable(error);
+}
+
 }  // namespace ember::server

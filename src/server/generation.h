@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/protocol/api_error.h"
 #include "server/serving_context.h"
 #include "server/text_stream.h"
 
@@ -74,5 +75,10 @@ class GenerationJob {
   std::vector<bool> prompt_counted_;
   Admission::Slot slot_;  // held until the job ends
 };
+
+// The error a finished-with-error generation answers with: 503 when the engine itself failed
+// (AsyncEngine::Fail, e.g. a tensor-parallel rank stopped answering), 400 for an error of the
+// request (a token outside the vocabulary, ...).
+ApiError GenerationError(const AsyncEngine& engine, const std::string& error);
 
 }  // namespace ember::server

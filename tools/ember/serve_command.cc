@@ -192,6 +192,19 @@ int RunServe(ServeOptions& o) {
     EMBER_LOG_INFO("received {}: finishing requests in flight (at most {} s; a second signal exits now)",
                    received == SIGINT ? "SIGINT" : "SIGTERM", o.server.shutdown_timeout_s);
     http.Stop();
+    if (Parallel() != nullptr) {
+      // Under mpirun a signal usually means the job is ending: mpirun stops every rank when one
+      // dies. A step that cannot finish (a peer is gone) would leave the requests in flight
+      // without an answer until mpirun kills this rank, so they get an error now instead.
+      for (int i = 0; i < 10 && async_engine.num_in_flight() > 0; ++i) {
+        if (async_engine.CurrentStepSeconds() > 0.5) {
+          async_engine.Fail("the server is stopping and its engine step cannot finish: another rank of this "
+                            "tensor/pipeline-parallel job stopped (mpirun's message names it)");
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     sigwait(&signals, &received);
     if (exiting) return;
     // The second signal: the operator does not want to wait.

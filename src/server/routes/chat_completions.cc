@@ -193,8 +193,8 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
       if (d.delta.finish_reason == "error" && acc->error.empty()) acc->error = d.delta.error;
     }
   };
-  format.on_done = [=](const GenerationJob& j, HttpResponse& out) {
-    if (!acc->error.empty()) return SendError(out, BadRequest(acc->error));
+  format.on_done = [=, engine = context.engine](const GenerationJob& j, HttpResponse& out) {
+    if (!acc->error.empty()) return SendError(out, GenerationError(*engine, acc->error));
     json out_choices = json::array();
     for (size_t i = 0; i < j.num_choices(); ++i) {
       const ParsedOutput p = parse(acc->texts[i], true);

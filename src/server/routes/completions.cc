@@ -132,8 +132,8 @@ void HandleCompletions(ServingContext& context, const HttpRequest& req, HttpResp
       if (d.delta.finish_reason == "error" && acc->error.empty()) acc->error = d.delta.error;
     }
   };
-  format.on_done = [=, echo = request.echo](const GenerationJob& j, HttpResponse& out) {
-    if (!acc->error.empty()) return SendError(out, BadRequest(acc->error));
+  format.on_done = [=, engine = context.engine, echo = request.echo](const GenerationJob& j, HttpResponse& out) {
+    if (!acc->error.empty()) return SendError(out, GenerationError(*engine, acc->error));
     json out_choices = json::array();
     for (size_t i = 0; i < j.num_choices(); ++i) {
       const std::string text = (echo ? prompt_texts[prompt_of_choice[i]] : "") + acc->text[i];
