@@ -108,6 +108,8 @@ void ParallelContext::OnRankFault(std::function<void(const std::string& message)
 ParallelHooks ParallelContext::Hooks() {
   ParallelHooks hooks;
   exec::Communicator* world = world_.get();
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // Open MPI: ranks on this host
+  hooks.ranks_on_host = local != nullptr && std::atoi(local) > 0 ? std::atoi(local) : 1;
   hooks.agree_num_blocks = [world](int64_t num_blocks) -> Expected<int64_t> {
     const int64_t agreed = world->AllReduceMin(num_blocks);
     if (agreed < num_blocks) {

@@ -17,7 +17,9 @@ namespace ember {
 
 namespace {
 
-Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o, int64_t max_model_len) {
+// `ranks_on_host` engines of one multi-process job share this host's free memory.
+Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o, int64_t max_model_len,
+                                   int ranks_on_host) {
   kv::KvDtype dtype = model.DefaultKvDtype();
   if (o.kv_cache_dtype != "auto") {
     EMBER_ASSIGN_OR_RETURN(dtype, kv::ParseKvDtype(o.kv_cache_dtype));
@@ -33,7 +35,7 @@ Expected<kv::KvCacheConfig> PlanKv(const CausalLM& model, const EngineOptions& o
     budget = std::min(per_sequence * o.max_num_seqs + 2 * config.BytesPerBlock(),
                       std::max(kDefaultBudget, one_sequence));
     const int64_t available = AvailableMemoryBytes();
-    if (available > 0) budget = std::min(budget, available / 2);
+    if (available > 0) budget = std::min(budget, available / 2 / std::max(ranks_on_host, 1));
   }
   EMBER_ASSIGN_OR_RETURN(config.num_blocks, kv::NumBlocksForBudget(config, budget));
   if ((config.num_blocks - 1) * config.BytesPerBlock() < per_sequence) {
@@ -112,7 +114,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
     return InvalidArgument(fmt::format("--max-model-len {} exceeds the model's context length {}", max_model_len,
                                        model_max));
   }
-  EMBER_ASSIGN_OR_RETURN(kv::KvCacheConfig kv_config, PlanKv(*model, o, max_model_len));
+  EMBER_ASSIGN_OR_RETURN(kv::KvCacheConfig kv_config, PlanKv(*model, o, max_model_len, hooks.ranks_on_host));
   if (hooks.agree_num_blocks) {
     EMBER_ASSIGN_OR_RETURN(kv_config.num_blocks, hooks.agree_num_blocks(kv_config.num_blocks));
   }

@@ -61,6 +61,9 @@ struct ParallelHooks {
   std::function<Expected<int64_t>(int64_t num_blocks)> agree_num_blocks;
   // The core's executor around the runner (rank 0 broadcasts each step before running it).
   std::function<std::unique_ptr<Executor>(ModelRunner& runner)> wrap_executor;
+  // Ranks of the job on this host: the default KV budget's share of the free memory is split
+  // among them.
+  int ranks_on_host = 1;
 };
 
 class LocalEngine {
