@@ -62,6 +62,8 @@ Expected<Linear> GgufWeights::Matrix(const std::string& name, int64_t out_featur
     return SliceQuantized(m, split);
   }();
   if (!linear.ok()) return InvalidArgument(fmt::format("{}: tensor {}: {}", file_->path(), name, linear.status().message()));
+  // A block of columns is a copy: the rank keeps only that, not the pages it read it from.
+  if (split.kind == MatrixSplit::Kind::kColumns) MappedFile::DropResidentPages(static_cast<const uint8_t*>(t->data), t->bytes);
   return linear;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/checkpoint.h"
+#include "formats/mapped_file.h"
 
 namespace ember {
 namespace {
@@ -24,6 +25,9 @@ class CheckpointWeightSource : public WeightSource {
   }
   bool Has(std::string_view name) const override { return checkpoint_->Has(name); }
   std::string Describe() const override { return description_; }
+  void Release(const TensorView& view) override {
+    MappedFile::DropResidentPages(static_cast<const uint8_t*>(view.data), view.NumBytes());
+  }
   std::vector<std::string> UnusedTensorNames() const override {
     std::vector<std::string> unused;
     for (const std::string& name : checkpoint_->Names()) {

@@ -27,6 +27,10 @@ class WeightSource {
   // Tensors the source holds that nobody has required (e.g. vision towers of a multimodal
   // checkpoint when only the text decoder runs), sorted.
   virtual std::vector<std::string> UnusedTensorNames() const { return {}; }
+  // The caller has copied what it needs of `view` (a tensor-parallel rank's block of columns): a
+  // mapped source drops its pages from this process's resident memory, so a rank never holds
+  // more than its shard at once while loading. A no-op for sources that own their bytes.
+  virtual void Release(const TensorView& view) { (void)view; }
 };
 
 // The vector `name` of `n` elements stored as f32, bf16 or f16, as f32 values plus `add` (1 for

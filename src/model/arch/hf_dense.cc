@@ -71,10 +71,11 @@ Expected<std::string> HfDenseLoader::FindPrefix() const {
 Expected<Linear> HfDenseLoader::Stored(const std::string& name, int64_t rows, int64_t cols, const MatrixSplit& split) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, w_.Require(name, {DType::kBF16, DType::kF32, DType::kF16}, Shape{rows, cols}));
   if (split.whole()) return LinearFromTensor(t);
-  if (t.dtype == DType::kF16) {
-    return SliceQuantized(quant::QuantMatrix{GgmlType::kF16, t.data, rows, cols, cols * 2}, split);
-  }
-  return SliceDense(t, split);
+  Expected<Linear> linear = t.dtype == DType::kF16
+                                ? SliceQuantized(quant::QuantMatrix{GgmlType::kF16, t.data, rows, cols, cols * 2}, split)
+                                : SliceDense(t, split);
+  if (split.kind == MatrixSplit::Kind::kColumns) w_.Release(t);  // the copy is all this rank keeps
+  return linear;
 }
 
 Expected<Linear> HfDenseLoader::LayerLinear(const std::string& module, int64_t rows, int64_t cols,

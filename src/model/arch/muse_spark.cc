@@ -20,7 +20,9 @@ constexpr float kResidualGateEps = 1e-3f;
 Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64_t rows, int64_t cols,
                             const MatrixSplit& split = MatrixSplit::Whole()) {
   EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, kMatrixDTypes, Shape{rows, cols}));
-  return SliceDense(t, split);
+  EMBER_ASSIGN_OR_RETURN(Linear linear, SliceDense(t, split));
+  if (split.kind == MatrixSplit::Kind::kColumns) source.Release(t);  // the copy is all this rank keeps
+  return linear;
 }
 
 }  // namespace
@@ -284,6 +286,7 @@ Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, c
   // dense stack, cut to this rank's block of features first.
   EMBER_ASSIGN_OR_RETURN(TensorView stored, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
   EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceExpertStack(stored, split, halves));
+  if (sliced.owner != nullptr) weights_->Release(stored);  // the copy is all this rank keeps
   if (!options_.quantization) return ExpertWeights::Dense(sliced.view, std::move(sliced.owner));
   const TensorView& dense = sliced.view;
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves, options_.mxfp4_rounding));
