@@ -43,13 +43,9 @@ Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const Parallel
   }
   SetLogTag(fmt::format("r{}", context->rank()));
   context->world_ = MpiCommunicator::World();
-  // Rank 0 waits for the workers only inside steps; a worker waits for rank 0's next step as long
-  // as the server is idle, so only rank 0 bounds its waits on the world group.
-  context->world_->set_timeout(context->rank() == 0 ? config.rank_timeout_seconds : 0.0);
   // One pipeline stage of tensor_parallel_size neighbours per color (the layout above).
   const int stage = context->rank() / config.tensor_parallel_size;
   context->tensor_ = context->world_->Split(stage, context->rank());
-  context->tensor_->set_timeout(config.rank_timeout_seconds);
   return context;
 }
 
@@ -93,6 +89,13 @@ void ParallelContext::Abort(int code) {
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+}
+
+void ParallelContext::EnableRankTimeouts() {
+  // Rank 0 waits for the workers only inside steps; a worker waits for rank 0's next step as long
+  // as the server is idle, so only rank 0 bounds its waits on the world group.
+  if (driver()) world_->set_timeout(config_.rank_timeout_seconds);
+  tensor_->set_timeout(config_.rank_timeout_seconds);
 }
 
 void ParallelContext::OnRankFault(std::function<void(const std::string& message)> before_abort) {

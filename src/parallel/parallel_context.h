@@ -61,6 +61,9 @@ class ParallelContext {
   // Ends every rank of the job with `code` (MPI_Abort): after an error on this rank, while the
   // others may wait for it in a collective.
   [[noreturn]] void Abort(int code);
+  // Bounds every wait of a step by --rank-timeout from now on. Called once the engine is built:
+  // loading may take the ranks different times, and that is not a fault.
+  void EnableRankTimeouts();
   // What a collective that timed out (--rank-timeout) does on this rank: log the message naming
   // the silent ranks, call `before_abort` (a server fails its requests in flight), then Abort(1).
   void OnRankFault(std::function<void(const std::string& message)> before_abort);

@@ -80,6 +80,7 @@ Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> mo
     EMBER_LOG_INFO("resident memory: {:.1f} MiB ({:.1f} MiB heap and copies, {:.1f} MiB mapped file pages)",
                    m.total / 1048576.0, m.anon / 1048576.0, m.file / 1048576.0);
   }
+  if (engine.ok()) context->EnableRankTimeouts();
   if (context->driver()) return engine;
   if (!engine.ok()) {
     EMBER_LOG_ERROR("{}", engine.status().message());
