@@ -106,6 +106,26 @@ class CausalLM {
   // is resized only when the step asks for more rows than the last one held.
   virtual Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) = 0;
 
+  // Pipeline parallelism (LoadOptions::pipeline). The number of stages; with more than one, a
+  // step's requests may run as micro-batches so that the stages overlap (ModelRunner).
+  virtual int pipeline_stages() const { return 1; }
+  // The logits of a step travel once, after all its micro-batches: the last stage's Forward
+  // leaves them in `out`, and its rank that sends_logits() sends the step's rows (every
+  // micro-batch's, in order) with SendLogits; the sampling rank, whose Forward only sends the
+  // residual stream on (logits_arrive_later()), receives them with ReceiveLogits. Sending once per
+  // step rather than per micro-batch keeps a stage from blocking on a send while the sampling rank
+  // still forwards the next micro-batch.
+  virtual bool logits_arrive_later() const { return false; }
+  virtual bool sends_logits() const { return false; }
+  virtual Status ReceiveLogits(int64_t rows, ForwardOutput* out) {
+    (void)rows, (void)out;
+    return Unimplemented(info().architecture + " has no pipeline stages");
+  }
+  virtual Status SendLogits(const ForwardOutput& out) {
+    (void)out;
+    return Unimplemented(info().architecture + " has no pipeline stages");
+  }
+
   // The workspace one step within `limits` takes, at most (an architecture sums its blocks').
   virtual int64_t WorkspaceBytes(const StepLimits& limits) const = 0;
   // Sizes the step workspace for `limits` once, at load (LocalEngine does). A step beyond them

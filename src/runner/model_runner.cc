@@ -50,8 +50,8 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
 
   // Token ids and positions were validated at admission and bounded by max_model_len, so a
   // failure here is a bug too.
-  const Status forward = model_->Forward(built.batch, *kv_, &forward_);
-  EMBER_CHECK(forward.ok(), "{}", forward.message());
+  const Expected<int> forward = step_forward_.Run(*model_, *kv_, inputs, output, built, &forward_);
+  EMBER_CHECK(forward.ok(), "{}", forward.status().message());
   ++num_steps_;
   num_tokens_computed_ += built.batch.num_tokens();
 
@@ -84,8 +84,8 @@ int64_t ModelRunner::ExecuteWorkerStep(const SchedulerOutput& output, std::span<
   for (RequestIndex req : output.scheduled_reqs) inputs.push_back(states_.Find(req));
   const BuiltBatch built =
       BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
-  const Status forward = model_->Forward(built.batch, *kv_, &forward_);
-  EMBER_CHECK(forward.ok(), "{}", forward.message());
+  const Expected<int> forward = step_forward_.Run(*model_, *kv_, inputs, output, built, &forward_);
+  EMBER_CHECK(forward.ok(), "{}", forward.status().message());
   ++num_steps_;
   num_tokens_computed_ += built.batch.num_tokens();
   return built.batch.num_tokens();

@@ -19,6 +19,7 @@
 #include "runner/constraint_masks.h"
 #include "runner/request_state.h"
 #include "runner/sampler/sampler.h"
+#include "runner/step_forward.h"
 #include "spec/proposer.h"
 
 namespace ember {
@@ -67,6 +68,7 @@ class ModelRunner : public Executor {
   Sampler sampler_;
   ConstraintMasks masks_;  // structured outputs: per-request grammar matchers and their masks
   ForwardOutput forward_;  // reused across steps
+  StepForward step_forward_;  // one batch, or micro-batches through pipeline stages
   std::unique_ptr<spec::Proposer> proposer_;
   std::vector<SamplerRow> rows_;      // reused across steps
   std::vector<DraftToVerify> checks_; // reused across steps

@@ -59,6 +59,11 @@ class MuseSparkModel : public CausalLM {
   const Linear* lm_head() const override { return vocab_.sharded() || lm_head_.empty() ? nullptr : &lm_head_; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
+  int pipeline_stages() const override { return options_.pipeline.num_stages; }
+  bool logits_arrive_later() const override { return options_.pipeline.logits_from >= 0; }
+  bool sends_logits() const override { return options_.pipeline.logits_to >= 0; }
+  Status ReceiveLogits(int64_t rows, ForwardOutput* out) override;
+  Status SendLogits(const ForwardOutput& out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;
   const MuseSparkConfig& config() const { return config_; }
 

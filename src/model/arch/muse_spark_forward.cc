@@ -68,9 +68,7 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   }
   if (!stage.last()) {
     SendResidual(stage, residual, count * h);
-    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-    if (stage.logits_from >= 0) ReceiveLogits(stage, rows, c.vocab_size, out);
-    return Status::Ok();
+    return Status::Ok();  // the sampling rank collects the logits with ReceiveLogits
   }
 
   // Final norm (absolute gain) and the softcapped, output-multiplied logits of the requested rows.
@@ -80,7 +78,18 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   head.logit_scale = static_cast<float>(c.output_multiplier);
   head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
   RunHead(head, lm_head_, vocab_, step, residual, out);
-  if (stage.logits_to >= 0) SendLogits(stage, *out);
+  return Status::Ok();
+}
+
+Status MuseSparkModel::ReceiveLogits(int64_t rows, ForwardOutput* out) {
+  if (!logits_arrive_later()) return InvalidArgument("ReceiveLogits on a rank no logits are sent to");
+  ember::ReceiveLogits(options_.pipeline, rows, config_.vocab_size, out);
+  return Status::Ok();
+}
+
+Status MuseSparkModel::SendLogits(const ForwardOutput& out) {
+  if (!sends_logits()) return InvalidArgument("SendLogits on a rank that does not send them");
+  ember::SendLogits(options_.pipeline, out);
   return Status::Ok();
 }
 

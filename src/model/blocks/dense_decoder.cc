@@ -129,16 +129,25 @@ Status DenseDecoder::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutp
   }
   if (!stage.last()) {
     SendResidual(stage, residual, count * h);
-    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-    if (stage.logits_from >= 0) ReceiveLogits(stage, rows, spec_.info.vocab_size, out);
-    return Status::Ok();
+    return Status::Ok();  // the sampling rank collects the logits with ReceiveLogits
   }
   HeadOptions head;
   head.norm_eps = spec_.norm_eps;
   head.final_gain = spec_.final_norm.data();
   head.logit_softcap = spec_.final_logit_softcap;
   RunHead(head, spec_.lm_head, vocab_, step, residual, out);
-  if (stage.logits_to >= 0) SendLogits(stage, *out);
+  return Status::Ok();
+}
+
+Status DenseDecoder::ReceiveLogits(int64_t rows, ForwardOutput* out) {
+  if (!logits_arrive_later()) return InvalidArgument("ReceiveLogits on a rank no logits are sent to");
+  ember::ReceiveLogits(spec_.pipeline, rows, spec_.info.vocab_size, out);
+  return Status::Ok();
+}
+
+Status DenseDecoder::SendLogits(const ForwardOutput& out) {
+  if (!sends_logits()) return InvalidArgument("SendLogits on a rank that does not send them");
+  ember::SendLogits(spec_.pipeline, out);
   return Status::Ok();
 }
 

@@ -64,6 +64,11 @@ class DenseDecoder : public CausalLM {
   }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
+  int pipeline_stages() const override { return spec_.pipeline.num_stages; }
+  bool logits_arrive_later() const override { return spec_.pipeline.logits_from >= 0; }
+  bool sends_logits() const override { return spec_.pipeline.logits_to >= 0; }
+  Status ReceiveLogits(int64_t rows, ForwardOutput* out) override;
+  Status SendLogits(const ForwardOutput& out) override;
   int64_t WorkspaceBytes(const StepLimits& limits) const override;
 
  private:
