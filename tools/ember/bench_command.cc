@@ -34,6 +34,7 @@
 #include "tools/ember/bench/bench_commands.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/parallel_ranks.h"
 #include "tools/ember/offline_engine.h"
 
 namespace ember::tools {
@@ -173,6 +174,7 @@ struct ModelBenchOptions {
   int64_t reps = 5;
   int threads = 0;
   bool json = false;
+  parallel::ParallelConfig parallel;  // --tensor-parallel-size, --pipeline-parallel-size
 };
 
 // Token ids that look like text to nothing in the model: a fixed pseudo-random walk over the
@@ -229,7 +231,9 @@ nlohmann::json RateStats(int64_t tokens, const std::vector<RunTime>& runs) {
 }
 
 int RunModelBench(const ModelBenchOptions& o) {
-  if (o.threads > 0) ThreadPool::SetGlobalThreads(o.threads);
+  int requested_threads = o.threads;
+  if (Status s = StartParallel(o.parallel, &requested_threads); !s.ok()) return Fail(s);
+  if (requested_threads > 0) ThreadPool::SetGlobalThreads(requested_threads);
   auto loaded = LoadModelWithLog(o.model);
   if (!loaded.ok()) return Fail(loaded.status());
   const std::vector<int32_t> ids = BenchTokens(std::max<int64_t>(o.pp, 1), (*loaded)->info().vocab_size);
@@ -239,7 +243,7 @@ int RunModelBench(const ModelBenchOptions& o) {
   options.enable_prefix_caching = false;
   options.max_num_batched_tokens = std::max<int64_t>(o.pp, 2048);  // the whole prompt in one step
   options = OneRequestAtATime(options, std::max(o.pp, o.tg) + 1, **loaded);
-  auto engine = LocalEngine::Create(std::move(*loaded), options);
+  auto engine = CreateEngine(std::move(*loaded), options);
   if (!engine.ok()) return Fail(engine.status());
   EngineClient& client = (*engine)->client();
   // One request to the end: `prompt` tokens computed in one step, then max_tokens - 1 decode
@@ -304,6 +308,7 @@ void RegisterBenchCommand(CLI::App& app) {
   bench->add_option("--reps", m->reps, "Timed repetitions of each test")->check(CLI::PositiveNumber);
   bench->add_option("--threads", m->threads, "Worker threads (default: all cores)");
   bench->add_flag("--json", m->json, "Print JSON");
+  AddParallelOptions(bench, &m->parallel);
   bench->require_subcommand(0, 1);
   auto o = std::make_shared<DecodeBenchOptions>();
   CLI::App* decode = bench->add_subcommand("decode", "Batch-1 decode tokens/s vs the memory-bandwidth roofline");
