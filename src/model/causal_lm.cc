@@ -176,6 +176,13 @@ Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const
 }
 
 Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, const LoadOptions& options) {
+  if (options.quantization && exec::OrLocal(options.communicator).world_size() > 1) {
+    // A rank would pick block scales for its slice alone (NVFP4's per-tensor scale, FP8's 128x128
+    // blocks), which is not the model one process quantizes.
+    return Unimplemented("--quantization with --tensor-parallel-size is not supported yet: each rank would quantize "
+                         "its slice with scales of its own; use the bf16 weights, or --pipeline-parallel-size, whose "
+                         "stages quantize whole tensors");
+  }
   std::error_code error;
   if (std::filesystem::is_regular_file(model_dir, error)) {
     if (options.quantization) {

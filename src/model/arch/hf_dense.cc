@@ -84,7 +84,7 @@ Expected<Linear> HfDenseLoader::LayerLinear(const std::string& module, int64_t r
   if (scheme_.quantized() && !scheme_.Excludes(module)) {
     if (!split.whole()) {
       return Unimplemented(fmt::format("{}: tensor parallelism over a pre-quantized checkpoint ({}) is not supported "
-                                       "yet; serve its bf16 checkpoint with --quantization instead",
+                                       "yet; serve its bf16 checkpoint, or use --pipeline-parallel-size",
                                        w_.Describe(), scheme_.Describe()));
     }
     return ReadQuantizedLinear(w_, scheme_, module, rows, cols);

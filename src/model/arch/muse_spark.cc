@@ -87,7 +87,7 @@ Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSpark
   EMBER_ASSIGN_OR_RETURN(const ShardRange expert_columns, tp.Block(config.moe_intermediate_size, "experts' FFN features"));
   if (tp.sharded() && scheme.quantized()) {
     return Unimplemented(fmt::format("tensor parallelism over a checkpoint with pre-quantized experts ({}) is not "
-                                     "supported yet; serve the bf16 checkpoint with --quantization instead",
+                                     "supported yet; serve the bf16 checkpoint, or use --pipeline-parallel-size",
                                      scheme.Describe()));
   }
   LoadOptions staged = options;

@@ -116,3 +116,20 @@ TEST(PipelineStage, ConsecutiveLayerBlocksLongerFirst) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(TensorParallelLoad, LoadTimeQuantizationOfSlicesIsRefused) {
+  RankForLoading comm(0, 2);
+  LoadOptions options;
+  options.communicator = &comm;
+  options.quantization = quant::WeightFormat::kNvfp4;
+  auto model = LoadModel(std::string(EMBER_SOURCE_DIR) + "/tests/golden/muse_spark/tiny_a", options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("--quantization with --tensor-parallel-size"), std::string::npos)
+      << model.status().message();
+}
+
+}  // namespace
+}  // namespace ember
