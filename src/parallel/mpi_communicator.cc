@@ -31,11 +31,16 @@ enum CollectiveTag : int {
   kTagAllToAllV,
   kTagBroadcast,
   kTagAllReduceMin,
+  kTagAllReduceSumChunks,  // the second round of a two-round AllReduceSum
 };
 // MPI guarantees tags up to 32767 (MPI_TAG_UB is at least that).
-static_assert(kTagAllReduceMin <= 32767);
+static_assert(kTagAllReduceSumChunks <= 32767);
 
 constexpr int64_t kDefaultMaxChunkBytes = int64_t{1} << 30;
+// AllReduceSum payloads from this size on, over more than two ranks, take two rounds (each rank
+// sums its own chunk, then the chunks are shared): a rank sends 2 (p - 1) / p of the payload
+// instead of p - 1 times it. Below it the one-round exchange's single latency wins.
+constexpr int64_t kTwoRoundBytes = int64_t{64} << 10;
 constexpr int64_t kFloatBytes = sizeof(float);
 
 // The wait loop's back-off while nothing completes, by the time since the last progress: spin on
@@ -312,8 +317,35 @@ void MpiCommunicator::AllReduceSum(float* data, int64_t count) {
   Impl& m = *impl_;
   const TimedCall timed(m.stats);
   if (m.size == 1 || count == 0) return;
-  // Gather every rank's values into its slot of scratch, then add the slots in rank order here.
   const int64_t bytes = count * kFloatBytes;
+  if (m.size > 2 && bytes >= kTwoRoundBytes) {
+    // Round 1: rank r receives every rank's values of its chunk r and sums them in rank order;
+    // round 2: every rank receives every other rank's summed chunk. Each element is summed by its
+    // chunk's owner in the same order the one-round exchange uses, so the bits are the same.
+    auto first = [&](int r) { return count * r / m.size; };
+    const int64_t mine = first(m.rank + 1) - first(m.rank);
+    m.scratch.resize(static_cast<size_t>(m.size * mine));
+    for (int peer = 0; peer < m.size; ++peer) {
+      if (peer != m.rank) m.PostRecv(m.scratch.data() + peer * mine, mine * kFloatBytes, peer, kTagAllReduceSum);
+    }
+    for (int peer = 0; peer < m.size; ++peer) {
+      if (peer == m.rank) continue;
+      m.PostSend(data + first(peer), (first(peer + 1) - first(peer)) * kFloatBytes, peer, kTagAllReduceSum);
+    }
+    std::copy_n(data + first(m.rank), mine, m.scratch.data() + m.rank * mine);
+    m.WaitAll("AllReduceSum");
+    SumInRankOrder(m.scratch.data(), m.size, mine, data + first(m.rank));
+    for (int peer = 0; peer < m.size; ++peer) {
+      if (peer == m.rank) continue;
+      m.PostRecv(data + first(peer), (first(peer + 1) - first(peer)) * kFloatBytes, peer, kTagAllReduceSumChunks);
+    }
+    for (int peer = 0; peer < m.size; ++peer) {
+      if (peer != m.rank) m.PostSend(data + first(m.rank), mine * kFloatBytes, peer, kTagAllReduceSumChunks);
+    }
+    m.WaitAll("AllReduceSum");
+    return;
+  }
+  // Gather every rank's values into its slot of scratch, then add the slots in rank order here.
   m.scratch.resize(static_cast<size_t>(m.size * count));
   for (int peer = 0; peer < m.size; ++peer) {
     if (peer != m.rank) m.PostRecv(m.scratch.data() + peer * count, bytes, peer, kTagAllReduceSum);

@@ -101,7 +101,8 @@ TEST_F(MpiCommunicatorTest, MpiStartsOncePerProcess) {
 }
 
 TEST_F(MpiCommunicatorTest, AllReduceSumIsTheRankOrderSumWithTheSameBitsEverywhere) {
-  for (int64_t count : {int64_t{1}, int64_t{576}, int64_t{1000}, int64_t{2048}}) {
+  // 16,385 and 100,003 floats take the two-round path over 3 ranks, in uneven chunks.
+  for (int64_t count : {int64_t{1}, int64_t{576}, int64_t{1000}, int64_t{2048}, int64_t{16385}, int64_t{100003}}) {
     SCOPED_TRACE(count);
     std::vector<float> data = Values(rank_, count);
     comm_->AllReduceSum(data.data(), count);
