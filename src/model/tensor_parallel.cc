@@ -44,20 +44,14 @@ std::string WorkingSizes(int64_t num_heads, int64_t num_kv_heads) {
 
 }  // namespace
 
-Expected<ShardRange> TensorParallelRank::Block(int64_t n, std::string_view what, int64_t align) const {
+Expected<ShardRange> TensorParallelRank::Block(int64_t n, std::string_view what) const {
   if (size <= 0 || rank < 0 || rank >= size) {
     return InvalidArgument(fmt::format("tensor-parallel rank {} of {}", rank, size));
   }
   if (n % size != 0) {
     return InvalidArgument(fmt::format("--tensor-parallel-size {} does not divide the {} {}", size, n, what));
   }
-  const int64_t count = n / size;
-  if (size > 1 && count % align != 0) {
-    return InvalidArgument(fmt::format("--tensor-parallel-size {} would split the {} {} into blocks of {}, which are "
-                                       "not whole blocks of {} of the stored type",
-                                       size, n, what, count, align));
-  }
-  return ShardRange{rank * count, count};
+  return ShardRange{rank * (n / size), n / size};
 }
 
 Expected<HeadShard> ShardHeads(int64_t num_heads, int64_t num_kv_heads, const TensorParallelRank& tp) {

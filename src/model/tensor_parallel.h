@@ -21,7 +21,6 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "exec/communicator.h"
-#include "model/expert_weights.h"
 #include "model/linear.h"
 #include "quant/gguf_matmul.h"
 
@@ -41,8 +40,8 @@ struct TensorParallelRank {
   static TensorParallelRank Of(const exec::Communicator& comm) { return {comm.rank(), comm.world_size()}; }
   bool sharded() const { return size > 1; }
   // This rank's block of n items split evenly; InvalidArgument naming `what` when size does not
-  // divide n (or the block is not a multiple of `align`).
-  Expected<ShardRange> Block(int64_t n, std::string_view what, int64_t align = 1) const;
+  // divide n.
+  Expected<ShardRange> Block(int64_t n, std::string_view what) const;
 };
 
 // The heads one rank attends with.

@@ -204,6 +204,27 @@ struct MpiCommunicator::Impl {
                        what, timeout_seconds, one ? "it died or hangs" : "they died or hang");
   }
 
+  // The sum in rank order of every rank's block for this rank, into `out` [count]: each peer p is
+  // sent `block_for(p)` (a span; its length is what p expects) and this rank's own block is
+  // `block_for(rank)`, which has `count` elements like every block received. The one-round
+  // AllReduceSum, ReduceScatterSum and the first round of the two-round AllReduceSum are all this.
+  // `out` may be a sent block: the sends complete before the sum is written.
+  template <typename BlockFor>
+  void SumBlocksInRankOrder(BlockFor block_for, int64_t count, float* out, int tag, const char* what) {
+    scratch.resize(static_cast<size_t>(size * count));
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) PostRecv(scratch.data() + peer * count, count * kFloatBytes, peer, tag);
+    }
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      const std::span<const float> block = block_for(peer);
+      PostSend(block.data(), static_cast<int64_t>(block.size()) * kFloatBytes, peer, tag);
+    }
+    std::copy_n(block_for(rank).data(), count, scratch.data() + rank * count);
+    WaitAll(what);
+    SumInRankOrder(scratch.data(), size, count, out);
+  }
+
   // Waits for every posted request, then forgets them. Polls with MPI_Testsome, which also tells
   // which requests are done, so that a timeout can name the peers that are not.
   void WaitAll(const char* what) {
@@ -323,18 +344,9 @@ void MpiCommunicator::AllReduceSum(float* data, int64_t count) {
     // round 2: every rank receives every other rank's summed chunk. Each element is summed by its
     // chunk's owner in the same order the one-round exchange uses, so the bits are the same.
     auto first = [&](int r) { return count * r / m.size; };
+    auto chunk = [&](int r) { return std::span<const float>(data + first(r), first(r + 1) - first(r)); };
     const int64_t mine = first(m.rank + 1) - first(m.rank);
-    m.scratch.resize(static_cast<size_t>(m.size * mine));
-    for (int peer = 0; peer < m.size; ++peer) {
-      if (peer != m.rank) m.PostRecv(m.scratch.data() + peer * mine, mine * kFloatBytes, peer, kTagAllReduceSum);
-    }
-    for (int peer = 0; peer < m.size; ++peer) {
-      if (peer == m.rank) continue;
-      m.PostSend(data + first(peer), (first(peer + 1) - first(peer)) * kFloatBytes, peer, kTagAllReduceSum);
-    }
-    std::copy_n(data + first(m.rank), mine, m.scratch.data() + m.rank * mine);
-    m.WaitAll("AllReduceSum");
-    SumInRankOrder(m.scratch.data(), m.size, mine, data + first(m.rank));
+    m.SumBlocksInRankOrder(chunk, mine, data + first(m.rank), kTagAllReduceSum, "AllReduceSum");
     for (int peer = 0; peer < m.size; ++peer) {
       if (peer == m.rank) continue;
       m.PostRecv(data + first(peer), (first(peer + 1) - first(peer)) * kFloatBytes, peer, kTagAllReduceSumChunks);
@@ -345,17 +357,9 @@ void MpiCommunicator::AllReduceSum(float* data, int64_t count) {
     m.WaitAll("AllReduceSum");
     return;
   }
-  // Gather every rank's values into its slot of scratch, then add the slots in rank order here.
-  m.scratch.resize(static_cast<size_t>(m.size * count));
-  for (int peer = 0; peer < m.size; ++peer) {
-    if (peer != m.rank) m.PostRecv(m.scratch.data() + peer * count, bytes, peer, kTagAllReduceSum);
-  }
-  for (int peer = 0; peer < m.size; ++peer) {
-    if (peer != m.rank) m.PostSend(data, bytes, peer, kTagAllReduceSum);
-  }
-  std::copy_n(data, count, m.scratch.data() + m.rank * count);
-  m.WaitAll("AllReduceSum");
-  SumInRankOrder(m.scratch.data(), m.size, count, data);
+  // One round: every rank's whole vector, summed in rank order here.
+  const std::span<const float> whole(data, static_cast<size_t>(count));
+  m.SumBlocksInRankOrder([&](int) { return whole; }, count, data, kTagAllReduceSum, "AllReduceSum");
 }
 
 void MpiCommunicator::ReduceScatterSum(const float* in, int64_t count_per_rank, float* out) {
@@ -366,17 +370,9 @@ void MpiCommunicator::ReduceScatterSum(const float* in, int64_t count_per_rank, 
   EMBER_CHECK(in != nullptr && out != nullptr, "ReduceScatterSum: null buffer for {} elements", count_per_rank);
   const int64_t bytes = count_per_rank * kFloatBytes;
   EMBER_CHECK(Disjoint(in, m.size * bytes, out, bytes), "ReduceScatterSum: in and out overlap");
-  // Every peer's block for this rank, in the peer's slot of scratch; then the rank-order sum.
-  m.scratch.resize(static_cast<size_t>(m.size * count_per_rank));
-  for (int peer = 0; peer < m.size; ++peer) {
-    if (peer != m.rank) m.PostRecv(m.scratch.data() + peer * count_per_rank, bytes, peer, kTagReduceScatterSum);
-  }
-  for (int peer = 0; peer < m.size; ++peer) {
-    if (peer != m.rank) m.PostSend(in + peer * count_per_rank, bytes, peer, kTagReduceScatterSum);
-  }
-  std::copy_n(in + m.rank * count_per_rank, count_per_rank, m.scratch.data() + m.rank * count_per_rank);
-  m.WaitAll("ReduceScatterSum");
-  SumInRankOrder(m.scratch.data(), m.size, count_per_rank, out);
+  // Every peer's block for this rank, then the rank-order sum.
+  auto block = [&](int r) { return std::span<const float>(in + r * count_per_rank, count_per_rank); };
+  m.SumBlocksInRankOrder(block, count_per_rank, out, kTagReduceScatterSum, "ReduceScatterSum");
 }
 
 void MpiCommunicator::AllGather(const float* in, int64_t count_per_rank, float* out) {

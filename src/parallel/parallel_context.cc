@@ -42,6 +42,8 @@ Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const Parallel
         config.world_size(), config.world_size()));
   }
   SetLogTag(fmt::format("r{}", context->rank()));
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  context->ranks_on_host_ = local != nullptr && std::atoi(local) > 0 ? std::atoi(local) : 1;
   context->world_ = MpiCommunicator::World();
   // One pipeline stage of tensor_parallel_size neighbours per color (the layout above).
   const int stage = context->rank() / config.tensor_parallel_size;
@@ -111,8 +113,7 @@ void ParallelContext::OnRankFault(std::function<void(const std::string& message)
 ParallelHooks ParallelContext::Hooks() {
   ParallelHooks hooks;
   exec::Communicator* world = world_.get();
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // Open MPI: ranks on this host
-  hooks.ranks_on_host = local != nullptr && std::atoi(local) > 0 ? std::atoi(local) : 1;
+  hooks.ranks_on_host = ranks_on_host_;
   hooks.agree_num_blocks = [world](int64_t num_blocks) -> Expected<int64_t> {
     const int64_t agreed = world->AllReduceMin(num_blocks);
     if (agreed < num_blocks) {

@@ -45,6 +45,9 @@ class ParallelContext {
   int rank() const { return runtime_->world_rank(); }
   int world_size() const { return runtime_->world_size(); }
   bool driver() const { return rank() == 0; }
+  // Ranks of this job on this host (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 when unknown): they
+  // share its cores and free memory.
+  int ranks_on_host() const { return ranks_on_host_; }
   const ParallelConfig& config() const { return config_; }
   // The group the model's collectives run over (LoadOptions::communicator).
   exec::Communicator* tensor_group() { return tensor_.get(); }
@@ -71,6 +74,7 @@ class ParallelContext {
  private:
   ParallelContext() = default;
   ParallelConfig config_;
+  int ranks_on_host_ = 1;
   std::unique_ptr<MpiRuntime> runtime_;
   std::unique_ptr<MpiCommunicator> world_;
   std::unique_ptr<MpiCommunicator> tensor_;

@@ -136,47 +136,60 @@ def complete(server, prompt, max_tokens=24):
     return server.json("POST", "/v1/completions", body)
 
 
+def serve_answers(ember_bin, model, flag, size, *args):
+    """Three greedy completions from `ember serve` with `flag size`; checks the shutdown: SIGTERM
+    reaches rank 0 through mpirun, which drains and stops the workers, and mpirun then reports the
+    signal it got as status 1 (a launcher that supervised mpirun instead of becoming it would exit 0)."""
+    prompts = ["Three colours are", "Two plus two is", "Hello in French is"]
+    server = Server(ember_bin, flag, size, *args, model=model, name="m")
+    try:
+        answers = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
+    finally:
+        code = server.stop()
+        log = server.proc.stderr.read()
+    assert code == (0 if size == 1 else 1), log
+    assert "server stopped" in log, log
+    return answers
+
+
+def worker_rank_pid(server):
+    """The pid of rank 1: the child of the launcher (now mpirun) whose MPI rank is 1."""
+    children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
+    for pid in children:
+        if b"OMPI_COMM_WORLD_RANK=1" in pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            return int(pid)
+    raise AssertionError(f"no rank 1 among {children}")
+
+
+def start_long_request(server):
+    """A 400-token completion on a thread; the returned dict gets "response" (status, body) or
+    "error" (the connection closed: an error the client sees)."""
+    result = {}
+
+    def request():
+        try:
+            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
+        except Exception as error:
+            result["error"] = repr(error)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    return thread, result
+
+
 def test_serve_over_three_ranks_answers_as_one_process(ember_bin, smollm_bf16):
     # The BF16 file with an f32 KV cache: no 8-bit activation steps or 16-bit KV rounding to turn
     # the row-parallel sums' last bits into a different greedy token at a near tie (see above).
-    prompts = ["Three colours are", "Two plus two is", "Hello in French is"]
-    answers = {}
-    for tp in (1, 3):
-        server = Server(ember_bin, "--tensor-parallel-size", tp, "--kv-cache-dtype", "f32", model=smollm_bf16, name="m")
-        try:
-            answers[tp] = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
-        finally:
-            code = server.stop()
-            log = server.proc.stderr.read()
-        # SIGTERM reaches rank 0 through mpirun, which drains and stops the workers; mpirun itself
-        # then reports the signal it got as status 1 (a launcher that supervises mpirun instead of
-        # becoming it would exit 0).
-        assert code == (0 if tp == 1 else 1), log
-        assert "server stopped" in log, log
-    assert answers[3] == answers[1]
+    one = serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 1, "--kv-cache-dtype", "f32")
+    assert serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 3, "--kv-cache-dtype", "f32") == one
 
 
 def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin):
     if not GEMMA.exists():
         pytest.skip(f"{GEMMA} is not fetched (make models)")
     server = Server(ember_bin, "--tensor-parallel-size", 2, model=GEMMA, name="m")
-    # The worker is rank 1: the ember process whose log tag is r1, a child of mpirun.
-    children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
-    ranks = [int(pid) for pid in children
-             if "--tensor-parallel-size" in pathlib.Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")]
-    assert len(ranks) == 2, children
-    env_of = {pid: pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in ranks}
-    worker = next(pid for pid, env in env_of.items() if b"OMPI_COMM_WORLD_RANK=1" in env)
-    result = {}
-
-    def long_request():
-        try:
-            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
-        except Exception as error:  # the connection may close: that is an error the client sees
-            result["error"] = repr(error)
-
-    thread = threading.Thread(target=long_request)
-    thread.start()
+    worker = worker_rank_pid(server)
+    thread, result = start_long_request(server)
     time.sleep(1.0)
     os.kill(worker, signal.SIGKILL)
     start = time.time()
@@ -200,19 +213,8 @@ def test_a_hung_worker_rank_is_named_and_requests_end_with_errors(ember_bin):
     if not GEMMA.exists():
         pytest.skip(f"{GEMMA} is not fetched (make models)")
     server = Server(ember_bin, "--tensor-parallel-size", 2, "--rank-timeout", 3, model=GEMMA, name="m")
-    children = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
-    worker = next(int(pid) for pid in children
-                  if b"OMPI_COMM_WORLD_RANK=1" in pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
-    result = {}
-
-    def long_request():
-        try:
-            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
-        except Exception as error:
-            result["error"] = repr(error)
-
-    thread = threading.Thread(target=long_request)
-    thread.start()
+    worker = worker_rank_pid(server)
+    thread, result = start_long_request(server)
     time.sleep(1.0)
     os.kill(worker, signal.SIGSTOP)
     start = time.time()
@@ -335,18 +337,9 @@ def test_tensor_times_pipeline_parallel(ember_bin):
 def test_serve_over_two_pipeline_stages_answers_as_one_process(ember_bin):
     if not GEMMA.exists():
         pytest.skip(f"{GEMMA} is not fetched (make models)")
-    prompts = ["Three colours are", "Two plus two is", "Hello in French is"]
-    answers = {}
-    for pp in (1, 2):
-        server = Server(ember_bin, "--pipeline-parallel-size", pp, model=GEMMA, name="m")
-        try:
-            answers[pp] = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
-        finally:
-            code = server.stop()
-            log = server.proc.stderr.read()
-        assert code == (0 if pp == 1 else 1), log
     # Bitwise stages: even the quantized model with its f16 KV cache answers word for word.
-    assert answers[2] == answers[1]
+    one = serve_answers(ember_bin, GEMMA, "--pipeline-parallel-size", 1)
+    assert serve_answers(ember_bin, GEMMA, "--pipeline-parallel-size", 2) == one
 
 
 @pytest.mark.parametrize("model,pp", [(GOLDEN / "muse_spark/tiny_a", 2), (GOLDEN / "muse_spark/tiny_a", 3), (GEMMA, 2)],

@@ -25,13 +25,6 @@ std::unique_ptr<parallel::ParallelContext>& Context() {
   return context;
 }
 
-// Ranks of this job on this host (Open MPI says; 1 when unknown).
-int LocalRanks() {
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int n = local != nullptr ? std::atoi(local) : 1;
-  return n > 0 ? n : 1;
-}
-
 }  // namespace
 
 void SetCommandLine(int argc, char** argv) { CommandLine().assign(argv, argv + argc); }
@@ -59,7 +52,7 @@ Status StartParallel(const parallel::ParallelConfig& config, int* threads) {
     // The host's cores shared by its ranks: oversubscribing threads across ranks that spin in
     // collectives costs more than it gains.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    *threads = std::max(1, cores / LocalRanks());
+    *threads = std::max(1, cores / Context()->ranks_on_host());
   }
   EMBER_LOG_INFO("{}; {} threads", Context()->Describe(), *threads);
   return Status::Ok();

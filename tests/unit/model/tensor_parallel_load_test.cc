@@ -88,11 +88,6 @@ TEST(TensorParallelLoad, ImpossibleShapesAreRefused) {
       << model.status().message();
 }
 
-}  // namespace
-}  // namespace ember
-
-namespace ember {
-namespace {
 
 TEST(PipelineStage, ConsecutiveLayerBlocksLongerFirst) {
   PipelineStage stage;
@@ -114,11 +109,6 @@ TEST(PipelineStage, ConsecutiveLayerBlocksLongerFirst) {
   EXPECT_TRUE(whole->holds(29));
 }
 
-}  // namespace
-}  // namespace ember
-
-namespace ember {
-namespace {
 
 TEST(TensorParallelLoad, LoadTimeQuantizationOfSlicesIsRefused) {
   RankForLoading comm(0, 2);

@@ -66,7 +66,6 @@ TEST(TensorParallelRank, BlocksMustDivide) {
   EXPECT_EQ(b->begin, 64);
   EXPECT_EQ(b->count, 32);
   EXPECT_FALSE((TensorParallelRank{0, 3}.Block(100, "features")).ok());
-  EXPECT_FALSE((TensorParallelRank{0, 2}.Block(96, "features", /*align=*/32)).ok());
 }
 
 TEST(VocabShard, BlocksOrWholeWhenTheSizeDoesNotDivide) {
