@@ -2,45 +2,62 @@
 
 namespace ember {
 
-RequestIndex InProcessEngineClient::Submit(RequestInput input) {
+RequestOutput RejectedRequest(RequestIndex index, const RequestInput& input, std::string error) {
+  RequestOutput rejected;
+  rejected.req = index;
+  rejected.external_id = input.external_id;
+  rejected.num_prompt_tokens = static_cast<int64_t>(input.prompt_token_ids.size());
+  rejected.finished = true;
+  rejected.finish_reason = FinishReason::kError;
+  rejected.error = std::move(error);
+  return rejected;
+}
+
+RequestIndex SubmissionQueue::Submit(RequestInput input) {
   const RequestIndex index = next_index_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    submitted_.emplace_back(index, std::move(input));
+    queued_.submitted.emplace_back(index, std::move(input));
   }
   cv_.notify_one();
   return index;
 }
 
-void InProcessEngineClient::Abort(RequestIndex index) {
+void SubmissionQueue::Abort(RequestIndex index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    aborted_.push_back(index);
+    queued_.aborted.push_back(index);
   }
   cv_.notify_one();
 }
 
+SubmissionQueue::Taken SubmissionQueue::Take() {
+  Taken taken;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::swap(taken, queued_);
+  return taken;
+}
+
+bool SubmissionQueue::empty() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_.submitted.empty() && queued_.aborted.empty();
+}
+
+void SubmissionQueue::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [this] { return !queued_.submitted.empty() || !queued_.aborted.empty(); });
+}
+
 void InProcessEngineClient::Drain(std::vector<RequestOutput>& events) {
-  std::vector<std::pair<RequestIndex, RequestInput>> submitted;
-  std::vector<RequestIndex> aborted;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    submitted.swap(submitted_);
-    aborted.swap(aborted_);
-  }
-  for (auto& [index, input] : submitted) {
-    RequestOutput rejected;
-    rejected.req = index;
-    rejected.external_id = input.external_id;
-    rejected.num_prompt_tokens = static_cast<int64_t>(input.prompt_token_ids.size());
+  SubmissionQueue::Taken taken = queue_.Take();
+  for (auto& [index, input] : taken.submitted) {
+    RequestOutput rejected = RejectedRequest(index, input, "");
     Status status = core_->AddRequest(index, std::move(input));
     if (status.ok()) continue;
-    rejected.finished = true;
-    rejected.finish_reason = FinishReason::kError;
     rejected.error = status.message();
     events.push_back(std::move(rejected));
   }
-  for (RequestIndex index : aborted) core_->AbortRequest(index);
+  for (RequestIndex index : taken.aborted) core_->AbortRequest(index);
 }
 
 std::vector<RequestOutput> InProcessEngineClient::Step() {
@@ -53,16 +70,10 @@ std::vector<RequestOutput> InProcessEngineClient::Step() {
   return events;
 }
 
-bool InProcessEngineClient::HasUnfinished() {
-  if (core_->HasUnfinished()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
-  return !submitted_.empty() || !aborted_.empty();
-}
+bool InProcessEngineClient::HasUnfinished() { return core_->HasUnfinished() || !queue_.empty(); }
 
 void InProcessEngineClient::WaitForWork(std::chrono::milliseconds timeout) {
-  if (core_->HasUnfinished()) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return !submitted_.empty() || !aborted_.empty(); });
+  if (!core_->HasUnfinished()) queue_.Wait(timeout);
 }
 
 }  // namespace ember

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "engine/engine_core.h"
@@ -36,9 +37,40 @@ class EngineClient {
   virtual bool HasUnfinished() = 0;
   // Loop thread: the scheduler's counters, for metrics.
   virtual SchedulerStats Stats() const = 0;
+  // Loop thread: tokens routed to each expert of each MoE layer since the engine started
+  // (EngineCore::ReadExpertLoad), copied into `out` reusing its memory; empty for dense models.
+  virtual void ReadExpertLoad(exec::ExpertLoad* out) const { *out = {}; }
   // Loop thread: told when each step's execution starts and ends (the step watchdog); null:
   // nobody. The observer must outlive the client or be reset first.
   virtual void SetStepObserver(StepObserver* observer) = 0;
+};
+
+// The final event of a request the engine refuses at admission: kError with `error`.
+RequestOutput RejectedRequest(RequestIndex index, const RequestInput& input, std::string error);
+
+// What Submit and Abort queue for the loop thread, shared by the clients: any thread adds, the
+// loop thread takes everything at the start of a step (submissions before aborts, so an abort of a
+// just-submitted request finds it).
+class SubmissionQueue {
+ public:
+  struct Taken {
+    std::vector<std::pair<RequestIndex, RequestInput>> submitted;
+    std::vector<RequestIndex> aborted;
+  };
+  // Any thread: a new index unique for the client's lifetime.
+  RequestIndex Submit(RequestInput input);
+  void Abort(RequestIndex index);
+  // Loop thread.
+  Taken Take();
+  bool empty();
+  // Blocks until something is queued or `timeout` passes.
+  void Wait(std::chrono::milliseconds timeout);
+
+ private:
+  std::atomic<RequestIndex> next_index_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Taken queued_;  // guarded by mu_
 };
 
 // The core in this process. Submit() and Abort() queue under a mutex; Step() drains the queues
@@ -49,12 +81,13 @@ class InProcessEngineClient final : public EngineClient {
   // `core` outlives the client; only the client's Step() may use it from now on.
   explicit InProcessEngineClient(EngineCore* core) : core_(core) {}
 
-  RequestIndex Submit(RequestInput input) override;
-  void Abort(RequestIndex index) override;
+  RequestIndex Submit(RequestInput input) override { return queue_.Submit(std::move(input)); }
+  void Abort(RequestIndex index) override { queue_.Abort(index); }
   std::vector<RequestOutput> Step() override;
   void WaitForWork(std::chrono::milliseconds timeout) override;
   bool HasUnfinished() override;
   SchedulerStats Stats() const override { return core_->Stats(); }
+  void ReadExpertLoad(exec::ExpertLoad* out) const override { core_->ReadExpertLoad(out); }
   void SetStepObserver(StepObserver* observer) override { core_->set_step_observer(observer); }
 
  private:
@@ -62,11 +95,7 @@ class InProcessEngineClient final : public EngineClient {
   void Drain(std::vector<RequestOutput>& events);
 
   EngineCore* core_;
-  std::atomic<RequestIndex> next_index_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::pair<RequestIndex, RequestInput>> submitted_;  // guarded by mu_
-  std::vector<RequestIndex> aborted_;                             // guarded by mu_
+  SubmissionQueue queue_;
 };
 
 }  // namespace ember

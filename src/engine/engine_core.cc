@@ -30,11 +30,19 @@ Status EngineCore::AddRequest(RequestIndex index, RequestInput input) { return s
 
 bool EngineCore::AbortRequest(RequestIndex index) { return scheduler_.Abort(index); }
 
+bool EngineCore::NeedsExecute(const SchedulerOutput& scheduled) {
+  // The runner must hear about finished and preempted requests even in a step with no tokens.
+  return !scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty();
+}
+
+std::vector<RequestOutput> EngineCore::FinishStep(const SchedulerOutput& scheduled, const ModelRunnerOutput& output) {
+  return scheduler_.UpdateFromOutput(scheduled, output);
+}
+
 std::vector<RequestOutput> EngineCore::Step() {
   const SchedulerOutput scheduled = scheduler_.Schedule();
   ModelRunnerOutput output;
-  // The runner must hear about finished and preempted requests even in a step with no tokens.
-  if (!scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty()) {
+  if (NeedsExecute(scheduled)) {
     if (observer_ != nullptr) {
       step_request_ids_.clear();
       for (RequestIndex req : scheduled.scheduled_reqs) {

@@ -35,6 +35,13 @@ class EngineCore {
   // Schedules, executes and applies one step. Returns the events of every request that got
   // tokens or finished (aborts and errors included).
   std::vector<RequestOutput> Step();
+  // Step in two halves, for a driver that executes several cores' steps together (data
+  // parallelism, engine/data_parallel_client.h): ScheduleStep, then, when NeedsExecute says so,
+  // the output executed elsewhere, then FinishStep with what that returned (an empty
+  // ModelRunnerOutput when nothing was executed). One FinishStep must follow each ScheduleStep.
+  SchedulerOutput ScheduleStep() { return scheduler_.Schedule(); }
+  static bool NeedsExecute(const SchedulerOutput& scheduled);
+  std::vector<RequestOutput> FinishStep(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
   // True while a request is unfinished, or the executor has yet to hear that one finished (one
   // more Step() tells it), so a `while (HasUnfinished()) Step();` loop leaves nothing behind.
   bool HasUnfinished() const { return scheduler_.HasUnfinished() || scheduler_.HasPendingRunnerUpdates(); }
@@ -44,6 +51,9 @@ class EngineCore {
   void set_step_observer(StepObserver* observer) { observer_ = observer; }
 
   SchedulerStats Stats() const { return scheduler_.Stats(); }
+  // The executor's expert load (Executor::ReadExpertLoad): kept apart from Stats(), which is
+  // copied every step, since a large MoE's counts are 62 layers x 256 experts.
+  void ReadExpertLoad(exec::ExpertLoad* out) const { executor_->ReadExpertLoad(out); }
   const Scheduler& scheduler() const { return scheduler_; }
   const kv::KvCacheManager& kv_cache() const { return kv_; }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine/scheduler_output.h"
+#include "exec/expert_load.h"
 
 namespace ember {
 
@@ -13,6 +14,10 @@ class Executor {
   // then computes the scheduled tokens and samples where a request's tokens are all computed.
   // Called also for an output that schedules nothing but carries finished or preempted ids.
   virtual ModelRunnerOutput Execute(const SchedulerOutput& output) = 0;
+  // The tokens routed to each expert of each MoE layer over every step executed so far (the model
+  // counts them while it routes; exec/expert_load.h), copied into `out` reusing its memory. Empty
+  // for dense models and executors that do not count.
+  virtual void ReadExpertLoad(exec::ExpertLoad* out) const { *out = {}; }
 };
 
 }  // namespace ember

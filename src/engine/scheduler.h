@@ -67,6 +67,13 @@ struct SchedulerConfig {
   Status Validate() const;
 };
 
+// One data-parallel rank's share of SchedulerStats (DEP: a scheduler per rank).
+struct DataParallelRankStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  double kv_usage = 0.0;
+};
+
 struct SchedulerStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;  // including preempted requests waiting to resume
@@ -74,6 +81,9 @@ struct SchedulerStats {
   int64_t num_preemptions = 0;  // since the scheduler started
   kv::PrefixCacheStats prefix_cache;
   SpecDecodeCounters spec_decode;
+  // Data parallelism: per rank, in rank order (the fields above are their sums, kv_usage their
+  // mean); empty with one scheduler.
+  std::vector<DataParallelRankStats> data_parallel_ranks;
 };
 
 class Scheduler {

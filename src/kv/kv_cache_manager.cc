@@ -35,7 +35,7 @@ KvCacheManager& KvCacheManager::operator=(KvCacheManager&&) noexcept = default;
 const KvCacheConfig& KvCacheManager::config() const { return impl_->config_; }
 int KvCacheManager::num_groups() const { return impl_->coordinator_.num_groups(); }
 
-CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key) {
+CacheHit KvCacheManager::Lookup(std::span<const int32_t> tokens, uint64_t extra_key) const {
   if (!impl_->options_.enable_prefix_caching) {
     CacheHit none;
     none.blocks.per_group.resize(num_groups());
@@ -47,10 +47,19 @@ CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, uint6
   std::vector<BlockHash> hashes;
   hashes.reserve(max_blocks);
   ExtendBlockHashes(tokens.first(max_blocks * bs), bs, extra_key, hashes);
-  CacheHit hit = impl_->coordinator_.FindLongestHit(hashes, max_blocks);
+  return impl_->coordinator_.FindLongestHit(hashes, max_blocks);
+}
+
+CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key) {
+  CacheHit hit = Lookup(tokens, extra_key);
+  if (!impl_->options_.enable_prefix_caching) return hit;
   impl_->stats_.queries += static_cast<int64_t>(tokens.size());
   impl_->stats_.hits += hit.num_tokens;
   return hit;
+}
+
+int64_t KvCacheManager::CachedPrefixTokens(std::span<const int32_t> tokens, uint64_t extra_key) const {
+  return Lookup(tokens, extra_key).num_tokens;
 }
 
 std::optional<KvBlocks> KvCacheManager::AllocateSlots(uint64_t request, int64_t num_computed_tokens,

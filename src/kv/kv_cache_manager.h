@@ -50,6 +50,9 @@ class KvCacheManager {
   // valid only until the next AllocateSlots/Free/ResetPrefixCache: look up right before
   // allocating. Empty (and not counted in the stats) when prefix caching is off.
   CacheHit FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key);
+  // How many of `tokens` FindCachedPrefix would find cached now, without counting the lookup in
+  // the stats (0 when prefix caching is off): a data-parallel front end's routing hint.
+  int64_t CachedPrefixTokens(std::span<const int32_t> tokens, uint64_t extra_key) const;
 
   // Makes the request able to hold num_computed_tokens + num_new_tokens (+ num_lookahead) token
   // slots in every group. On a request's first call, `hit` (from FindCachedPrefix, or null) is
@@ -90,6 +93,7 @@ class KvCacheManager {
   Status CheckInvariants() const;
 
  private:
+  CacheHit Lookup(std::span<const int32_t> tokens, uint64_t extra_key) const;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

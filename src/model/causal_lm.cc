@@ -175,14 +175,16 @@ Status CheckForwardBatch(const CausalLM& model, const ForwardBatch& batch, const
   return Status::Ok();
 }
 
-Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, const LoadOptions& options) {
-  if (options.quantization && exec::OrLocal(options.communicator).world_size() > 1) {
-    // A rank would pick block scales for its slice alone (NVFP4's per-tensor scale, FP8's 128x128
-    // blocks), which is not the model one process quantizes.
-    return Unimplemented("--quantization with --tensor-parallel-size is not supported yet: each rank would quantize "
-                         "its slice with scales of its own; use the bf16 weights, or --pipeline-parallel-size, whose "
-                         "stages quantize whole tensors");
-  }
+Status CheckExpertPlacement(const exec::ExpertPlacement& placement, const ModelInfo& info) {
+  const Status matches = placement.CheckModel(info.num_layers, info.num_experts, info.moe_layers);
+  if (matches.ok()) return matches;
+  return InvalidArgument(fmt::format("--expert-placement does not fit this {} model: {}", info.architecture,
+                                     matches.message()));
+}
+
+namespace {
+
+Expected<std::unique_ptr<CausalLM>> LoadModelFiles(const std::string& model_dir, const LoadOptions& options) {
   std::error_code error;
   if (std::filesystem::is_regular_file(model_dir, error)) {
     if (options.quantization) {
@@ -210,6 +212,16 @@ Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, cons
                                      known));
   }
   return it->second(model_dir, options);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CausalLM>> LoadModel(const std::string& model_dir, const LoadOptions& options) {
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<CausalLM> model, LoadModelFiles(model_dir, options));
+  // Every architecture, GGUF ones included (their factories take no options): a placement for
+  // a dense model, or for another expert or layer count, is refused here.
+  if (options.expert_placement) EMBER_RETURN_IF_ERROR(CheckExpertPlacement(*options.expert_placement, model->info()));
+  return model;
 }
 
 }  // namespace ember

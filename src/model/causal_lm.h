@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/workspace.h"
 #include "exec/communicator.h"
+#include "exec/expert_placement.h"
 #include "kv/spec.h"
 #include "model/forward_batch.h"
 #include "model/forward_output.h"
@@ -32,6 +33,11 @@ struct ModelInfo {
   int64_t max_position_embeddings = 0;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+  // Mixture-of-experts models (0 / empty for dense ones): routed experts per MoE layer, experts
+  // per token, and the decoder layers that route (whichever pipeline stage runs them).
+  int64_t num_experts = 0;
+  int64_t num_experts_per_token = 0;
+  std::vector<int32_t> moe_layers;
 };
 
 // Bytes of weights by role, for memory plans and the decode roofline.
@@ -105,6 +111,14 @@ class CausalLM {
   // been reserved for the engine's limits a step makes no heap allocation (tests/alloc); `out`
   // is resized only when the step asks for more rows than the last one held.
   virtual Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) = 0;
+  // A data-parallel rank with no tokens in a step that other ranks compute (DEP): takes part in
+  // every collective its expert-parallel layers run, with 0 tokens, and touches no KV. The expert
+  // load the group exchanged is added to `out` as Forward adds it. Models without such layers
+  // have nothing to run with the others, so data parallelism refuses them.
+  virtual Status ForwardWithoutTokens(ForwardOutput* out) {
+    (void)out;
+    return Unimplemented(info().architecture + " has no expert-parallel layers to run without tokens");
+  }
 
   // Pipeline parallelism (LoadOptions::pipeline). The number of stages; with more than one, a
   // step's requests may run as micro-batches so that the stages overlap (ModelRunner).
@@ -183,9 +197,29 @@ struct LoadOptions {
   // The group the model's collectives run over (tensor- and expert-parallel ranks); it must
   // outlive the model. nullptr: the process-wide exec::LocalCommunicator (one process).
   exec::Communicator* communicator = nullptr;
+  // Expert parallelism over `communicator`'s ranks (--enable-expert-parallel): each rank holds
+  // whole routed experts, a block of E / ranks of every MoE layer, instead of a block of every
+  // expert's features; attention and dense layers stay tensor-parallel (TEP). Models without
+  // routed experts ignore it.
+  bool expert_parallel = false;
+  // Data-parallel attention with expert parallelism (DEP, --data-parallel-size with
+  // --enable-expert-parallel): the group the routed experts are spread over when its ranks each
+  // run tokens of their own (tokens all-to-all'd to their experts' ranks and back), while
+  // `communicator` (the tensor group) splits attention, dense layers and vocabulary. With
+  // `expert_parallel` and more than one rank here, experts are spread over this group instead of
+  // `communicator`; it must outlive the model. nullptr: TEP over `communicator`.
+  exec::Communicator* expert_communicator = nullptr;
   // This rank's pipeline stage (architectures that support it: DenseDecoder, Muse Spark).
   PipelineStage pipeline;
+  // --expert-placement: which expert-parallel rank holds each routed expert of each layer
+  // (exec/expert_placement.h), for expert-parallel execution to follow. LoadModel refuses it for a
+  // model without routed experts, or one whose expert or layer count it does not match
+  // (CheckExpertPlacement). nullptr: no placement given (the contiguous layout).
+  std::shared_ptr<const exec::ExpertPlacement> expert_placement;
 };
+
+// --expert-placement against a loaded model's shape (ModelInfo): an error naming what differs.
+Status CheckExpertPlacement(const exec::ExpertPlacement& placement, const ModelInfo& info);
 
 // A model directory's config.json model_type selects the factory.
 using ModelFactory =

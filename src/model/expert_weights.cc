@@ -27,7 +27,7 @@ ExpertWeights ExpertWeights::Dense(const TensorView& stacked, std::shared_ptr<co
 
 ExpertWeights ExpertWeights::BlockScaled(int64_t rows, int64_t cols,
                                          std::vector<std::vector<quant::BlockScaledMatrix>> parts,
-                                         std::shared_ptr<const void> owner) {
+                                         std::shared_ptr<const void> owner, PackForGemm pack) {
   ExpertWeights w;
   w.num_experts_ = static_cast<int64_t>(parts.size());
   w.rows_ = rows;
@@ -48,6 +48,7 @@ ExpertWeights ExpertWeights::BlockScaled(int64_t rows, int64_t cols,
   // so a gate / up half need not start at a 16-row group of the whole tensor).
   auto packed = std::make_shared<std::vector<std::shared_ptr<const uint8_t>>>();
   for (auto& expert : parts) {
+    if (pack == PackForGemm::kNo) break;
     for (quant::BlockScaledMatrix& m : expert) {
       quant::PackedBuffer copy = quant::MaybePackBlockScaledMatrix(m);
       if (copy == nullptr) continue;

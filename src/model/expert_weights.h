@@ -22,6 +22,10 @@
 
 namespace ember {
 
+// Whether block-scaled FP4 parts get the packed copies the GEMM reads. kNo for a stack that is
+// only cut into a tensor-parallel rank's shard (which packs its own copy) and never multiplied whole.
+enum class PackForGemm : bool { kNo, kYes };
+
 class ExpertWeights {
  public:
   ExpertWeights() = default;
@@ -32,7 +36,7 @@ class ExpertWeights {
   // columns and passes quant::ValidateBlockScaledMatrix). `owner` keeps the viewed bytes alive
   // (nullptr when they live in a mapping that outlives the model).
   static ExpertWeights BlockScaled(int64_t rows, int64_t cols, std::vector<std::vector<quant::BlockScaledMatrix>> parts,
-                                   std::shared_ptr<const void> owner);
+                                   std::shared_ptr<const void> owner, PackForGemm pack = PackForGemm::kYes);
 
   bool empty() const { return num_experts_ == 0; }
   int64_t num_experts() const { return num_experts_; }
@@ -45,6 +49,9 @@ class ExpertWeights {
   // Bytes of the load-time packed copies of the FP4 parts (quant/block_scaled_packed.h; 0 without).
   int64_t repacked_bytes() const { return repacked_bytes_; }
   const std::vector<quant::BlockScaledMatrix>& parts(int64_t expert) const { return parts_[expert]; }
+  // What keeps the viewed bytes alive (null for a mapping that outlives the model): a selection of
+  // these experts shares it.
+  const std::shared_ptr<const void>& owner() const { return owner_; }
 
   // y [n, rows] = x [n, cols] · W_expert^T. Row i of y depends only on row i of x.
   void Apply(int64_t expert, const float* x, int64_t n, float* y) const;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "exec/expert_load.h"
+
 namespace ember {
 
 struct ForwardOutput {
@@ -20,6 +22,12 @@ struct ForwardOutput {
   // before they are interleaved into `logits`. Kept here, not in the step workspace, because it
   // is as large as the logits (which the workspace does not hold either).
   std::vector<float> gathered_logits;
+  // Mixture-of-experts models: the tokens routed to each expert of each MoE layer this rank runs,
+  // added up over every Forward given this output. Forward shapes it on first use and only ever
+  // adds (the increments are a few per token and layer, no locks: the step owns the output), so a
+  // caller that reuses its output has counts since it last called Zero(): the runner keeps one
+  // output for its whole life and reads the engine's counts from it. Dense models leave it empty.
+  exec::ExpertLoad expert_load;
 };
 
 }  // namespace ember

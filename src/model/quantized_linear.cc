@@ -99,8 +99,8 @@ Expected<BlockScaledMatrix> ReadCompressedTensorsMatrix(WeightSource& w, const Q
   return m;
 }
 
-Expected<Linear> ReadQuantizedLinear(WeightSource& w, const QuantScheme& scheme, const std::string& module,
-                                     int64_t rows, int64_t cols) {
+Expected<OwnedBlockScaledMatrix> ReadQuantizedMatrix(WeightSource& w, const QuantScheme& scheme,
+                                                     const std::string& module, int64_t rows, int64_t cols) {
   const WeightFormat format = scheme.format;
   const bool fp8 = format == WeightFormat::kFp8E4m3;
   const bool dense = w.Has(module + ".weight");
@@ -110,7 +110,7 @@ Expected<Linear> ReadQuantizedLinear(WeightSource& w, const QuantScheme& scheme,
     if (!w.Has(module + ".weight_scale")) return Missing(scheme, module, module + ".weight_scale", false);
     auto owned = std::make_shared<std::deque<std::vector<float>>>();
     EMBER_ASSIGN_OR_RETURN(BlockScaledMatrix m, ReadCompressedTensorsMatrix(w, scheme, module, rows, cols, *owned));
-    return Linear::BlockScaled(m, std::move(owned));
+    return OwnedBlockScaledMatrix{m, std::move(owned)};
   }
   // ModelOpt, Quark and FP8 scale_inv name the codes `weight`, as a bf16 checkpoint would.
   const std::string codes_name = module + ".weight";
@@ -152,7 +152,13 @@ Expected<Linear> ReadQuantizedLinear(WeightSource& w, const QuantScheme& scheme,
     m.scales_row_stride = quant::ScalesRowBytes(format, cols);
   }
   EMBER_RETURN_IF_ERROR(quant::ValidateBlockScaledMatrix(m));
-  return Linear::BlockScaled(m, nullptr);
+  return OwnedBlockScaledMatrix{m, nullptr};
+}
+
+Expected<Linear> ReadQuantizedLinear(WeightSource& w, const QuantScheme& scheme, const std::string& module,
+                                     int64_t rows, int64_t cols) {
+  EMBER_ASSIGN_OR_RETURN(OwnedBlockScaledMatrix read, ReadQuantizedMatrix(w, scheme, module, rows, cols));
+  return Linear::BlockScaled(read.matrix, std::move(read.owner));
 }
 
 }  // namespace ember

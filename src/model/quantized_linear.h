@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,15 @@ Expected<quant::BlockScaledMatrix> ReadCompressedTensorsMatrix(WeightSource& sou
                                                                const std::string& base, int64_t rows, int64_t cols,
                                                                std::deque<std::vector<float>>& owned);
 
+// A block-scaled matrix with whatever keeps its bytes alive (null when they live in the mapping).
+struct OwnedBlockScaledMatrix {
+  quant::BlockScaledMatrix matrix;
+  std::shared_ptr<const void> owner;
+};
+
+// The linear `module` as the scheme stores it: the matrix, then the Linear over it.
+Expected<OwnedBlockScaledMatrix> ReadQuantizedMatrix(WeightSource& source, const QuantScheme& scheme,
+                                                     const std::string& module, int64_t rows, int64_t cols);
 Expected<Linear> ReadQuantizedLinear(WeightSource& source, const QuantScheme& scheme, const std::string& module,
                                      int64_t rows, int64_t cols);
 

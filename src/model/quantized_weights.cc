@@ -56,7 +56,8 @@ Expected<std::vector<BlockScaledMatrix>> SplitByGlobalScale(BlockScaledMatrix fu
 }
 
 // ModelOpt NVFP4, Quark MXFP4 and FP8 weight_scale_inv: codes and scales as stacked tensors.
-Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t) {
+Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t,
+                                    PackForGemm pack) {
   const std::string name = t.Name();
   const WeightFormat format = scheme.format;
   const bool fp8 = format == WeightFormat::kFp8E4m3;
@@ -109,11 +110,12 @@ Expected<ExpertWeights> ReadStacked(WeightSource& w, const QuantScheme& scheme, 
     EMBER_RETURN_IF_ERROR(quant::ValidateBlockScaledMatrix(m));
     EMBER_ASSIGN_OR_RETURN(parts[e], SplitByGlobalScale(m, t.halves, globals.data() + e * t.halves));
   }
-  return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), nullptr);
+  return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), nullptr, pack);
 }
 
 // compressed-tensors: one linear per expert and projection (ReadCompressedTensorsMatrix).
-Expected<ExpertWeights> ReadCompressedTensors(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t) {
+Expected<ExpertWeights> ReadCompressedTensors(WeightSource& w, const QuantScheme& scheme, const ExpertTensor& t,
+                                              PackForGemm pack) {
   static const char* const kGateUp[] = {"gate_proj", "up_proj"};
   static const char* const kDown[] = {"down_proj"};
   const char* const* projs = t.halves == 2 ? kGateUp : kDown;
@@ -136,21 +138,22 @@ Expected<ExpertWeights> ReadCompressedTensors(WeightSource& w, const QuantScheme
       parts[e].push_back(m);
     }
   }
-  return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), std::move(owned));
+  return ExpertWeights::BlockScaled(t.rows, t.cols, std::move(parts), std::move(owned), pack);
 }
 
 }  // namespace
 
-Expected<ExpertWeights> ReadExpertWeights(WeightSource& source, const QuantScheme& scheme, const ExpertTensor& t) {
+Expected<ExpertWeights> ReadExpertWeights(WeightSource& source, const QuantScheme& scheme, const ExpertTensor& t,
+                                          PackForGemm pack) {
   if (!scheme.quantized() || scheme.Excludes(t.module) || scheme.Excludes(t.Name())) {
     EMBER_ASSIGN_OR_RETURN(TensorView dense, source.Require(t.Name(), kDenseDTypes, Shape{t.experts, t.rows, t.cols}));
     return ExpertWeights::Dense(dense);
   }
-  if (scheme.producer == QuantProducer::kCompressedTensors) return ReadCompressedTensors(source, scheme, t);
-  return ReadStacked(source, scheme, t);
+  if (scheme.producer == QuantProducer::kCompressedTensors) return ReadCompressedTensors(source, scheme, t, pack);
+  return ReadStacked(source, scheme, t, pack);
 }
 
-ExpertWeights QuantizedStack::View(std::shared_ptr<const QuantizedStack> self) const {
+ExpertWeights QuantizedStack::View(std::shared_ptr<const QuantizedStack> self, PackForGemm pack) const {
   EMBER_CHECK(self.get() == this, "View needs the shared pointer to this stack");
   const bool fp8 = format == WeightFormat::kFp8E4m3;
   const int64_t code_row = fp8 ? cols : quant::CodesRowBytes(format, cols);
@@ -171,7 +174,7 @@ ExpertWeights QuantizedStack::View(std::shared_ptr<const QuantizedStack> self) c
     EMBER_CHECK(split.ok(), "{}", split.status().message());
     parts[e] = std::move(*split);
   }
-  return ExpertWeights::BlockScaled(rows, cols, std::move(parts), std::move(self));
+  return ExpertWeights::BlockScaled(rows, cols, std::move(parts), std::move(self), pack);
 }
 
 Expected<std::shared_ptr<const QuantizedStack>> QuantizeStack(const TensorView& stacked, WeightFormat format,

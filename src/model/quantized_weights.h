@@ -46,7 +46,8 @@ struct ExpertTensor {
 
 // The stacked experts `t` as `scheme` stores them. Errors name the tensor and what was expected
 // (a missing scale tensor, a wrong dtype or shape, a module the scheme quantizes stored in bf16).
-Expected<ExpertWeights> ReadExpertWeights(WeightSource& source, const QuantScheme& scheme, const ExpertTensor& t);
+Expected<ExpertWeights> ReadExpertWeights(WeightSource& source, const QuantScheme& scheme, const ExpertTensor& t,
+                                          PackForGemm pack = PackForGemm::kYes);
 
 // A stack [E, rows, cols] quantized into dense split planes (ember convert writes these bytes).
 struct QuantizedStack {
@@ -58,7 +59,7 @@ struct QuantizedStack {
   std::vector<float> globals;  // NVFP4: E * halves weight_scale_2 values; empty otherwise
 
   // Views over the planes, shared with `self` (which must be this object).
-  ExpertWeights View(std::shared_ptr<const QuantizedStack> self) const;
+  ExpertWeights View(std::shared_ptr<const QuantizedStack> self, PackForGemm pack = PackForGemm::kYes) const;
 };
 
 // Quantizes a bf16/f32 [E, rows, cols] tensor with the reference quantizers of quant/block_scaled.h

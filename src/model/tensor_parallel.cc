@@ -186,6 +186,34 @@ Expected<SlicedTensor> SliceExpertStack(const TensorView& stacked, const MatrixS
   return SlicedTensor{view, std::move(copy)};
 }
 
+Expected<SlicedTensor> SelectExperts(const TensorView& stacked, std::span<const int32_t> held) {
+  if (stacked.shape.rank() != 3 || held.empty()) {
+    return InvalidArgument(fmt::format("selecting {} experts of a {} stack", held.size(), stacked.shape.ToString()));
+  }
+  const int64_t experts = stacked.shape[0];
+  const int64_t expert_bytes = stacked.NumBytes() / experts;
+  const auto* src = static_cast<const uint8_t*>(stacked.data);
+  bool consecutive = true;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (held[i] < 0 || held[i] >= experts || (i > 0 && held[i] <= held[i - 1])) {
+      return InvalidArgument(fmt::format("expert {} of {} out of order or range", held[i], experts));
+    }
+    consecutive &= i == 0 || held[i] == held[i - 1] + 1;
+  }
+  TensorView view = stacked;
+  view.shape = Shape{static_cast<int64_t>(held.size()), stacked.shape[1], stacked.shape[2]};
+  if (consecutive) {
+    view.data = src + held.front() * expert_bytes;
+    return SlicedTensor{view, nullptr};
+  }
+  auto copy = std::make_shared<Bytes>(held.size() * static_cast<size_t>(expert_bytes));
+  for (size_t i = 0; i < held.size(); ++i) {
+    std::memcpy(copy->data() + i * expert_bytes, src + held[i] * expert_bytes, static_cast<size_t>(expert_bytes));
+  }
+  view.data = copy->data();
+  return SlicedTensor{view, std::move(copy)};
+}
+
 ShardRange VocabShard(int64_t vocab_size, const TensorParallelRank& tp) {
   if (!tp.sharded() || vocab_size % tp.size != 0) return {0, vocab_size};
   const int64_t count = vocab_size / tp.size;

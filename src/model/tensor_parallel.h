@@ -16,12 +16,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "core/status.h"
 #include "core/tensor.h"
 #include "exec/communicator.h"
+#include "model/expert_weights.h"
 #include "model/linear.h"
+#include "model/quantized_linear.h"
 #include "quant/gguf_matmul.h"
 
 namespace ember {
@@ -99,6 +102,35 @@ Expected<SlicedTensor> SliceTensor(const TensorView& matrix, const MatrixSplit& 
 // `halves` 2: the gate's rows, then the up's) a block of rows takes the block of each half, so
 // the result is again [E, 2 * count, Hm] with gate then up.
 Expected<SlicedTensor> SliceExpertStack(const TensorView& stacked, const MatrixSplit& split, int64_t halves);
+
+// Expert parallelism: the experts `held` (ascending) of a bf16/f32 stack [E, rows, cols] as a
+// stack of their own, a view where they are consecutive, else a copy of just those experts.
+Expected<SlicedTensor> SelectExperts(const TensorView& stacked, std::span<const int32_t> held);
+
+// A block-scaled (NVFP4 / MXFP4 / FP8) matrix cut by `split`, copied into a compact buffer the
+// result owns, so a rank keeps only its shard (its codes and the scales that cover them). The cut
+// may not split a scale block: a block of columns must be whole K blocks (16 NVFP4, 32 MXFP4; 128
+// under FP8 128x128 block scales, else 16), and a block of rows of an FP8 128x128-block matrix
+// must start and end on multiples of 128. InvalidArgument saying so otherwise: every rank's block
+// has the same size, so the ranks agree on refusing.
+Expected<OwnedBlockScaledMatrix> SliceBlockScaled(const quant::BlockScaledMatrix& matrix, const MatrixSplit& split);
+
+// Block-scaled routed experts cut per expert as SliceExpertStack cuts a dense stack: a block of
+// rows takes that block of each of the `halves` (gate, then up), a block of columns that block of
+// every part. The result owns copies; `experts` may be dropped afterwards.
+Expected<ExpertWeights> SliceBlockScaledExperts(const ExpertWeights& experts, const MatrixSplit& split,
+                                                int64_t halves);
+
+// Load-time quantization (--quantization) of a bf16/f32 [out, in] matrix, then its `split`: the
+// whole matrix is quantized first, so a rank's codes and scales are exactly those of one process
+// (NVFP4's per-tensor scale and FP8's 128x128 blocks see the whole matrix), and only the shard is
+// kept.
+Expected<Linear> QuantizeLinear(const TensorView& matrix, quant::WeightFormat format,
+                                quant::Mxfp4ScaleRounding mxfp4_rounding, const MatrixSplit& split);
+
+// The experts `held` (ascending) of block-scaled experts, viewing the same bytes (packed for the
+// GEMM anew: `experts` may have been read without packing).
+Expected<ExpertWeights> SelectBlockScaledExperts(const ExpertWeights& experts, std::span<const int32_t> held);
 
 // The vocabulary block a rank holds of the embedding table and lm_head: a block when size
 // divides the vocabulary, else all of it (replicated: every rank looks up and scores everything).

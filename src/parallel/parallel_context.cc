@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "parallel/data_parallel_step.h"
 #include "parallel/step_broadcast.h"
 
 namespace ember::parallel {
@@ -25,6 +26,21 @@ Status ParallelConfig::Validate() const {
                                        "{} and {}", tensor_parallel_size, pipeline_parallel_size));
   }
   if (rank_timeout_seconds < 0) return InvalidArgument("--rank-timeout must be >= 0 (0 waits forever)");
+  if (data_parallel_size < 1) {
+    return InvalidArgument(fmt::format("--data-parallel-size must be at least 1, got {}", data_parallel_size));
+  }
+  if (data_parallel_size > 1 && !enable_expert_parallel) {
+    return InvalidArgument("--data-parallel-size runs data-parallel attention with expert parallelism (DEP): add "
+                           "--enable-expert-parallel (plain replicas of a model are separate servers behind "
+                           "ember router)");
+  }
+  if (data_parallel_size > 1 && pipeline_parallel_size > 1) {
+    return InvalidArgument("--data-parallel-size with --pipeline-parallel-size is not supported yet");
+  }
+  if (data_parallel_size > 1 && tensor_parallel_size > 1) {
+    return InvalidArgument("--data-parallel-size with --tensor-parallel-size is not supported yet: DEP runs whole "
+                           "attention on every rank (one rank per data-parallel rank)");
+  }
   return Status::Ok();
 }
 
@@ -36,10 +52,11 @@ Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const Parallel
   EMBER_ASSIGN_OR_RETURN(context->runtime_, MpiRuntime::Init(argc, argv));
   if (context->runtime_->world_size() != config.world_size()) {
     return InvalidArgument(fmt::format(
-        "this MPI job has {} ranks but --tensor-parallel-size {} x --pipeline-parallel-size {} needs {}: start it "
-        "with mpirun -np {}, or run ember without mpirun and it starts its own ranks",
+        "this MPI job has {} ranks but --tensor-parallel-size {} x --pipeline-parallel-size {} x "
+        "--data-parallel-size {} needs {}: start it with mpirun -np {}, or run ember without mpirun and it starts "
+        "its own ranks",
         context->runtime_->world_size(), config.tensor_parallel_size, config.pipeline_parallel_size,
-        config.world_size(), config.world_size()));
+        config.data_parallel_size, config.world_size(), config.world_size()));
   }
   SetLogTag(fmt::format("r{}", context->rank()));
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -48,23 +65,33 @@ Expected<std::unique_ptr<ParallelContext>> ParallelContext::Start(const Parallel
   // One pipeline stage of tensor_parallel_size neighbours per color (the layout above).
   const int stage = context->rank() / config.tensor_parallel_size;
   context->tensor_ = context->world_->Split(stage, context->rank());
+  // DEP: the experts' group is every rank, in a message space of its own (its waits are bounded on
+  // every rank, while a worker waits for rank 0's next step on the world without a limit).
+  if (config.data_parallel_size > 1) context->expert_ = context->world_->Split(0, context->rank());
   return context;
 }
 
 ParallelContext::~ParallelContext() {
-  if (tensor_ != nullptr) {
-    const MpiCommunicator::CollectiveStats t = tensor_->stats();
-    EMBER_LOG_INFO("communication: {} collectives in the tensor group, {:.3f} s in them (waits for other ranks included)",
-                   t.calls, t.seconds);
+  for (const auto& [group, name] : {std::pair{tensor_.get(), "tensor"}, std::pair{expert_.get(), "expert"}}) {
+    if (group == nullptr) continue;
+    const MpiCommunicator::CollectiveStats t = group->stats();
+    EMBER_LOG_INFO("communication: {} collectives in the {} group, {:.3f} s in them (waits for other ranks included)",
+                   t.calls, name, t.seconds);
   }
   // Communicators before MPI_Finalize (the runtime's destructor).
+  expert_.reset();
   tensor_.reset();
   world_.reset();
 }
 
 std::string ParallelContext::Describe() const {
-  return fmt::format("rank {} of {} (tensor rank {} of {}, pipeline stage {} of {})", rank(), world_size(),
-                     tensor_->rank(), tensor_->world_size(), rank() / config_.tensor_parallel_size,
+  if (config_.data_parallel_size > 1) {
+    return fmt::format("rank {} of {} (data-parallel rank {} of {}, expert rank {} of {})", rank(), world_size(),
+                       data_parallel_rank(), config_.data_parallel_size, expert_->rank(), expert_->world_size());
+  }
+  return fmt::format("rank {} of {} (tensor rank {} of {}{}, pipeline stage {} of {})", rank(), world_size(),
+                     tensor_->rank(), tensor_->world_size(),
+                     config_.enable_expert_parallel ? ", expert rank too" : "", rank() / config_.tensor_parallel_size,
                      config_.pipeline_parallel_size);
 }
 
@@ -98,6 +125,7 @@ void ParallelContext::EnableRankTimeouts() {
   // as the server is idle, so only rank 0 bounds its waits on the world group.
   if (driver()) world_->set_timeout(config_.rank_timeout_seconds);
   tensor_->set_timeout(config_.rank_timeout_seconds);
+  if (expert_ != nullptr) expert_->set_timeout(config_.rank_timeout_seconds);
 }
 
 void ParallelContext::OnRankFault(std::function<void(const std::string& message)> before_abort) {
@@ -108,6 +136,7 @@ void ParallelContext::OnRankFault(std::function<void(const std::string& message)
   };
   world_->set_fault_handler(handler);
   tensor_->set_fault_handler(handler);
+  if (expert_ != nullptr) expert_->set_fault_handler(handler);
 }
 
 ParallelHooks ParallelContext::Hooks() {
@@ -121,6 +150,15 @@ ParallelHooks ParallelContext::Hooks() {
     }
     return agreed;
   };
+  if (config_.data_parallel_size > 1) {
+    hooks.data_parallel_size = config_.data_parallel_size;
+    if (driver()) {
+      hooks.make_data_parallel_executor = [world](ModelRunner& runner) -> std::unique_ptr<DataParallelExecutor> {
+        return std::make_unique<DataParallelStepper>(&runner, world);
+      };
+    }
+    return hooks;
+  }
   if (driver()) {
     hooks.wrap_executor = [world](ModelRunner& runner) -> std::unique_ptr<Executor> {
       return std::make_unique<StepBroadcaster>(&runner, world);

@@ -2,10 +2,11 @@
 // the model's collectives run over, and the hooks that make LocalEngine a rank of the engine
 // (runner/local_engine.h: rank 0 drives, the others run RunWorkerLoop).
 //
-// Rank layout: world = tensor_parallel_size x pipeline_parallel_size ranks; rank r is tensor
-// rank r % tp of pipeline stage r / tp (vLLM's order), so a stage's ranks are neighbours
-// (mpirun's default fills one host before the next: a tensor-parallel group stays on one host
-// when it fits).
+// Rank layout: world = tensor_parallel_size x pipeline_parallel_size x data_parallel_size ranks;
+// rank r is tensor rank r % tp of pipeline stage (r / tp) % pp of data-parallel rank r / (tp x pp)
+// (vLLM's order), so a stage's ranks are neighbours (mpirun's default fills one host before the
+// next: a tensor-parallel group stays on one host when it fits). Data parallelism (DEP) runs
+// with tp = pp = 1 for now: rank r is data-parallel rank r.
 #pragma once
 
 #include <functional>
@@ -28,10 +29,17 @@ struct ParallelConfig {
   // Seconds a rank waits for a peer inside a collective before naming it and ending the job
   // (MpiCommunicator::set_timeout); 0 waits forever.
   double rank_timeout_seconds = 120.0;
+  // --enable-expert-parallel: the tensor group's ranks hold whole routed experts (E / tp each)
+  // instead of a block of every expert's features (LoadOptions::expert_parallel).
+  bool enable_expert_parallel = false;
+  // --data-parallel-size (DEP, with --enable-expert-parallel): ranks with a scheduler, requests
+  // and KV cache each and whole attention, the routed experts spread over all of them.
+  int data_parallel_size = 1;
 
-  int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
+  int world_size() const { return tensor_parallel_size * pipeline_parallel_size * data_parallel_size; }
   bool parallel() const { return world_size() > 1; }
-  // InvalidArgument for sizes below 1.
+  // InvalidArgument for sizes below 1, and for data parallelism without expert parallelism or
+  // with tensor or pipeline parallelism (not built yet).
   Status Validate() const;
 };
 
@@ -51,6 +59,12 @@ class ParallelContext {
   const ParallelConfig& config() const { return config_; }
   // The group the model's collectives run over (LoadOptions::communicator).
   exec::Communicator* tensor_group() { return tensor_.get(); }
+  // DEP: the group the routed experts are spread over, every data-parallel rank
+  // (LoadOptions::expert_communicator); null without data parallelism.
+  exec::Communicator* expert_group() { return expert_.get(); }
+  int data_parallel_rank() const {
+    return rank() / (config_.tensor_parallel_size * config_.pipeline_parallel_size);
+  }
   // This rank's pipeline stage (LoadOptions::pipeline): its neighbours in the layout above, and
   // where the last stage's logits go (world rank 0, which samples).
   PipelineStage pipeline_stage();
@@ -59,7 +73,7 @@ class ParallelContext {
   // What LocalEngine::Create needs: the KV block count agreed over the world, and on rank 0 the
   // StepBroadcaster around the runner.
   ParallelHooks Hooks();
-  // "rank 1 of 2 (tensor rank 1 of 2)", for log lines.
+  // "rank 1 of 2 (tensor rank 1 of 2, ...)", with "data-parallel rank d of D" under DEP, for log lines.
   std::string Describe() const;
   // Ends every rank of the job with `code` (MPI_Abort): after an error on this rank, while the
   // others may wait for it in a collective.
@@ -78,6 +92,7 @@ class ParallelContext {
   std::unique_ptr<MpiRuntime> runtime_;
   std::unique_ptr<MpiCommunicator> world_;
   std::unique_ptr<MpiCommunicator> tensor_;
+  std::unique_ptr<MpiCommunicator> expert_;  // DEP only
 };
 
 // Replaces this process with `mpirun -np <world size> <argv...>`: the same command, started as

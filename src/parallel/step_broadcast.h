@@ -30,6 +30,8 @@ class StepBroadcaster final : public Executor {
   StepBroadcaster& operator=(const StepBroadcaster&) = delete;
 
   ModelRunnerOutput Execute(const SchedulerOutput& output) override;
+  // Rank 0's own counts: every tensor-parallel rank routes every token.
+  void ReadExpertLoad(exec::ExpertLoad* out) const override { runner_->ReadExpertLoad(out); }
   // Sends the shutdown step (once; the destructor calls it too).
   void Shutdown();
 

@@ -12,7 +12,10 @@ namespace {
 
 // "EMWS" read as a little-endian u32, then the version of the layout below.
 constexpr uint32_t kMagic = 0x53574d45;
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+// "EMRO": a data-parallel rank's ModelRunnerOutput.
+constexpr uint32_t kOutputMagic = 0x4f524d45;
+constexpr uint32_t kOutputVersion = 1;
 
 // A new field must be encoded: update step_codec.cc and this size. (Sizes of the x86-64 and
 // AArch64 libstdc++ layouts; a field that fits in padding does not change them, which is why each
@@ -24,6 +27,8 @@ static_assert(sizeof(kv::KvBlocks) == 24, "a new field must be encoded: update s
 static_assert(sizeof(NewRequestData) == 256, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(CachedRequestData) == 64, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(SchedulerOutput) == 208, "a new field must be encoded: update step_codec.cc and this size");
+static_assert(sizeof(TokenLogprobs) == 56, "a new field must be encoded: update step_codec.cc and this size");
+static_assert(sizeof(ModelRunnerOutput) == 176, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(WorkerStep) == 264, "a new field must be encoded: update step_codec.cc and this size");
 #endif
 
@@ -337,10 +342,59 @@ Status CheckParallelLists(const WorkerStep& step) {
   return Status::Ok();
 }
 
+void Put(Writer& w, const TokenLogprobs& t) {
+  const auto& [logprob, top_ids, top_logprobs] = t;
+  w.F32(logprob);
+  w.I32s(top_ids);
+  w.Count(top_logprobs.size());
+  for (float v : top_logprobs) w.F32(v);
+}
+
+void Get(Reader& r, TokenLogprobs& t) {
+  t.logprob = r.F32("logprob");
+  t.top_ids = r.I32s("top_ids");
+  t.top_logprobs.resize(r.Count("top_logprobs", 4));
+  for (float& v : t.top_logprobs) v = r.F32("top_logprobs");
+}
+
+void PutLogprobLists(Writer& w, const std::vector<std::vector<TokenLogprobs>>& lists) {
+  w.Count(lists.size());
+  for (const std::vector<TokenLogprobs>& list : lists) {
+    w.Count(list.size());
+    for (const TokenLogprobs& t : list) Put(w, t);
+  }
+}
+
+std::vector<std::vector<TokenLogprobs>> GetLogprobLists(Reader& r, const char* what) {
+  std::vector<std::vector<TokenLogprobs>> lists(r.Count(what, 8));
+  for (std::vector<TokenLogprobs>& list : lists) {
+    list.resize(r.Count(what, 20));  // a TokenLogprobs takes at least 4 + 8 + 8 bytes
+    for (TokenLogprobs& t : list) Get(r, t);
+  }
+  return lists;
+}
+
+void PutF32Lists(Writer& w, const std::vector<std::vector<float>>& lists) {
+  w.Count(lists.size());
+  for (const std::vector<float>& list : lists) {
+    w.Count(list.size());
+    for (float v : list) w.F32(v);
+  }
+}
+
+std::vector<std::vector<float>> GetF32Lists(Reader& r, const char* what) {
+  std::vector<std::vector<float>> lists(r.Count(what, 8));
+  for (std::vector<float>& list : lists) {
+    list.resize(r.Count(what, 4));
+    for (float& v : list) v = r.F32(what);
+  }
+  return lists;
+}
+
 }  // namespace
 
 std::vector<uint8_t> EncodeWorkerStep(const WorkerStep& step) {
-  const auto& [shutdown, output, sampled_reqs, sampled_token_ids] = step;
+  const auto& [shutdown, forward_without_tokens, output, sampled_reqs, sampled_token_ids] = step;
   Writer w;
   w.U32(kMagic);
   w.U32(kVersion);
@@ -348,6 +402,7 @@ std::vector<uint8_t> EncodeWorkerStep(const WorkerStep& step) {
   Put(w, output);
   w.U64s(sampled_reqs);
   w.I32Lists(sampled_token_ids);
+  w.Bool(forward_without_tokens);
   return std::move(w).Take();
 }
 
@@ -368,10 +423,65 @@ Expected<WorkerStep> DecodeWorkerStep(std::span<const uint8_t> bytes) {
   Get(r, step.output);
   step.sampled_reqs = r.U64s("sampled_reqs");
   step.sampled_token_ids = r.I32Lists("sampled_token_ids");
+  step.forward_without_tokens = r.Bool("forward_without_tokens");
   if (r.ok() && r.remaining() != 0) r.Fail(fmt::format("{} bytes after the end", r.remaining()));
   if (!r.ok()) return InvalidArgument(r.error());
   EMBER_RETURN_IF_ERROR(CheckParallelLists(step));
   return step;
+}
+
+std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output) {
+  const auto& [step_id, reqs, sampled_token_ids, logprobs, prompt_logprobs, draft_token_ids, draft_confidences,
+               propose_seconds, propose_catch_up_seconds, execute_seconds] = output;
+  Writer w;
+  w.U32(kOutputMagic);
+  w.U32(kOutputVersion);
+  w.U64(step_id);
+  w.U64s(reqs);
+  w.I32Lists(sampled_token_ids);
+  PutLogprobLists(w, logprobs);
+  PutLogprobLists(w, prompt_logprobs);
+  w.I32Lists(draft_token_ids);
+  PutF32Lists(w, draft_confidences);
+  w.U64(std::bit_cast<uint64_t>(propose_seconds));
+  w.U64(std::bit_cast<uint64_t>(propose_catch_up_seconds));
+  w.U64(std::bit_cast<uint64_t>(execute_seconds));
+  return std::move(w).Take();
+}
+
+Expected<ModelRunnerOutput> DecodeRunnerOutput(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  const uint32_t magic = r.U32("the magic number");
+  const uint32_t version = r.U32("the version");
+  if (r.ok() && (magic != kOutputMagic || version != kOutputVersion)) {
+    return InvalidArgument(fmt::format("not a ModelRunnerOutput of this build (magic {:#010x}, version {}): every "
+                                       "rank must run the same ember build",
+                                       magic, version));
+  }
+  ModelRunnerOutput o;
+  o.step_id = r.U64("step_id");
+  o.reqs = r.U64s("reqs");
+  o.sampled_token_ids = r.I32Lists("sampled_token_ids");
+  o.logprobs = GetLogprobLists(r, "logprobs");
+  o.prompt_logprobs = GetLogprobLists(r, "prompt_logprobs");
+  o.draft_token_ids = r.I32Lists("draft_token_ids");
+  o.draft_confidences = GetF32Lists(r, "draft_confidences");
+  o.propose_seconds = std::bit_cast<double>(r.U64("propose_seconds"));
+  o.propose_catch_up_seconds = std::bit_cast<double>(r.U64("propose_catch_up_seconds"));
+  o.execute_seconds = std::bit_cast<double>(r.U64("execute_seconds"));
+  if (r.ok() && r.remaining() != 0) r.Fail(fmt::format("{} bytes after the end", r.remaining()));
+  if (!r.ok()) return InvalidArgument(r.error());
+  const size_t n = o.reqs.size();
+  for (size_t size : {o.logprobs.size(), o.prompt_logprobs.size(), o.draft_token_ids.size()}) {
+    if (size != 0 && size != n) {
+      return InvalidArgument(fmt::format("malformed ModelRunnerOutput: {} requests but a list of {}", n, size));
+    }
+  }
+  if (o.sampled_token_ids.size() != n) {
+    return InvalidArgument(fmt::format("malformed ModelRunnerOutput: {} requests but {} token lists", n,
+                                       o.sampled_token_ids.size()));
+  }
+  return o;
 }
 
 }  // namespace ember::parallel

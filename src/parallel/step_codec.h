@@ -21,6 +21,9 @@ namespace ember::parallel {
 struct WorkerStep {
   // Rank 0 is stopping: the worker leaves its loop (the other fields are empty).
   bool shutdown = false;
+  // Data parallelism: this rank has no tokens in `output` but another rank has, so it runs the
+  // model's expert-parallel exchanges with 0 tokens (ModelRunner::ExecuteWithoutTokens).
+  bool forward_without_tokens = false;
   SchedulerOutput output;
   // What rank 0 sampled in the previous step (its ModelRunnerOutput.reqs and
   // sampled_token_ids): worker runners append these to their request states before applying
@@ -38,5 +41,11 @@ std::vector<uint8_t> EncodeWorkerStep(const WorkerStep& step);
 // WorkerStep of this version: truncated, trailing bytes, a count larger than the bytes left, a
 // flag that is neither 0 nor 1, or parallel lists of different lengths.
 Expected<WorkerStep> DecodeWorkerStep(std::span<const uint8_t> bytes);
+
+// Data parallelism: what a worker rank's runner returns to rank 0 each step (every field; the
+// times as their bits). DecodeRunnerOutput checks it as DecodeWorkerStep does: InvalidArgument
+// for truncated, trailing or inconsistent bytes.
+std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output);
+Expected<ModelRunnerOutput> DecodeRunnerOutput(std::span<const uint8_t> bytes);
 
 }  // namespace ember::parallel

@@ -13,6 +13,10 @@ ModelDescription FromMuseConfig(const MuseSparkConfig& c) {
   d.architecture = "muse_spark";
   d.max_position_embeddings = c.max_position_embeddings;
   d.num_layers = c.num_hidden_layers;
+  d.num_heads = c.num_attention_heads;
+  d.mlp_intermediate = c.intermediate_size;
+  d.expert_intermediate = c.moe_intermediate_size;
+  d.num_experts = c.num_local_experts;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     d.is_moe |= c.mlp_layer_types[l] == MlpKind::kSparse;
     kv::LayerKvSpec s;
@@ -49,6 +53,9 @@ Expected<ModelDescription> FromGguf(const std::string& path) {
   d.source = "gguf";
   d.architecture = a;
   d.num_layers = *layers;
+  d.num_heads = *heads;
+  d.mlp_intermediate = get("feed_forward_length").value_or(0);
+  d.num_experts = get("expert_count").value_or(0);
   // Same defaults as the loaders in src/model/arch (gguf_common.cc, gemma3.cc).
   d.max_position_embeddings = get("context_length").value_or(4096);
   const int64_t kv_heads = get("attention.head_count_kv").value_or(*heads);

@@ -30,6 +30,12 @@ struct ModelDescription {
   bool has_dspark = false;   // a DSpark drafter exists (Inferact/Muse-Spark-Open-DSpark, §4.1)
   int64_t max_position_embeddings = 0;
   int64_t num_layers = 0;
+  // What tensor parallelism divides (src/model/tensor_parallel.h): query heads, the dense MLP's
+  // width (0 when unknown) and each expert's FFN width (0 for dense models).
+  int64_t num_heads = 0;
+  int64_t mlp_intermediate = 0;
+  int64_t expert_intermediate = 0;
+  int64_t num_experts = 0;  // routed experts per MoE layer (0 for dense models)
   std::vector<kv::LayerKvSpec> kv_layers;
   kv::KvDtype default_kv_dtype = kv::KvDtype::kBF16;  // what `--kv-cache-dtype auto` picks in ember
   std::optional<MuseSparkConfig> muse;  // set for preset and config inputs: the census is derived

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/host_memory.h"
+#include "model/tensor_parallel.h"
 
 namespace ember::recipe {
 
@@ -43,6 +44,50 @@ Status ValidateRequest(const RecipeRequest& r) {
     }
   }
   return Status::Ok();
+}
+
+// The loaders' own refusal of this tensor-parallel size (model/tensor_parallel.h), "" if none: the
+// heads, the dense MLP and (without expert parallelism) each expert's FFN must split evenly.
+std::string TensorParallelProblem(const ModelDescription& m, int64_t tp, bool ep) {
+  if (tp <= 1 || m.num_heads <= 0 || m.kv_layers.empty()) return "";
+  const TensorParallelRank rank{0, tp};
+  const kv::LayerKvSpec& kv = m.kv_layers.front();
+  if (auto layer = SplitLayer(m.num_heads, kv.num_kv_heads, kv.head_dim, m.mlp_intermediate, rank); !layer.ok()) {
+    return layer.status().message();
+  }
+  if (m.expert_intermediate > 0 && !ep) {
+    if (auto experts = rank.Block(m.expert_intermediate, "experts' FFN features"); !experts.ok()) {
+      return experts.status().message();
+    }
+  }
+  return "";
+}
+
+// Expert parallelism's refusals, "" if none: EP needs routed experts that split evenly over its
+// tp x dp ranks (model/arch/muse_spark.cc refuses the same), and data-parallel attention needs EP
+// (its ranks would otherwise each hold every expert).
+std::string ExpertParallelProblem(const ModelDescription& m, int64_t tp, int64_t dp, bool ep, bool cpu) {
+  if (!ep) {
+    if (dp > 1 && m.is_moe) {
+      return fmt::format("--data-parallel-size {} without --enable-expert-parallel: every rank would hold all {} "
+                         "experts; add --enable-expert-parallel", dp, m.num_experts);
+    }
+    return "";
+  }
+  if (!m.is_moe) return "--enable-expert-parallel on a model without routed experts: leave it out";
+  if (cpu && dp > 1 && tp > 1) {
+    return fmt::format("data-parallel attention with tensor parallelism (dp {} x tp {}) is not built for CPU ranks "
+                       "yet: use --data-parallel-size {} with --tensor-parallel-size 1, or TEP (tp with "
+                       "--enable-expert-parallel)", dp, tp, dp * tp);
+  }
+  const int64_t ranks = tp * dp;
+  if (ranks <= 1 || m.num_experts <= 0 || m.num_experts % ranks == 0) return "";
+  std::string works;
+  for (int64_t n = 1; n <= m.num_experts; ++n) {
+    if (m.num_experts % n == 0) works += fmt::format("{}{}", works.empty() ? "" : ", ", n);
+  }
+  return fmt::format("expert parallelism over tp x dp = {} ranks cannot split {} experts evenly; tp x dp must "
+                     "divide them: {}", ranks, m.num_experts, works);
 }
 
 Facts InputFacts(const RecipeRequest& r, const ModelDescription& m, const HardwareProfile& hw, int64_t devices_per_node,
@@ -201,6 +246,10 @@ Expected<Recipe> PlanRecipe(const RecipeRequest& request) {
   // 4: check rules, which may also read the derived facts.
   auto num = [](double v) { return Value::Number(v); };
   r.facts["devices_used"] = num(static_cast<double>(in.shape.DevicesUsed()));
+  const bool ep = r.facts.at("ep").boolean;
+  r.facts["tp_shape_problem"] = Value::String(TensorParallelProblem(r.model, in.shape.tp, ep));
+  r.facts["ep_shape_problem"] = Value::String(
+      ExpertParallelProblem(r.model, in.shape.tp, in.shape.dp, ep, r.facts.at("vendor").string == "cpu"));
   r.facts["checkpoint_gb"] = num(Gb(m.checkpoint_total));
   r.facts["weights_per_device_gb"] = num(Gb(m.per_device_total));
   r.facts["usable_per_device_gb"] = num(Gb(m.usable_per_device));

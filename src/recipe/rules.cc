@@ -31,7 +31,7 @@ const std::vector<std::string>& SettingNames() {
 const std::vector<std::string>& DerivedFactNames() {
   static const std::vector<std::string> names = {
       "devices_used", "checkpoint_gb", "weights_per_device_gb", "usable_per_device_gb", "kv_budget_per_device_gb",
-      "kv_gb_per_sequence", "kv_capacity_tokens", "kv_sequences"};
+      "kv_gb_per_sequence", "kv_capacity_tokens", "kv_sequences", "tp_shape_problem", "ep_shape_problem"};
   return names;
 }
 

@@ -69,17 +69,17 @@ ServeCommand BuildServeCommand(const ServeInputs& in) {
     if (!value.empty()) c.future_flags.push_back(value);
   };
   const std::string parallelism = Str(s, "parallelism");
-  // Tensor parallelism runs on CPU ranks over MPI (src/parallel); accelerators' ranks are future.
-  if (Int(s, "tp") > 1) {
-    if (in.accelerator) {
-      future("--tensor-parallel-size", std::to_string(Int(s, "tp")));
-    } else {
-      flag("--tensor-parallel-size", std::to_string(Int(s, "tp")));
-    }
-  }
-  if (Int(s, "pp") > 1) future("--pipeline-parallel-size", std::to_string(Int(s, "pp")));
-  if (Int(s, "dp") > 1) future("--data-parallel-size", std::to_string(Int(s, "dp")));
-  if (Bool(s, "ep")) future("--enable-expert-parallel");
+  // Tensor, pipeline and expert parallelism (TEP, and DEP without tensor parallelism) run on CPU
+  // ranks over MPI (src/parallel); accelerators' ranks are future.
+  const auto real_on_cpu = [&](const std::string& name, const std::string& value = "") {
+    if (in.accelerator) return future(name, value);
+    c.argv.push_back(name);
+    if (!value.empty()) c.argv.push_back(value);
+  };
+  if (Int(s, "tp") > 1) real_on_cpu("--tensor-parallel-size", std::to_string(Int(s, "tp")));
+  if (Int(s, "pp") > 1) real_on_cpu("--pipeline-parallel-size", std::to_string(Int(s, "pp")));
+  if (Int(s, "dp") > 1) real_on_cpu("--data-parallel-size", std::to_string(Int(s, "dp")));
+  if (Bool(s, "ep")) real_on_cpu("--enable-expert-parallel");
   if (Bool(s, "speculative")) {
     nlohmann::json spec = {{"method", "dspark"},
                            {"model", Str(s, "draft_model")},

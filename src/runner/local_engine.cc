@@ -108,6 +108,16 @@ Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, Mo
 Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<CausalLM> model, const EngineOptions& o,
                                                            const ParallelHooks& hooks) {
   std::unique_ptr<LocalEngine> engine(new LocalEngine());
+  if (hooks.data_parallel_size > 1) {
+    if (model->info().num_experts == 0) {
+      return InvalidArgument(fmt::format("--data-parallel-size runs attention data-parallel with expert parallelism "
+                                         "(DEP), but {} has no routed experts: run replicas as separate servers",
+                                         model->info().architecture));
+    }
+    if (!o.speculative_config.empty()) {
+      return InvalidArgument("speculative decoding is not supported with --data-parallel-size > 1");
+    }
+  }
   const int64_t model_max = model->info().max_position_embeddings;
   int64_t max_model_len = o.max_model_len > 0 ? o.max_model_len : model_max;
   if (model_max > 0 && max_model_len > model_max) {
@@ -178,6 +188,20 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
     executor = engine->executor_.get();
   }
   EMBER_ASSIGN_OR_RETURN(engine->core_, EngineCore::Create(core, executor));
+  if (hooks.make_data_parallel_executor) {
+    // DEP's driver: a scheduler and KV manager per data-parallel rank (every rank's cache holds
+    // the agreed block count), stepped together.
+    std::vector<EngineCore*> cores = {engine->core_.get()};
+    for (int d = 1; d < hooks.data_parallel_size; ++d) {
+      EMBER_ASSIGN_OR_RETURN(auto rank_core, EngineCore::Create(core, executor));
+      cores.push_back(rank_core.get());
+      engine->data_parallel_cores_.push_back(std::move(rank_core));
+    }
+    engine->data_parallel_executor_ = hooks.make_data_parallel_executor(*engine->runner_);
+    engine->client_ =
+        std::make_unique<DataParallelEngineClient>(std::move(cores), engine->data_parallel_executor_.get());
+    return engine;
+  }
   engine->client_ = std::make_unique<InProcessEngineClient>(engine->core_.get());
   return engine;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_parallel_client.h"
 #include "engine/engine_client.h"
 #include "engine/engine_core.h"
 #include "engine/executor.h"
@@ -64,6 +65,11 @@ struct ParallelHooks {
   // Ranks of the job on this host: the default KV budget's share of the free memory is split
   // among them.
   int ranks_on_host = 1;
+  // Data parallelism (DEP): the number of data-parallel ranks. Rank 0 builds a core per rank and
+  // a DataParallelEngineClient over them, driving the executor make_data_parallel_executor
+  // makes around its runner; the other ranks' runners are driven by their worker loops.
+  int data_parallel_size = 1;
+  std::function<std::unique_ptr<DataParallelExecutor>(ModelRunner& runner)> make_data_parallel_executor;
 };
 
 class LocalEngine {
@@ -74,7 +80,8 @@ class LocalEngine {
   CausalLM& model() { return *model_; }
   // The front door every frontend uses; only its Step() may drive the core.
   EngineClient& client() { return *client_; }
-  // For tests that inspect the scheduler and the KV manager between steps.
+  // For tests that inspect the scheduler and the KV manager between steps (data-parallel rank
+  // 0's under DEP).
   EngineCore& core() { return *core_; }
   const EnginePlan& plan() const { return plan_; }
   // The EOS ids of the model that lie inside its vocabulary (the ones that can be sampled).
@@ -90,7 +97,10 @@ class LocalEngine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Executor> executor_;  // ParallelHooks::wrap_executor's, around runner_
   std::unique_ptr<EngineCore> core_;
-  std::unique_ptr<InProcessEngineClient> client_;
+  // DEP on rank 0: the other data-parallel ranks' cores and the executor that steps them all.
+  std::vector<std::unique_ptr<EngineCore>> data_parallel_cores_;
+  std::unique_ptr<DataParallelExecutor> data_parallel_executor_;
+  std::unique_ptr<EngineClient> client_;
   EnginePlan plan_;
   std::vector<int32_t> eos_token_ids_;
 };

@@ -91,6 +91,11 @@ int64_t ModelRunner::ExecuteWorkerStep(const SchedulerOutput& output, std::span<
   return built.batch.num_tokens();
 }
 
+void ModelRunner::ExecuteWithoutTokens() {
+  const Status forward = model_->ForwardWithoutTokens(&forward_);
+  EMBER_CHECK(forward.ok(), "{}", forward.message());
+}
+
 void ModelRunner::SampleAndVerify(const std::vector<RunnerRequest*>& requests, const SchedulerOutput& output,
                                   const BuiltBatch& built, ModelRunnerOutput* result) {
   // A request verifying a draft gets one row per draft token plus one; row j samples the token

@@ -30,6 +30,9 @@ class ModelRunner : public Executor {
   ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_token_ids);
 
   ModelRunnerOutput Execute(const SchedulerOutput& output) override;
+  // Counted by the model into the runner's forward output since the runner started: real steps
+  // only (startup measurements run the model on outputs of their own).
+  void ReadExpertLoad(exec::ExpertLoad* out) const override { out->CopyFrom(forward_.expert_load); }
 
   // A tensor-parallel worker rank's step (src/parallel): rank 0 samples, so a worker first appends
   // the tokens rank 0 sampled in the previous step (`sampled_reqs[i]` got `sampled_token_ids[i]`)
@@ -37,6 +40,11 @@ class ModelRunner : public Executor {
   // collectives inside must match), then drops the logits. Returns how many tokens it computed.
   int64_t ExecuteWorkerStep(const SchedulerOutput& output, std::span<const RequestIndex> sampled_reqs,
                             std::span<const std::vector<int32_t>> sampled_token_ids);
+
+  // A data-parallel rank in a step where it has no tokens and another rank has (DEP): the
+  // model's expert-parallel exchanges with 0 tokens (CausalLM::ForwardWithoutTokens), so the
+  // other ranks' collectives meet. Call it after Execute of the rank's (token-less) output.
+  void ExecuteWithoutTokens();
 
   // Speculative decoding: drafts for the requests the scheduler asks for (num_tokens_to_propose).
   void set_proposer(std::unique_ptr<spec::Proposer> proposer);

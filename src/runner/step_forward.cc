@@ -60,6 +60,9 @@ Expected<int> StepForward::Run(CausalLM& model, KvStore& kv, const std::vector<c
     }
     parts_[p] = BuildForwardBatch(group, tokens, spec, kv.config().block_size);
     EMBER_RETURN_IF_ERROR(model.Forward(parts_[p].batch, kv, &outs_[p]));
+    // The micro-batch's expert load joins the step's output, which holds the running counts.
+    out->expert_load.Add(outs_[p].expert_load);
+    outs_[p].expert_load.Zero();
   }
   if (model.logits_arrive_later()) {
     EMBER_RETURN_IF_ERROR(model.ReceiveLogits(rows, out));

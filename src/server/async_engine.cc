@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "core/logging.h"
+#include "server/expert_load_metrics.h"
 
 namespace ember::server {
 
@@ -141,9 +142,22 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
   if (metrics_ == nullptr) return;
   const SchedulerStats stats = client_->Stats();
+  metrics_->expert_load->Refresh(*client_);
   metrics_->num_requests_running.Set(static_cast<double>(stats.num_running));
   metrics_->num_requests_waiting.Set(static_cast<double>(stats.num_waiting));
   metrics_->kv_cache_usage.Set(stats.kv_usage);
+  if (!stats.data_parallel_ranks.empty()) {
+    const size_t ranks = stats.data_parallel_ranks.size();
+    metrics_->dp_num_requests_running.Resize(ranks);
+    metrics_->dp_num_requests_waiting.Resize(ranks);
+    metrics_->dp_kv_cache_usage.Resize(ranks);
+    for (size_t d = 0; d < ranks; ++d) {
+      const DataParallelRankStats& r = stats.data_parallel_ranks[d];
+      metrics_->dp_num_requests_running.Set(d, static_cast<double>(r.num_running));
+      metrics_->dp_num_requests_waiting.Set(d, static_cast<double>(r.num_waiting));
+      metrics_->dp_kv_cache_usage.Set(d, r.kv_usage);
+    }
+  }
   metrics_->num_preemptions.Add(static_cast<double>(stats.num_preemptions - last_preemptions_));
   metrics_->prefix_cache_queries.Add(static_cast<double>(stats.prefix_cache.queries - last_prefix_queries_));
   metrics_->prefix_cache_hits.Add(static_cast<double>(stats.prefix_cache.hits - last_prefix_hits_));

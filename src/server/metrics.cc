@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ember::server {
-namespace {
+#include "server/expert_load_metrics.h"
 
+namespace ember::server {
 void Header(const std::string& name, const std::string& help, const char* type, std::string* out) {
   *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
+
+namespace {
 
 std::string Number(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
@@ -104,15 +106,20 @@ std::string EscapeLabel(const std::string& value) {
 }  // namespace
 
 ServerMetrics::ServerMetrics(std::string model_name)
-    : labels(fmt::format("model_name=\"{}\"", EscapeLabel(model_name))) {}
+    : labels(fmt::format("model_name=\"{}\"", EscapeLabel(model_name))),
+      expert_load(std::make_unique<ExpertLoadMetrics>()) {}
+
+ServerMetrics::~ServerMetrics() = default;
 
 std::string ServerMetrics::Render() const {
   std::string out;
   for (const Metric* m : std::initializer_list<const Metric*>{
-           &num_requests_running, &num_requests_waiting, &kv_cache_usage, &kv_group_usage, &prefix_cache_queries, &prefix_cache_hits,
+           &num_requests_running, &num_requests_waiting, &kv_cache_usage, &dp_num_requests_running,
+           &dp_num_requests_waiting, &dp_kv_cache_usage, &kv_group_usage, &prefix_cache_queries, &prefix_cache_hits,
            &prompt_tokens, &generation_tokens, &num_preemptions, &spec_decode_num_drafts,
            &spec_decode_num_draft_tokens, &spec_decode_num_accepted_tokens, &spec_decode_accepted_per_pos, &spec_decode_drafts_per_len, &requests_success, &requests_failed,
-           &time_to_first_token, &inter_token_latency, &e2e_request_latency, &request_queue_time}) {
+           &time_to_first_token, &inter_token_latency, &e2e_request_latency, &request_queue_time,
+           static_cast<const Metric*>(expert_load.get())}) {
     m->Render(labels, &out);
   }
   return out;

@@ -5,11 +5,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace ember::server {
+
+// Appends a family's "# HELP" and "# TYPE" lines.
+void Header(const std::string& name, const std::string& help, const char* type, std::string* out);
 
 class Metric {
  public:
@@ -83,15 +87,26 @@ class Histogram : public Metric {
   double sum_ = 0;
 };
 
+class ExpertLoadMetrics;  // expert_load_metrics.h
+
 // Everything /metrics shows. Names follow vLLM's `vllm:` metrics with an `ember:` prefix.
 struct ServerMetrics {
   explicit ServerMetrics(std::string model_name);
+  ~ServerMetrics();
   std::string Render() const;
 
   std::string labels;
   Gauge num_requests_running{"ember:num_requests_running", "Requests being computed this step."};
   Gauge num_requests_waiting{"ember:num_requests_waiting", "Requests waiting to be scheduled."};
   Gauge kv_cache_usage{"ember:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0..1)."};
+  // Data parallelism (DEP): per data-parallel rank, its scheduler's requests and KV cache (no
+  // samples with one scheduler).
+  GaugeVector dp_num_requests_running{"ember:dp_rank_num_requests_running",
+                                      "Requests being computed this step on each data-parallel rank.", "dp_rank"};
+  GaugeVector dp_num_requests_waiting{"ember:dp_rank_num_requests_waiting",
+                                      "Requests waiting to be scheduled on each data-parallel rank.", "dp_rank"};
+  GaugeVector dp_kv_cache_usage{"ember:dp_rank_kv_cache_usage_perc",
+                                "Fraction of each data-parallel rank's KV cache blocks in use (0..1).", "dp_rank"};
   GaugeVector kv_group_usage{"ember:kv_cache_group_usage_perc",
                              "Fraction of KV cache blocks held by each KV group (0..1).", "kv_group"};
   Counter prefix_cache_queries{"ember:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache."};
@@ -123,6 +138,8 @@ struct ServerMetrics {
                                  120.0, 240.0, 480.0}};
   Histogram request_queue_time{"ember:request_queue_time_seconds", "Arrival to first scheduled.",
                                {0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0}};
+  // Mixture-of-experts models: tokens per layer and expert, imbalance (always set; rendered last).
+  std::unique_ptr<ExpertLoadMetrics> expert_load;
 };
 
 }  // namespace ember::server

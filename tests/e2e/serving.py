@@ -99,3 +99,41 @@ class Server:
             time.sleep(0.2)
         assert self.metric("ember:num_requests_running") == 0
         assert self.metric("ember:num_requests_waiting") == 0
+
+
+def byte_level_tokenizer(vocab_size):
+    """A GPT-2 byte-level BPE tokenizer.json with exactly `vocab_size` tokens: the 256 bytes, then
+    two-letter merges of 'a'..'p' (enough for 512)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    vocab = {chars[b]: b for b in range(256)}
+    letters = "abcdefghijklmnop"
+    merges = []
+    for left in letters:
+        for right in letters:
+            if len(vocab) == vocab_size:
+                break
+            vocab[left + right] = len(vocab)
+            merges.append(f"{left} {right}")
+    return {"version": "1.0", "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "post_processor": None, "decoder": {"type": "ByteLevel"},
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+
+
+def with_byte_level_tokenizer(model_dir, dest):
+    """`dest` made a servable copy of a tokenizer-less golden Muse Spark directory: its files linked,
+    plus a byte-level tokenizer.json of the model's vocabulary (512 for the tiny models)."""
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        if (model_dir / name).exists():
+            (dest / name).symlink_to(model_dir / name)
+    config = json.loads((model_dir / "config.json").read_text())
+    vocab = config.get("text_config", config)["vocab_size"]
+    (dest / "tokenizer.json").write_text(json.dumps(byte_level_tokenizer(vocab)))
+    return dest

@@ -115,3 +115,82 @@ def test_bench_roofline_quick_smoke(ember_bin):
         assert gemm_q8["bound"] == ("compute-int8" if level["peak_int8_gops"] > 0 else "compute")
     text = run(ember_bin, "bench", "roofline", "--quick", "--threads", "1").stdout
     assert "STREAM triad" in text and "gemv q4_1" in text
+
+
+def greedy_placement(tokens, ep_size):
+    """The documented balancer (exec/expert_balancer.h), written again: experts by falling load
+    (ties: lower index), each to the least-loaded rank with a free slot (ties: lower rank)."""
+    slots = len(tokens) // ep_size
+    load, held, ranks = [0] * ep_size, [0] * ep_size, [None] * len(tokens)
+    for e in sorted(range(len(tokens)), key=lambda e: (-tokens[e], e)):
+        r = min((r for r in range(ep_size) if held[r] < slots), key=lambda r: (load[r], r))
+        ranks[e], load[r], held[r] = r, load[r] + tokens[e], held[r] + 1
+    return ranks
+
+
+def max_over_mean(values):
+    return max(values) * len(values) / sum(values) if sum(values) else 0.0
+
+
+def test_bench_expert_load_report_counts_and_placement(ember_bin, golden_dir, tmp_path):
+    tiny = golden_dir / "tiny_a"  # 6 MoE layers, 8 experts, top-2
+    counts_file, placement_file = tmp_path / "counts.json", tmp_path / "placement.json"
+    args = ["bench", "throughput", tiny, "--input-len", 12, "--output-len", 5, "--num-prompts", 6, "--range-ratio", 0.5,
+            "--no-enable-prefix-caching", "--kv-cache-dtype", "f32", "--json"]
+    data = json.loads(run(ember_bin, *args, "--expert-parallel-size", 2, "--expert-load-out", counts_file).stdout)
+    # Every request computes its prompt and its outputs but the last.
+    computed = data["total_input_tokens"] + data["total_output_tokens"] - data["num_requests"]
+    report = data["expert_load"]
+    assert (report["num_experts"], report["top_k"], report["tokens"]) == (8, 2, computed)
+    assert report["expert_parallel_size"] == 2 and report["placement"] == "contiguous"
+    counts = json.loads(counts_file.read_text())
+    assert (counts["num_experts"], counts["top_k"], counts["num_layers"]) == (8, 2, 6)
+    assert [layer["layer"] for layer in report["layers"]] == list(range(6)) and sorted(map(int, counts["layers"])) == list(range(6))
+    for layer in report["layers"]:
+        row = counts["layers"][str(layer["layer"])]
+        assert sum(row) == layer["routed"] == 2 * computed
+        assert layer["max_over_mean"] == pytest.approx(max_over_mean(row))
+        assert layer["rank_tokens"] == [sum(row[:4]), sum(row[4:])]
+        assert layer["rank_max_over_mean"] == pytest.approx(max_over_mean(layer["rank_tokens"]))
+        hottest = sorted(range(8), key=lambda e: (-row[e], e))[:4]
+        assert [h["expert"] for h in layer["hottest"]] == hottest and [h["tokens"] for h in layer["hottest"]] == [row[e] for e in hottest]
+
+    # ember placement balances each layer; the bench run again under that map faces the balanced ranks.
+    summary = json.loads(run(ember_bin, "placement", "--counts", counts_file, "--expert-parallel-size", 2,
+                             "--out", placement_file, "--json").stdout)
+    placement = json.loads(placement_file.read_text())
+    assert (placement["num_experts"], placement["ep_size"], placement["num_layers"]) == (8, 2, 6)
+    for layer, row in counts["layers"].items():
+        assert placement["layers"][layer] == greedy_placement(row, 2)
+    again = json.loads(run(ember_bin, *args, "--expert-placement", placement_file).stdout)["expert_load"]
+    assert again["placement"] == "map" and again["expert_parallel_size"] == 2
+    for layer, entry in zip(again["layers"], summary["layers"]):
+        row, ranks = counts["layers"][str(layer["layer"])], placement["layers"][str(layer["layer"])]
+        assert layer["rank_tokens"] == [sum(t for t, r in zip(row, ranks) if r == k) for k in range(2)]
+        assert layer["rank_max_over_mean"] == pytest.approx(entry["balanced"])
+
+    # The text report, and ember bench --model: the timed runs only (pp 8 + tg 4 tokens per rep).
+    text = run(ember_bin, *args[:-1], "--expert-parallel-size", 4).stdout
+    assert "expert load:" in text and "expert parallel 4 (contiguous)" in text
+    model = json.loads(run(ember_bin, "bench", "--model", tiny, "--pp", 8, "--tg", 4, "--reps", 2, "--json").stdout)
+    assert [layer["routed"] for layer in model["expert_load"]["layers"]] == [2 * 2 * (8 + 4)] * 6
+
+
+def test_bench_expert_load_refusals(ember_bin, golden_dir, tmp_path):
+    tiny = golden_dir / "tiny_a"
+    bad = run(ember_bin, "bench", "throughput", tiny, "--num-prompts", 1, "--expert-parallel-size", 3, check=False)
+    assert bad.returncode == 1 and "8 experts do not split evenly over 3" in bad.stderr
+    dense = golden_dir.parent / "hf_dense" / "llama"
+    bad = run(ember_bin, "bench", "throughput", dense, "--num-prompts", 1, "--expert-parallel-size", 2, check=False)
+    assert bad.returncode == 1 and "need a mixture-of-experts model" in bad.stderr
+    placement = tmp_path / "p.json"
+    placement.write_text(json.dumps({"num_experts": 8, "ep_size": 2}))
+    bad = run(ember_bin, "bench", "throughput", dense, "--num-prompts", 1, "--expert-placement", placement, check=False)
+    assert bad.returncode == 1 and "has no routed experts" in bad.stderr
+    bad = run(ember_bin, "bench", "throughput", tiny, "--num-prompts", 1, "--expert-placement", placement,
+              "--expert-parallel-size", 4, check=False)
+    assert bad.returncode == 1 and "differs from the --expert-placement map's ep_size 2" in bad.stderr
+    counts = tmp_path / "c.json"
+    counts.write_text(json.dumps({"num_experts": 8, "layers": {"0": [1] * 7}}))
+    bad = run(ember_bin, "placement", "--counts", counts, "--expert-parallel-size", 2, "--out", placement, check=False)
+    assert bad.returncode == 1 and "layers.0 has 7 counts, num_experts is 8" in bad.stderr

@@ -130,3 +130,43 @@ def test_cpu_tensor_parallel_recipe_emits_a_flag_ember_serve_takes(ember_bin, go
     assert "--tensor-parallel-size" not in r["command"]["future_flags"]
     gpu = json.loads(recipe(ember_bin, "--hardware", "b200", "--goal", "throughput", "--json").stdout)
     assert "--tensor-parallel-size" in gpu["command"]["future_flags"], "accelerator ranks are not built yet"
+
+
+def test_check_refuses_tensor_parallel_sizes_the_loader_would_refuse(ember_bin, golden_dir):
+    """--check asks the loaders' own rule (model/tensor_parallel.h), so it refuses what `ember serve` would."""
+    def check(model, tp):
+        return recipe(ember_bin, "--hardware", "cpu", "--devices-per-node", 4, "--check", "--", "serve", model,
+                      "--tensor-parallel-size", tp)
+    heads = check(golden_dir / "tiny_a", 3)
+    assert heads.returncode == 2 and "[shape.tp_must_divide]" in heads.stdout, heads.stdout
+    assert "sizes that work for this model: 1, 2, 4" in heads.stdout
+    assert "[shape.tp_must_divide]" not in check(golden_dir / "tiny_a", 4).stdout
+    # tiny_b: 6 heads over 3 KV heads allow 3, but its dense layers' 256 MLP features do not split in 3.
+    mlp = check(golden_dir / "tiny_b", 3)
+    assert mlp.returncode == 2 and "does not divide the 256 MLP intermediate features" in mlp.stdout, mlp.stdout
+
+
+def test_expert_parallel_recipes_run_on_cpu_and_impossible_ones_are_refused(ember_bin, golden_dir):
+    """TEP (tp + --enable-expert-parallel) is a real CPU flag; --check refuses expert counts that do
+    not split over tp x dp, and data-parallel ranks without expert parallelism."""
+    r = json.loads(recipe(ember_bin, "--hardware", "cpu", "--parallelism", "tp_ep", "--devices-per-node", 2, "--model",
+                          golden_dir / "tiny_a", "--json").stdout)
+    assert "--enable-expert-parallel" in r["command"]["argv"], r["command"]
+    assert "--enable-expert-parallel" not in r["command"]["future_flags"]
+
+    def check(*flags):
+        return recipe(ember_bin, "--hardware", "cpu", "--devices-per-node", 8, "--check", "--", "serve",
+                      golden_dir / "tiny_a", *flags)
+    dep = check("--data-parallel-size", 8, "--enable-expert-parallel", "--max-model-len", 4096)
+    assert "[shape.ep_must_divide]" not in dep.stdout, dep.stdout  # 8 experts over 8 ranks
+    six = recipe(ember_bin, "--hardware", "cpu", "--devices-per-node", 6, "--check", "--", "serve",
+                 golden_dir / "tiny_a", "--data-parallel-size", 6, "--enable-expert-parallel")
+    assert six.returncode == 2 and "cannot split 8 experts evenly; tp x dp must divide them: 1, 2, 4, 8" in six.stdout, \
+        six.stdout
+    tp_dp = check("--tensor-parallel-size", 2, "--data-parallel-size", 2, "--enable-expert-parallel")
+    assert tp_dp.returncode == 2 and "not built for CPU ranks yet" in tp_dp.stdout, tp_dp.stdout
+    r = json.loads(recipe(ember_bin, "--hardware", "cpu", "--parallelism", "dp_attention_ep", "--devices-per-node", 2,
+                          "--model", golden_dir / "tiny_a", "--json").stdout)
+    assert "--data-parallel-size" in r["command"]["argv"] and not r["command"]["future_flags"], r["command"]
+    no_ep = check("--data-parallel-size", 2)
+    assert no_ep.returncode == 2 and "without --enable-expert-parallel" in no_ep.stdout, no_ep.stdout

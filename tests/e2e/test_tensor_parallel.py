@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from serving import CACHE, GEMMA, SMOLLM, Server
+from serving import CACHE, GEMMA, SMOLLM, Server, with_byte_level_tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests/golden"
@@ -97,6 +97,64 @@ def test_muse_spark_golden_models_decode_the_same_tokens(ember_bin, name, tp):
     expect_same_greedy(ember_bin, GOLDEN / "muse_spark" / name, tp, *args, tolerance=BF16_KV_TOLERANCE)
 
 
+@pytest.mark.parametrize("stored", [True, False], ids=["producer-layout checkpoint", "load-time --quantization"])
+def test_nvfp4_experts_over_two_ranks(ember_bin, tmp_path, stored):
+    """A rank cuts its block of the NVFP4 codes and scales of the whole tensor (a checkpoint written in
+    ModelOpt's layout by `ember convert`, or the bf16 one quantized whole while loading), never
+    requantizing its slice. The experts' FP4 dot products round activations to int8 per 16 values,
+    so the row-parallel sums' last-bit differences move a value to the next step now and then:
+    measured 0.05 on tiny_a, checked like the quantized GGUF models."""
+    args = ["--prompt-ids", "1,17,300,42,7,99,5", "--max-tokens", "24", "--ignore-eos", "--kv-cache-dtype", "f32"]
+    model = GOLDEN / "muse_spark" / "tiny_a"
+    if stored:
+        converted = tmp_path / "tiny_a_nvfp4"
+        subprocess.run([str(ember_bin), "convert", str(model), str(converted), "--quantization", "nvfp4"], check=True,
+                       capture_output=True, timeout=120)
+        model = converted
+    else:
+        args += ["--quantization", "nvfp4"]
+    expect_same_greedy(ember_bin, model, 2, *args, tolerance=QUANTIZED_ACTIVATION_TOLERANCE, near_ties_may_flip=True)
+
+
+# Expert parallelism (TEP): attention stays tensor-parallel (the tolerance above), the experts move
+# whole to E / tp ranks each. The MoE block itself computes one process's bits under any placement
+# (tests/mpi/moe_expert_parallel_mpi_test.cc), so two placements give the same bits and only the
+# attention's row-parallel sums differ from one process.
+ROUND_ROBIN_PLACEMENT = {"num_experts": 8, "ep_size": 2, "default": [1, 0, 1, 0, 0, 1, 1, 0],
+                         "layers": {"1": [0, 0, 0, 0, 1, 1, 1, 1]}}
+
+
+def test_expert_parallel_muse_spark_decodes_the_same_tokens(ember_bin, tmp_path):
+    model = GOLDEN / "muse_spark" / "tiny_a"
+    args = ["--prompt-ids", "1,17,300,42,7,99,5", "--max-tokens", "24", "--ignore-eos", "--kv-cache-dtype", "f32"]
+    log = expect_same_greedy(ember_bin, model, 2, *args, "--enable-expert-parallel", tolerance=F32_KV_TOLERANCE)
+    assert "4 of the 8 experts of every MoE layer on this rank (a contiguous block)" in log, log
+    contiguous, _ = generate(ember_bin, model, *args, "--enable-expert-parallel", tp=2)
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps(ROUND_ROBIN_PLACEMENT))
+    placed, log = generate(ember_bin, model, *args, "--enable-expert-parallel", "--expert-placement", placement, tp=2)
+    assert "placed by --expert-placement" in log, log
+    assert placed["logprobs"] == contiguous["logprobs"], "the experts' placement changed the bits"
+    expect_same_greedy(ember_bin, model, 4, *args, "--enable-expert-parallel", tolerance=F32_KV_TOLERANCE)
+    # Load-time NVFP4 of a rank's own experts is one process's bytes for them (experts quantize
+    # independently); the FP4 dots' int8 activations make the attention's last bits show more.
+    expect_same_greedy(ember_bin, model, 2, *args, "--enable-expert-parallel", "--quantization", "nvfp4",
+                       "--expert-placement", placement, tolerance=QUANTIZED_ACTIVATION_TOLERANCE,
+                       near_ties_may_flip=True)
+
+
+def test_expert_parallel_refusals_say_what_works(ember_bin, tmp_path):
+    model = GOLDEN / "muse_spark" / "tiny_a"
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps({**ROUND_ROBIN_PLACEMENT, "ep_size": 4, "default": [0, 0, 1, 1, 2, 2, 3, 3],
+                                     "layers": {}}))
+    proc = subprocess.run([str(ember_bin), "generate", "--model", str(model), "--prompt-ids", "1,2", "--max-tokens", "1",
+                           "--tensor-parallel-size", "2", "--enable-expert-parallel", "--expert-placement",
+                           str(placement)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "--expert-placement places experts on 4 ranks, but expert parallelism here spreads them over 2" in proc.stderr
+
+
 def test_hf_dense_llama_decodes_the_same_tokens(ember_bin):
     expect_same_greedy(ember_bin, GOLDEN / "hf_dense/llama", 2, "--prompt-ids", "1,17,30,42,7", "--max-tokens", "16",
                        "--ignore-eos", "--kv-cache-dtype", "f32", tolerance=F32_KV_TOLERANCE)
@@ -132,7 +190,7 @@ def test_impossible_shapes_are_refused_with_what_works(ember_bin):
 
 
 def complete(server, prompt, max_tokens=24):
-    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
     return server.json("POST", "/v1/completions", body)
 
 
@@ -161,14 +219,14 @@ def worker_rank_pid(server):
     raise AssertionError(f"no rank 1 among {children}")
 
 
-def start_long_request(server):
-    """A 400-token completion on a thread; the returned dict gets "response" (status, body) or
+def start_long_request(server, max_tokens=400):
+    """A long completion (no early end of sequence) on a thread; the returned dict gets "response" (status, body) or
     "error" (the connection closed: an error the client sees)."""
     result = {}
 
     def request():
         try:
-            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=400)
+            result["response"] = complete(server, "Once upon a time, a dragon", max_tokens=max_tokens)
         except Exception as error:
             result["error"] = repr(error)
 
@@ -177,19 +235,11 @@ def start_long_request(server):
     return thread, result
 
 
-def test_serve_over_three_ranks_answers_as_one_process(ember_bin, smollm_bf16):
-    # The BF16 file with an f32 KV cache: no 8-bit activation steps or 16-bit KV rounding to turn
-    # the row-parallel sums' last bits into a different greedy token at a near tie (see above).
-    one = serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 1, "--kv-cache-dtype", "f32")
-    assert serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 3, "--kv-cache-dtype", "f32") == one
-
-
-def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin):
-    if not GEMMA.exists():
-        pytest.skip(f"{GEMMA} is not fetched (make models)")
-    server = Server(ember_bin, "--tensor-parallel-size", 2, model=GEMMA, name="m")
+def expect_a_killed_worker_ends_the_job(server, max_tokens=400):
+    """SIGKILL of rank 1 during a long request: the request ends with an error (or its connection
+    closes) and the job exits non-zero within 30 s, its log naming rank 1."""
     worker = worker_rank_pid(server)
-    thread, result = start_long_request(server)
+    thread, result = start_long_request(server, max_tokens)
     time.sleep(1.0)
     os.kill(worker, signal.SIGKILL)
     start = time.time()
@@ -204,6 +254,38 @@ def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin):
     status, body = result.get("response", (None, None))
     assert "error" in result or status != 200 or body["choices"][0]["finish_reason"] == "error", result
     print(f"rank 1 killed: the job ended {elapsed:.1f} s later with status {code}; the client got {result}")
+
+
+def test_serve_over_three_ranks_answers_as_one_process(ember_bin, smollm_bf16):
+    # The BF16 file with an f32 KV cache: no 8-bit activation steps or 16-bit KV rounding to turn
+    # the row-parallel sums' last bits into a different greedy token at a near tie (see above).
+    one = serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 1, "--kv-cache-dtype", "f32")
+    assert serve_answers(ember_bin, smollm_bf16, "--tensor-parallel-size", 3, "--kv-cache-dtype", "f32") == one
+
+
+@pytest.fixture(scope="module")
+def tiny_served(tmp_path_factory):
+    """tiny_a with a byte-level tokenizer, so `ember serve` can run the Muse Spark MoE."""
+    return with_byte_level_tokenizer(GOLDEN / "muse_spark/tiny_a", tmp_path_factory.mktemp("tiny_a_served"))
+
+
+def test_serve_with_expert_parallelism_answers_as_one_process(ember_bin, tiny_served):
+    one = serve_answers(ember_bin, tiny_served, "--tensor-parallel-size", 1, "--kv-cache-dtype", "f32")
+    assert serve_answers(ember_bin, tiny_served, "--tensor-parallel-size", 2, "--enable-expert-parallel",
+                         "--kv-cache-dtype", "f32") == one
+
+
+@pytest.mark.parametrize("experts", ["whole experts on every rank", "expert parallelism"])
+def test_a_dying_worker_rank_ends_the_job_with_errors_not_a_hang(ember_bin, tiny_served, experts):
+    """SIGKILL a worker mid-stream: under expert parallelism rank 0 is then inside an all-to-all."""
+    if experts == "expert parallelism":
+        # tiny_a decodes thousands of tokens a second: a request long enough to outlast the kill.
+        expect_a_killed_worker_ends_the_job(Server(ember_bin, "--tensor-parallel-size", 2, "--enable-expert-parallel",
+                                                   model=tiny_served, name="m", max_model_len=32768), max_tokens=32000)
+        return
+    if not GEMMA.exists():
+        pytest.skip(f"{GEMMA} is not fetched (make models)")
+    expect_a_killed_worker_ends_the_job(Server(ember_bin, "--tensor-parallel-size", 2, model=GEMMA, name="m"))
 
 
 def test_a_hung_worker_rank_is_named_and_requests_end_with_errors(ember_bin):
@@ -273,7 +355,8 @@ def veth_bytes(ns, link):
     return sum(int(x) for x in out)
 
 
-@pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--pipeline-parallel-size"])
+@pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--pipeline-parallel-size", "--enable-expert-parallel",
+                                  "--data-parallel-size"])
 def test_parallel_across_two_network_namespaces(ember_bin, two_hosts, flag):
     """One rank in each namespace, MPI over TCP on the veth pair (mpirun's rsh agent enters the
     other namespace as ssh would log in to the other host): the tokens of one process (the bits, for
@@ -289,18 +372,21 @@ def test_parallel_across_two_network_namespaces(ember_bin, two_hosts, flag):
     cmd = ["ip", "netns", "exec", ns0, "mpirun", "-H", f"{first},{second}", "-np", "2", "--bind-to", "none",
            "--mca", "plm_rsh_agent", str(ROOT / "tests/e2e/netns_rsh_agent.sh"), "--mca", "btl", "self,tcp",
            "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "oob_tcp_if_include", "10.77.0.0/24",
-           str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *args, flag, "2"]
+           str(ember_bin), "generate", "--model", str(model), "--json", "--top-logprobs", "2", *args,
+           *{"--enable-expert-parallel": ["--tensor-parallel-size", "2", flag],
+             "--data-parallel-size": [flag, "2", "--enable-expert-parallel"]}.get(flag, [flag, "2"])]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     many = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][0])
     assert many["token_ids"] == one["token_ids"], proc.stderr
-    if flag == "--pipeline-parallel-size":
+    if flag in ("--pipeline-parallel-size", "--data-parallel-size"):  # nothing summed across ranks
         assert many["logprobs"] == one["logprobs"]
     for a, b in zip(one["logprobs"], many["logprobs"]):
         assert abs(a["logprob"] - b["logprob"]) < F32_KV_TOLERANCE, (a, b)
     crossed = veth_bytes(ns0, links[0]) - before
     # tp: 24 steps x 6 layers x (attention + MoE all-reduces) + the vocab gathers, both directions;
-    # pp: each step's residual stream one way and its logits back.
+    # pp: each step's residual stream one way and its logits back; ep and dp: the experts' rows and
+    # counts (dp: rank 1 has no request and joins every exchange with no tokens).
     assert crossed > 50_000, crossed
     print(f"{flag} 2 across two namespaces: same {len(one['token_ids'])} tokens, {crossed} bytes over the veth pair")
 

@@ -32,6 +32,7 @@
 #include "model/quantized_weights.h"
 #include "runner/local_engine.h"
 #include "tools/ember/bench/bench_commands.h"
+#include "tools/ember/bench/expert_load_report.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
 #include "tools/ember/parallel_ranks.h"
@@ -175,6 +176,8 @@ struct ModelBenchOptions {
   int threads = 0;
   bool json = false;
   parallel::ParallelConfig parallel;  // --tensor-parallel-size, --pipeline-parallel-size
+  std::string expert_placement_file;  // --expert-placement
+  ExpertLoadFlags expert_load;
 };
 
 // Token ids that look like text to nothing in the model: a fixed pseudo-random walk over the
@@ -234,8 +237,13 @@ int RunModelBench(const ModelBenchOptions& o) {
   int requested_threads = o.threads;
   if (Status s = StartParallel(o.parallel, &requested_threads); !s.ok()) return Fail(s);
   if (requested_threads > 0) ThreadPool::SetGlobalThreads(requested_threads);
-  auto loaded = LoadModelWithLog(o.model);
+  auto placement = ReadExpertPlacementFlag(o.expert_placement_file);
+  if (!placement.ok()) return Fail(placement.status());
+  auto loaded = LoadModelWithLog(o.model, std::nullopt, false, *placement);
   if (!loaded.ok()) return Fail(loaded.status());
+  const int64_t num_layers = (*loaded)->info().num_layers;
+  auto layout = ReportLayout(o.expert_load, *placement, (*loaded)->info().num_experts);
+  if (!layout.ok()) return Fail(layout.status());
   const std::vector<int32_t> ids = BenchTokens(std::max<int64_t>(o.pp, 1), (*loaded)->info().vocab_size);
   // The KV memory is allocated once, outside the timed runs (as llama.cpp's context is), and
   // with no prefix cache every run starts from an empty one.
@@ -271,6 +279,8 @@ int RunModelBench(const ModelBenchOptions& o) {
   if (!status.ok()) return Fail(status);
   if (o.tg > 0) Time([&] { return generate(std::min<int64_t>(o.tg, 4)); }, &status);
   if (!status.ok()) return Fail(status);
+  exec::ExpertLoad warm_up_load;  // the expert load below is the timed runs'
+  client.ReadExpertLoad(&warm_up_load);
   std::vector<RunTime> pp_seconds, tg_seconds;
   for (int64_t r = 0; r < o.reps; ++r) {
     if (o.pp > 0) pp_seconds.push_back(Time([&] { return prompt(o.pp); }, &status));
@@ -282,6 +292,13 @@ int RunModelBench(const ModelBenchOptions& o) {
   nlohmann::json out = {{"model", o.model}, {"threads", threads}, {"reps", o.reps}};
   if (o.pp > 0) out["pp"] = RateStats(o.pp, pp_seconds);
   if (o.tg > 0) out["tg"] = RateStats(o.tg, tg_seconds);
+  exec::ExpertLoad load;
+  client.ReadExpertLoad(&load);
+  nlohmann::ordered_json expert_section;
+  const Status added =
+      AddExpertLoadSection(o.expert_load, exec::Difference(load, warm_up_load), num_layers, layout->get(), &expert_section);
+  if (!added.ok()) return Fail(added);
+  if (expert_section.contains("expert_load")) out["expert_load"] = expert_section["expert_load"];
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -294,6 +311,7 @@ int RunModelBench(const ModelBenchOptions& o) {
                 test, static_cast<long long>(t["tokens"]), t["best"].get<double>(), t["median"].get<double>(),
                 t["cpu_best"].get<double>(), t["cpu_median"].get<double>());
   }
+  PrintExpertLoadSection(expert_section);
   return 0;
 }
 
@@ -309,6 +327,8 @@ void RegisterBenchCommand(CLI::App& app) {
   bench->add_option("--threads", m->threads, "Worker threads (default: all cores)");
   bench->add_flag("--json", m->json, "Print JSON");
   AddParallelOptions(bench, &m->parallel);
+  AddExpertPlacementOption(bench, &m->expert_placement_file);
+  AddExpertLoadOptions(bench, &m->expert_load);
   bench->require_subcommand(0, 1);
   auto o = std::make_shared<DecodeBenchOptions>();
   CLI::App* decode = bench->add_subcommand("decode", "Batch-1 decode tokens/s vs the memory-bandwidth roofline");

@@ -17,6 +17,7 @@ void RegisterChatCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
 void RegisterRecipeCommand(CLI::App& app);
 void RegisterConvertCommand(CLI::App& app);
+void RegisterPlacementCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
@@ -27,6 +28,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterServeCommand(app);
   RegisterRecipeCommand(app);
   RegisterConvertCommand(app);
+  RegisterPlacementCommand(app);
 }
 
 }  // namespace ember::tools

@@ -10,6 +10,7 @@
 #include "core/isa.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "exec/expert_json.h"
 #include "model/quantized_weights.h"
 #include "tools/ember/parallel_ranks.h"
 
@@ -55,13 +56,29 @@ std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what) {
   };
 }
 
+void AddExpertPlacementOption(CLI::App* cmd, std::string* path) {
+  cmd->add_option("--expert-placement", *path,
+                  "MoE models: JSON map of routed experts to expert-parallel ranks (`ember placement` makes one from "
+                  "measured counts); checked against the model at startup");
+}
+
+Expected<std::shared_ptr<const exec::ExpertPlacement>> ReadExpertPlacementFlag(const std::string& path) {
+  if (path.empty()) return std::shared_ptr<const exec::ExpertPlacement>();
+  EMBER_ASSIGN_OR_RETURN(exec::ExpertPlacement placement, exec::ReadExpertPlacementFile(path));
+  return std::make_shared<const exec::ExpertPlacement>(std::move(placement));
+}
+
 Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir,
                                                      const std::optional<std::string>& quantization,
-                                                     bool quantize_dense) {
+                                                     bool quantize_dense,
+                                                     std::shared_ptr<const exec::ExpertPlacement> expert_placement) {
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;
   options.communicator = ModelCommunicator();
   options.pipeline = ModelPipelineStage();
+  options.expert_parallel = ModelExpertParallel();
+  options.expert_communicator = ModelExpertCommunicator();
+  options.expert_placement = std::move(expert_placement);
   if (quantization) {
     EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(*quantization));
     options.quantization = choice.format;

@@ -1,6 +1,8 @@
 // Helpers shared by the ember subcommands.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "exec/expert_placement.h"
 #include "model/causal_lm.h"
 
 namespace ember::tools {
@@ -27,10 +30,15 @@ inline constexpr const char* kKvCacheDtypeHelp =
 // checkpoint's experts while loading, with a progress bar on stderr; nullopt (--quantization not
 // given) keeps the stored formats. A given but empty value is an error, not "none": the
 // commands hold the flag in a std::optional so the two stay apart.
-// `quantize_dense` extends it to the decoder layers' dense linears.
-Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_dir,
-                                                     const std::optional<std::string>& quantization = std::nullopt,
-                                                     bool quantize_dense = false);
+// `quantize_dense` extends it to the decoder layers' dense linears. `expert_placement`
+// (--expert-placement) goes to LoadOptions, which checks it against the model.
+Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(
+    const std::string& model_dir, const std::optional<std::string>& quantization = std::nullopt,
+    bool quantize_dense = false, std::shared_ptr<const exec::ExpertPlacement> expert_placement = nullptr);
+// --expert-placement FILE on `cmd`, into `path`.
+void AddExpertPlacementOption(CLI::App* cmd, std::string* path);
+// The placement in `path` (exec/expert_json.h), null for an empty path.
+Expected<std::shared_ptr<const exec::ExpertPlacement>> ReadExpertPlacementFlag(const std::string& path);
 // The help text of --quantization, shared by the commands that load a model.
 inline constexpr const char* kQuantizationHelp =
     "Quantize a bf16 checkpoint's routed experts (dense Llama / Qwen3 / Gemma 3 directories: every decoder-layer "

@@ -41,6 +41,7 @@ Status EngineFlags::Finish() {
   if (scheduling_policy == "fcfs") engine.policy = SchedulingPolicy::kFcfs;
   else if (scheduling_policy == "priority") engine.policy = SchedulingPolicy::kPriority;
   else return InvalidArgument(fmt::format("--scheduling-policy must be fcfs or priority, got '{}'", scheduling_policy));
+  EMBER_ASSIGN_OR_RETURN(expert_placement, ReadExpertPlacementFlag(expert_placement_file));
   EMBER_RETURN_IF_ERROR(StartParallel(parallel, &threads));
   if (threads > 0) ThreadPool::SetGlobalThreads(threads);
   return Status::Ok();
@@ -76,6 +77,7 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
                   "--max-num-batched-tokens)")
       ->check(CLI::Range(0, 1 << 30));
   AddParallelOptions(cmd, &f->parallel);
+  AddExpertPlacementOption(cmd, &f->expert_placement_file);
   cmd->add_option("--speculative-config", e.speculative_config,
                   "Speculative decoding as JSON, vLLM's shape: '{\"method\":\"ngram\",\"num_speculative_tokens\":5,"
                   "\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}', method suffix, or draft_model with "

@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "exec/expert_placement.h"
 
 #include "parallel/parallel_context.h"
 #include "runner/local_engine.h"
@@ -20,6 +23,8 @@ struct EngineFlags {
   std::optional<std::string> quantization;  // --quantization; unset: the checkpoint's stored formats
   bool quantize_dense = false;
   parallel::ParallelConfig parallel;  // --tensor-parallel-size, ... (tools/ember/parallel_ranks.h)
+  std::string expert_placement_file;  // --expert-placement
+  std::shared_ptr<const exec::ExpertPlacement> expert_placement;  // read from it by Finish()
 
   // Parses the text options into `engine`; errors say which flag is wrong. With several ranks
   // asked for, also starts them (StartParallel: outside mpirun this process becomes mpirun).

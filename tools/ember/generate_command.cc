@@ -45,7 +45,8 @@ nlohmann::json StepLogprobs(int32_t chosen, const TokenLogprobs& lp) {
 // Greedy continuation of a `--chat` prompt: the model's chat template around one user turn.
 int RunChatPrompt(GenerateOptions& options) {
   if (options.prompt.empty()) return Fail(InvalidArgument("--chat needs --prompt TEXT"));
-  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
+  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense,
+                                options.engine.expert_placement);
   if (!model.ok()) return Fail(model.status());
   options.engine.engine.model_path = options.model;  // a draft model's tokenizer is checked against it
   // The whole context unless --max-model-len says otherwise: the reply's length is not known yet.
@@ -82,7 +83,8 @@ int RunGenerate(GenerateOptions& options) {
   }
   if (!prompt.ok()) return Fail(prompt.status());
   if (prompt->empty()) return Fail(InvalidArgument("the prompt is empty: give --prompt TEXT or --prompt-ids 1,2,3"));
-  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense);
+  auto model = LoadModelWithLog(options.model, options.engine.quantization, options.engine.quantize_dense,
+                                options.engine.expert_placement);
   if (!model.ok()) return Fail(model.status());
   options.engine.engine.model_path = options.model;  // a draft model's tokenizer is checked against it
   const int64_t prompt_tokens = static_cast<int64_t>(prompt->size());

@@ -101,7 +101,7 @@ std::string StopAtStrings(const std::string& text, Job* job) {
 
 int RunGenerateJsonl(const std::string& model_path, const std::string& jsonl_path, EngineFlags& flags) {
   if (Status s = flags.Finish(); !s.ok()) return Fail(s);
-  auto model = LoadModelWithLog(model_path, flags.quantization, flags.quantize_dense);
+  auto model = LoadModelWithLog(model_path, flags.quantization, flags.quantize_dense, flags.expert_placement);
   if (!model.ok()) return Fail(model.status());
   std::unique_ptr<Tokenizer> tokenizer;
   if (auto loaded = LoadModelTokenizer(model_path); loaded.ok()) tokenizer = std::move(*loaded);

@@ -10,6 +10,7 @@
 #include "core/host_memory.h"
 #include "core/logging.h"
 #include "parallel/mpi_runtime.h"
+#include "parallel/data_parallel_step.h"
 #include "parallel/step_broadcast.h"
 
 namespace ember::tools {
@@ -38,6 +39,15 @@ void AddParallelOptions(CLI::App* cmd, parallel::ParallelConfig* config) {
                   "Pipeline stages: the layers split into consecutive blocks, one per stage of "
                   "--tensor-parallel-size ranks (ranks = tp x pp)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--data-parallel-size", config->data_parallel_size,
+                  "Data-parallel attention with expert parallelism (DEP, needs --enable-expert-parallel): ranks "
+                  "with a scheduler, requests and KV cache each and whole attention, the routed experts spread over "
+                  "all of them (E / dp per rank); requests go to the least loaded rank")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--enable-expert-parallel", config->enable_expert_parallel,
+                "Routed experts spread whole over the --tensor-parallel-size ranks (E / tp per rank, tokens sent to "
+                "their experts' ranks) instead of every rank holding a block of every expert; attention stays "
+                "tensor-parallel (TEP); with --data-parallel-size, over the data-parallel ranks (DEP)");
   cmd->add_option("--rank-timeout", config->rank_timeout_seconds,
                   "Seconds rank 0 waits for another rank inside a step before naming it and ending the job (0: "
                   "forever)");
@@ -62,6 +72,10 @@ parallel::ParallelContext* Parallel() { return Context().get(); }
 
 exec::Communicator* ModelCommunicator() { return Context() ? Context()->tensor_group() : nullptr; }
 
+bool ModelExpertParallel() { return Context() && Context()->config().enable_expert_parallel; }
+
+exec::Communicator* ModelExpertCommunicator() { return Context() ? Context()->expert_group() : nullptr; }
+
 PipelineStage ModelPipelineStage() { return Context() ? Context()->pipeline_stage() : PipelineStage{}; }
 
 Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> model, const EngineOptions& options) {
@@ -80,7 +94,9 @@ Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> mo
     context->Abort(1);
   }
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
-  const Status looped = parallel::RunWorkerLoop((*engine)->runner(), context->world());
+  const Status looped = context->config().data_parallel_size > 1
+                            ? parallel::RunDataParallelWorkerLoop((*engine)->runner(), context->world())
+                            : parallel::RunWorkerLoop((*engine)->runner(), context->world());
   if (!looped.ok()) {
     EMBER_LOG_ERROR("worker loop: {}", looped.message());
     context->Abort(1);

@@ -19,7 +19,8 @@ namespace ember::tools {
 // ember's argv, for the relaunch (main stores it).
 void SetCommandLine(int argc, char** argv);
 
-// --tensor-parallel-size, --pipeline-parallel-size, --rank-timeout.
+// --tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size, --enable-expert-parallel,
+// --rank-timeout.
 void AddParallelOptions(CLI::App* cmd, parallel::ParallelConfig* config);
 
 // Nothing for one process. Asked for several ranks outside mpirun: replaces this process with
@@ -33,9 +34,14 @@ parallel::ParallelContext* Parallel();
 exec::Communicator* ModelCommunicator();
 // This rank's pipeline stage for LoadOptions::pipeline (one stage in one process).
 PipelineStage ModelPipelineStage();
+// Whether the model loads with expert parallelism (--enable-expert-parallel).
+bool ModelExpertParallel();
+// DEP's expert group for LoadOptions::expert_communicator (null without --data-parallel-size).
+exec::Communicator* ModelExpertCommunicator();
 
 // LocalEngine::Create as this rank: rank 0 (or a single process) gets the engine; a worker rank
-// runs its worker loop until rank 0 shuts down, then exits the process (status 0, or 1 with a
+// runs its worker loop (DEP's, which samples its own requests, under --data-parallel-size) until
+// rank 0 shuts down, then exits the process (status 0, or 1 with a
 // message), so the call does not return there.
 Expected<std::unique_ptr<LocalEngine>> CreateEngine(std::unique_ptr<CausalLM> model, const EngineOptions& options);
 

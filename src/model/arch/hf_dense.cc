@@ -82,21 +82,14 @@ Expected<Linear> HfDenseLoader::LayerLinear(const std::string& module, int64_t r
                                             const MatrixSplit& split) {
   const std::string name = module + ".weight";
   if (scheme_.quantized() && !scheme_.Excludes(module)) {
-    if (!split.whole()) {
-      return Unimplemented(fmt::format("{}: tensor parallelism over a pre-quantized checkpoint ({}) is not supported "
-                                       "yet; serve its bf16 checkpoint, or use --pipeline-parallel-size",
-                                       w_.Describe(), scheme_.Describe()));
-    }
-    return ReadQuantizedLinear(w_, scheme_, module, rows, cols);
+    if (split.whole()) return ReadQuantizedLinear(w_, scheme_, module, rows, cols);
+    EMBER_ASSIGN_OR_RETURN(OwnedBlockScaledMatrix whole, ReadQuantizedMatrix(w_, scheme_, module, rows, cols));
+    EMBER_ASSIGN_OR_RETURN(OwnedBlockScaledMatrix shard, SliceBlockScaled(whole.matrix, split));
+    return Linear::BlockScaled(shard.matrix, std::move(shard.owner));
   }
   if (!options_.quantization) return Stored(name, rows, cols, split);
   EMBER_ASSIGN_OR_RETURN(TensorView full, w_.Require(name, {DType::kBF16, DType::kF32}, Shape{rows, cols}));
-  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceTensor(full, split));
-  const TensorView& t = sliced.view;
-  const TensorView stacked{t.dtype, Shape{1, t.shape[0], t.shape[1]}, t.data};
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q,
-                         QuantizeStack(stacked, *options_.quantization, 1, options_.mxfp4_rounding));
-  return Linear::BlockScaled(q->View(q).parts(0).front(), q);
+  return QuantizeLinear(full, *options_.quantization, options_.mxfp4_rounding, split);
 }
 
 Expected<DenseDecoderSpec> HfDenseLoader::Load() {

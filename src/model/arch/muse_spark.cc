@@ -29,18 +29,29 @@ Expected<Linear> LoadMatrix(WeightSource& source, const std::string& name, int64
 
 MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights,
                                const QuantScheme& scheme, const LoadOptions& options, const LayerSplits& splits,
-                               const ShardRange& expert_columns)
+                               const ShardRange& expert_columns, bool expert_parallel)
     : config_(config),
       weights_(std::move(weights)),
       scheme_(scheme),
       options_(options),
       comm_(exec::OrLocal(options.communicator)),
+      moe_comm_(options.expert_communicator != nullptr && options.expert_communicator->world_size() > 1
+                    ? *options.expert_communicator
+                    : comm_),
       splits_(splits),
-      expert_columns_(expert_columns) {
+      expert_columns_(expert_columns),
+      expert_parallel_(expert_parallel) {
   const ShardRange vocab = VocabShard(config.vocab_size, TensorParallelRank::Of(comm_));
   vocab_ = {vocab, config.vocab_size};
-  // Every rank routes every token and holds a block of each expert's FFN features.
-  moe_options_.tensor_parallel = comm_.world_size() > 1;
+  if (expert_parallel) {
+    // Expert parallelism (each layer's placement: LoadLayer). TEP: every rank runs the same tokens
+    // (tensor-parallel attention), so each sends its block of them to the experts. DEP: every rank
+    // runs tokens of its own and sends them all.
+    moe_options_.tokens_replicated = &moe_comm_ == &comm_;
+  } else {
+    // Tensor parallelism: every rank routes every token and holds a block of each expert's features.
+    moe_options_.tensor_parallel = comm_.world_size() > 1;
+  }
   info_.architecture = "muse_spark";
   info_.vocab_size = config.vocab_size;
   info_.hidden_size = config.hidden_size;
@@ -48,6 +59,14 @@ MuseSparkModel::MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<We
   info_.max_position_embeddings = config.max_position_embeddings;
   info_.bos_token_id = config.bos_token_id;
   info_.eos_token_ids = config.eos_token_ids;
+  info_.num_experts = config.num_local_experts;
+  info_.num_experts_per_token = config.num_experts_per_tok;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    if (config.mlp_layer_types[l] != MlpKind::kSparse) continue;
+    info_.moe_layers.push_back(static_cast<int32_t>(l));
+    // The expert load counts the sparse layers this stage runs (ForwardOutput::expert_load).
+    if (options_.pipeline.holds(l)) counted_layers_.push_back(static_cast<int32_t>(l));
+  }
   moe_options_.num_experts = config.num_local_experts;
   moe_options_.top_k = config.num_experts_per_tok;
   moe_options_.routed_scaling_factor = config.routed_scaling_factor;
@@ -84,16 +103,39 @@ Expected<std::unique_ptr<MuseSparkModel>> MuseSparkModel::Create(const MuseSpark
   const TensorParallelRank tp = TensorParallelRank::Of(exec::OrLocal(options.communicator));
   EMBER_ASSIGN_OR_RETURN(const LayerSplits splits, SplitLayer(config.num_attention_heads, config.num_key_value_heads,
                                                               config.head_dim, config.intermediate_size, tp));
-  EMBER_ASSIGN_OR_RETURN(const ShardRange expert_columns, tp.Block(config.moe_intermediate_size, "experts' FFN features"));
-  if (tp.sharded() && scheme.quantized()) {
-    return Unimplemented(fmt::format("tensor parallelism over a checkpoint with pre-quantized experts ({}) is not "
-                                     "supported yet; serve the bf16 checkpoint, or use --pipeline-parallel-size",
-                                     scheme.Describe()));
+  ShardRange expert_columns{0, config.moe_intermediate_size};
+  // The experts' group: every data-parallel rank under DEP, else the tensor group (TEP).
+  const bool dep = options.expert_communicator != nullptr && options.expert_communicator->world_size() > 1;
+  if (dep && (!options.expert_parallel || tp.sharded())) {
+    // DEP: attention, dense layers and vocabulary stay whole on each rank; experts spread over all.
+    return InvalidArgument("data parallelism over Muse Spark needs --enable-expert-parallel and runs without "
+                           "--tensor-parallel-size for now");
+  }
+  const TensorParallelRank moe_group = dep ? TensorParallelRank::Of(*options.expert_communicator) : tp;
+  const bool expert_parallel = options.expert_parallel && moe_group.sharded();
+  if (expert_parallel) {
+    EMBER_RETURN_IF_ERROR(
+        moe_group.Block(config.num_local_experts, dep ? "routed experts of a layer over the data-parallel ranks (DEP)"
+                                                      : "routed experts of a layer (expert parallelism)")
+            .status());
+    if (options.expert_placement && options.expert_placement->ep_size() != moe_group.size) {
+      return InvalidArgument(fmt::format("--expert-placement places experts on {} ranks, but expert parallelism here "
+                                         "spreads them over {}; make the map for {} ranks (ember placement "
+                                         "--expert-parallel-size {})", options.expert_placement->ep_size(),
+                                         moe_group.size, moe_group.size, moe_group.size));
+    }
+    EMBER_LOG_INFO("expert parallelism{}: {} of the {} experts of every MoE layer on this rank ({})",
+                   dep ? " (DEP)" : "", config.num_local_experts / moe_group.size, config.num_local_experts,
+                   options.expert_placement ? "placed by --expert-placement" : "a contiguous block");
+  } else {
+    EMBER_ASSIGN_OR_RETURN(expert_columns, tp.Block(config.moe_intermediate_size, "experts' FFN features"));
   }
   LoadOptions staged = options;
   EMBER_ASSIGN_OR_RETURN(staged.pipeline, options.pipeline.ForModel(config.num_hidden_layers));
   std::unique_ptr<MuseSparkModel> model(
-      new MuseSparkModel(config, std::move(weights), scheme, staged, splits, expert_columns));
+      new MuseSparkModel(config, std::move(weights), scheme, staged, splits, expert_columns, expert_parallel));
+  // Before reading any weights: a placement that does not fit the model fails in a moment.
+  if (options.expert_placement) EMBER_RETURN_IF_ERROR(CheckExpertPlacement(*options.expert_placement, model->info()));
   EMBER_RETURN_IF_ERROR(model->LoadWeights());
   return model;
 }
@@ -242,13 +284,22 @@ Status MuseSparkModel::LoadLayer(int64_t l, MuseSparkLayer& layer) {
   // smaller than the experts.
   EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_proj, LoadLinear(p + "mlp.pre_expert_proj.weight", hm, h, {}));
   EMBER_ASSIGN_OR_RETURN(layer.moe.pre_expert_gain, RequireVectorF32(w, p + "mlp.pre_expert_norm.weight", hm, 1.0f));
-  const bool split_experts = comm_.world_size() > 1;
+  const bool split_experts = moe_options_.tensor_parallel;
   const MatrixSplit expert_rows = split_experts ? MatrixSplit::Rows(expert_columns_) : MatrixSplit::Whole();
   const MatrixSplit expert_cols = split_experts ? MatrixSplit::Columns(expert_columns_) : MatrixSplit::Whole();
+  layer.moe_options = moe_options_;
+  MoeOptions& moe = layer.moe_options;
+  moe.expert_owner = ExpertOwners(l);
+  std::vector<int32_t> held;
+  for (int64_t x = 0; x < e; ++x) {
+    const bool here = moe.expert_owner.empty() || moe.expert_owner[x] == moe_comm_.rank();
+    if (!moe.expert_owner.empty()) moe.local_expert.push_back(here ? static_cast<int32_t>(held.size()) : -1);
+    if (here) held.push_back(static_cast<int32_t>(x));
+  }
   EMBER_ASSIGN_OR_RETURN(layer.moe.experts_gate_up,
-                         LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2, expert_rows));
+                         LoadExperts(p + "mlp.experts", "gate_up_proj", 2 * inter, hm, 2, expert_rows, held));
   EMBER_ASSIGN_OR_RETURN(layer.moe.experts_down,
-                         LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1, expert_cols));
+                         LoadExperts(p + "mlp.experts", "down_proj", hm, inter, 1, expert_cols, held));
   EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_gain,
                          RequireVectorF32(w, p + "mlp.experts.post_expert_norm.weight", hm, 1.0f));
   EMBER_ASSIGN_OR_RETURN(layer.moe.post_expert_proj, LoadLinear(p + "mlp.post_expert_proj.weight", h, hm, {}));
@@ -270,28 +321,59 @@ Expected<Linear> MuseSparkModel::LoadLinear(const std::string& name, int64_t row
                                             const MatrixSplit& split) {
   if (!options_.quantization || !options_.quantize_dense) return LoadMatrix(*weights_, name, rows, cols, split);
   EMBER_ASSIGN_OR_RETURN(TensorView full, weights_->Require(name, kMatrixDTypes, Shape{rows, cols}));
-  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceTensor(full, split));
-  const TensorView& t = sliced.view;
-  const TensorView stacked{t.dtype, Shape{1, t.shape[0], t.shape[1]}, t.data};
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(stacked, *options_.quantization, 1, options_.mxfp4_rounding));
+  EMBER_ASSIGN_OR_RETURN(Linear linear, QuantizeLinear(full, *options_.quantization, options_.mxfp4_rounding, split));
   ReportConversion();
-  return Linear::BlockScaled(q->View(q).parts(0).front(), q);
+  return linear;
+}
+
+std::vector<int32_t> MuseSparkModel::ExpertOwners(int64_t layer) const {
+  if (!expert_parallel_) return {};
+  if (options_.expert_placement) {
+    const std::span<const int32_t> ranks = options_.expert_placement->ranks(layer);
+    return {ranks.begin(), ranks.end()};
+  }
+  std::vector<int32_t> owners;
+  const int64_t per_rank = config_.num_local_experts / moe_comm_.world_size();
+  for (int64_t e = 0; e < config_.num_local_experts; ++e) owners.push_back(static_cast<int32_t>(e / per_rank));
+  return owners;
 }
 
 Expected<ExpertWeights> MuseSparkModel::LoadExperts(const std::string& module, const char* param, int64_t rows,
-                                                    int64_t cols, int64_t halves, const MatrixSplit& split) {
+                                                    int64_t cols, int64_t halves, const MatrixSplit& split,
+                                                    std::span<const int32_t> held) {
   const ExpertTensor t{module, param, config_.num_local_experts, rows, cols, halves};
-  if (!options_.quantization && split.whole()) return ReadExpertWeights(*weights_, scheme_, t);
-  // A shard (Create refused pre-quantized experts under tensor parallelism) or a conversion: the
-  // dense stack, cut to this rank's block of features first.
+  const bool all_experts = static_cast<int64_t>(held.size()) == t.experts;
+  if (!options_.quantization) {
+    if (split.whole() && all_experts) return ReadExpertWeights(*weights_, scheme_, t);
+    EMBER_ASSIGN_OR_RETURN(ExpertWeights stored, ReadExpertWeights(*weights_, scheme_, t, PackForGemm::kNo));
+    // Expert parallelism: this rank's whole experts (the other experts' pages are never touched).
+    if (!all_experts && stored.format()) return SelectBlockScaledExperts(stored, held);
+    // A shard of experts the producer quantized: this rank's block of their codes and scales.
+    if (stored.format()) return SliceBlockScaledExperts(stored, split, halves);
+  }
   EMBER_ASSIGN_OR_RETURN(TensorView stored, weights_->Require(t.Name(), kMatrixDTypes, Shape{t.experts, rows, cols}));
-  EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceExpertStack(stored, split, halves));
-  if (sliced.owner != nullptr) weights_->Release(stored);  // the copy is all this rank keeps
-  if (!options_.quantization) return ExpertWeights::Dense(sliced.view, std::move(sliced.owner));
-  const TensorView& dense = sliced.view;
-  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q, QuantizeStack(dense, *options_.quantization, halves, options_.mxfp4_rounding));
+  if (!all_experts) {
+    // Expert parallelism: a view of this rank's experts where they are consecutive, else a copy.
+    // Experts quantize independently (NVFP4's global scales are per expert and half), so
+    // converting just these gives one process's bytes for them.
+    EMBER_ASSIGN_OR_RETURN(SlicedTensor mine, SelectExperts(stored, held));
+    if (!options_.quantization) return ExpertWeights::Dense(mine.view, std::move(mine.owner));
+    EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q,
+                           QuantizeStack(mine.view, *options_.quantization, halves, options_.mxfp4_rounding));
+    ReportConversion();
+    return q->View(q);
+  }
+  if (!options_.quantization) {
+    EMBER_ASSIGN_OR_RETURN(SlicedTensor sliced, SliceExpertStack(stored, split, halves));
+    if (sliced.owner != nullptr) weights_->Release(stored);  // the copy is all this rank keeps
+    return ExpertWeights::Dense(sliced.view, std::move(sliced.owner));
+  }
+  // Load-time conversion quantizes the whole stack, so a shard's scales are one process's, then cuts it.
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedStack> q,
+                         QuantizeStack(stored, *options_.quantization, halves, options_.mxfp4_rounding));
   ReportConversion();
-  return q->View(q);
+  if (split.whole()) return q->View(q);
+  return SliceBlockScaledExperts(q->View(q, PackForGemm::kNo), split, halves);
 }
 
 namespace {

@@ -36,6 +36,7 @@ struct MuseSparkLayer {
   AttentionWeights attention;  // q, k, v, o and the sigmoid output gate
   AttentionOptions attention_options;  // window and RoPE of this layer
   MoeWeights moe;  // sparse (latent MoE) layers
+  MoeOptions moe_options;  // their routing and norms, and under expert parallelism this layer's placement
   MlpWeights mlp;  // dense layers (SwiGLU)
 };
 
@@ -59,6 +60,7 @@ class MuseSparkModel : public CausalLM {
   const Linear* lm_head() const override { return vocab_.sharded() || lm_head_.empty() ? nullptr : &lm_head_; }
   Status ApplyFinalNorm(const float* x, int64_t rows, float* out) const override;
   Status Forward(const ForwardBatch& batch, KvStore& kv, ForwardOutput* out) override;
+  Status ForwardWithoutTokens(ForwardOutput* out) override;
   int pipeline_stages() const override { return options_.pipeline.num_stages; }
   bool logits_arrive_later() const override { return options_.pipeline.logits_from >= 0; }
   bool sends_logits() const override { return options_.pipeline.logits_to >= 0; }
@@ -69,30 +71,41 @@ class MuseSparkModel : public CausalLM {
 
  private:
   MuseSparkModel(const MuseSparkConfig& config, std::shared_ptr<WeightSource> weights, const QuantScheme& scheme,
-                 const LoadOptions& options, const LayerSplits& splits, const ShardRange& expert_columns);
+                 const LoadOptions& options, const LayerSplits& splits, const ShardRange& expert_columns,
+                 bool expert_parallel);
   Status LoadWeights();
   Status LoadLayer(int64_t index, MuseSparkLayer& layer);
   // A decoder-layer linear (this tensor-parallel rank's `split` of it), quantized when
   // options_.quantize_dense asks for it.
   Expected<Linear> LoadLinear(const std::string& name, int64_t rows, int64_t cols, const MatrixSplit& split);
   void ReportConversion();
-  // One stacked expert tensor as stored, or converted per options_.quantization; `split` is this
-  // rank's block of each expert's FFN features (rows of gate_up per half, columns of down).
+  // One stacked expert tensor as stored, or converted per options_.quantization, holding the
+  // experts `held` (ascending; all of them without expert parallelism); `split` is this rank's
+  // block of each expert's FFN features (rows of gate_up per half, columns of down).
   Expected<ExpertWeights> LoadExperts(const std::string& module, const char* param, int64_t rows, int64_t cols,
-                                      int64_t halves, const MatrixSplit& split);
+                                      int64_t halves, const MatrixSplit& split, std::span<const int32_t> held);
+  // Under expert parallelism, the rank holding each expert of `layer` (--expert-placement, or
+  // contiguous blocks of E / ranks); empty otherwise.
+  std::vector<int32_t> ExpertOwners(int64_t layer) const;
   void AttentionBlock(const MuseSparkLayer& layer, int64_t index, const StepContext& step, float* residual);
-  void FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual);
+  // `expert_tokens`: the layer's row of ForwardOutput::expert_load (sparse layers), else null.
+  void FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual,
+                        int64_t* expert_tokens);
 
   MuseSparkConfig config_;
   std::shared_ptr<WeightSource> weights_;
   QuantScheme scheme_;
   LoadOptions options_;
   exec::Communicator& comm_;  // options_.communicator, or the process-wide LocalCommunicator
-  MoeOptions moe_options_;    // the sparse layers' routing and norms, from the config
+  // The MoE layers' group: options_.expert_communicator under DEP, else comm_.
+  exec::Communicator& moe_comm_;
+  MoeOptions moe_options_;    // the sparse layers' routing and norms, from the config (per layer: MuseSparkLayer)
   // Tensor parallelism (model/tensor_parallel.h): this rank's heads and dense-MLP block, its
   // block of every expert's FFN features, and its block of the vocabulary. Everything in one process.
   LayerSplits splits_;
   ShardRange expert_columns_;
+  // Expert parallelism: this rank holds whole routed experts, E / ranks of every MoE layer.
+  bool expert_parallel_ = false;
   VocabSlice vocab_;
   int64_t converted_ = 0;  // expert tensors converted so far (progress)
   ModelInfo info_;
@@ -102,6 +115,8 @@ class MuseSparkModel : public CausalLM {
   std::vector<float> final_gain_;
   std::vector<MuseSparkLayer> layers_;
   std::vector<kv::LayerKvSpec> kv_specs_;  // one per layer, from the config
+  // The sparse layers this rank's stage runs, ascending: the rows of ForwardOutput::expert_load.
+  std::vector<int32_t> counted_layers_;
 };
 
 }  // namespace ember

@@ -16,7 +16,7 @@ int64_t MuseSparkModel::WorkspaceBytes(const StepLimits& limits) const {
   for (const MuseSparkLayer& l : layers_) {
     block = std::max(block, AttentionWorkspaceBytes(l.attention, l.attention_options, tokens));
     block = std::max(block, l.moe.empty() ? MlpWorkspaceBytes(l.mlp, tokens)
-                                          : MoeBlock::WorkspaceBytes(l.moe, moe_options_, tokens, comm_));
+                                          : MoeBlock::WorkspaceBytes(l.moe, l.moe_options, tokens, moe_comm_));
   }
   return DecoderWorkspaceBytes(tokens, limits.max_logit_rows, config_.hidden_size, block, vocab_);
 }
@@ -59,11 +59,16 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
 
   const StepContext step(batch, kv, comm_, workspace_);
   HiddenStateTap tap(batch, h, out);
+  // Expert load: one row of counters per sparse layer this stage runs, in layer order.
+  exec::ExpertLoad& load = out->expert_load;
+  load.Shape(c.num_local_experts, c.num_experts_per_tok, counted_layers_);
+  size_t load_row = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (!stage.holds(l)) continue;
     ScopedOp op("decoder", l);
     AttentionBlock(layers_[l], l, step, residual);
-    FeedForwardBlock(layers_[l], step, residual);
+    const bool sparse = load_row < load.num_rows() && load.layers[load_row] == l;
+    FeedForwardBlock(layers_[l], step, residual, sparse ? load.row(load_row++).data() : nullptr);
     tap.AfterLayer(l, residual);
   }
   if (!stage.last()) {
@@ -78,6 +83,27 @@ Status MuseSparkModel::Forward(const ForwardBatch& batch, KvStore& kv, ForwardOu
   head.logit_scale = static_cast<float>(c.output_multiplier);
   head.logit_softcap = static_cast<float>(c.final_logit_softcapping);
   RunHead(head, lm_head_, vocab_, step, residual, out);
+  return Status::Ok();
+}
+
+Status MuseSparkModel::ForwardWithoutTokens(ForwardOutput* out) {
+  if (!expert_parallel_ || moe_options_.tokens_replicated) {
+    return Unimplemented("ForwardWithoutTokens runs only the MoE exchanges of data-parallel expert parallelism");
+  }
+  const MuseSparkConfig& c = config_;
+  Workspace::Scope scope(workspace_);
+  // MoeBlock reads no row of an empty batch; a valid pointer all the same.
+  float* none = workspace_.Take<float>(c.hidden_size);
+  exec::ExpertLoad& load = out->expert_load;
+  load.Shape(c.num_local_experts, c.num_experts_per_tok, counted_layers_);
+  size_t load_row = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!options_.pipeline.holds(l) || layers_[l].moe.empty()) continue;
+    ScopedOp op("decoder", l);
+    const bool counted = load_row < load.num_rows() && load.layers[load_row] == l;
+    MoeBlock(layers_[l].moe, layers_[l].moe_options, moe_comm_, workspace_)
+        .Forward(none, 0, none, counted ? load.row(load_row++).data() : nullptr);
+  }
   return Status::Ok();
 }
 
@@ -108,7 +134,8 @@ void MuseSparkModel::AttentionBlock(const MuseSparkLayer& layer, int64_t l, cons
   kernels::ResidualGate(residual, out, count, h, layer.attn_alpha.data(), layer.attn_beta.data());
 }
 
-void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual) {
+void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, const StepContext& step, float* residual,
+                                      int64_t* expert_tokens) {
   const MuseSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
   const int64_t count = step.num_tokens();
@@ -117,7 +144,7 @@ void MuseSparkModel::FeedForwardBlock(const MuseSparkLayer& layer, const StepCon
   float* f = step.workspace.Take<float>(count * h);
   kernels::RmsNormGain(residual, count, h, static_cast<float>(c.rms_norm_eps), layer.pre_ffn_gain.data(), x);
   if (!layer.moe.empty()) {  // sparse layer: the latent MoE (model/blocks/moe_block.h)
-    MoeBlock(layer.moe, moe_options_, comm_, step.workspace).Forward(x, count, f);
+    MoeBlock(layer.moe, layer.moe_options, moe_comm_, step.workspace).Forward(x, count, f, expert_tokens);
   } else {
     RunMlp(layer.mlp, GatedActivation::kSilu, x, count, step, f);
   }

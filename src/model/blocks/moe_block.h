@@ -14,6 +14,14 @@
 // (LocalCommunicator) the exchange is a copy and the block computes what the inlined MoE did, bit
 // for bit (tests/golden/logit_hashes_test.cc). Under tensor parallelism (MoeOptions) nothing is
 // exchanged and Experts all-reduces the expert outputs instead.
+//
+// Under expert parallelism each rank holds whole experts (MoeOptions::expert_owner). Dispatch
+// sends each routed row to its expert's rank (the ranks first all-gather how many rows each sends
+// to each expert, so every receiver knows its layout), the receiver regroups the rows per expert,
+// and Combine returns the outputs to their senders, which add each token's weighted outputs in
+// expert-index order as one process does. Every row is computed by the same kernels as in one
+// process and nothing is summed across ranks, so the outputs are bitwise one process's whatever
+// the placement, the batch and the other ranks' tokens (tests/mpi/moe_expert_parallel_mpi_test.cc).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +61,17 @@ struct MoeOptions {
   // (model/tensor_parallel.h), so rows stay where they are and the down projection's partial
   // outputs are summed (one AllReduceSum per layer) before the post-expert norm.
   bool tensor_parallel = false;
+  // Expert parallelism over the communicator's ranks: expert_owner[e] is the rank holding expert e
+  // whole, local_expert[e] its index in this rank's ExpertWeights (-1 where another rank holds
+  // it). Empty without expert parallelism.
+  std::vector<int32_t> expert_owner;
+  std::vector<int32_t> local_expert;
+  // With expert parallelism, whether every rank runs the same tokens (tensor-parallel attention:
+  // TEP). Then each rank sends only its block of the tokens through the experts and the blocks'
+  // outputs are all-gathered; otherwise (data-parallel attention: DEP) each rank brings its own.
+  bool tokens_replicated = false;
+
+  bool expert_parallel() const { return !expert_owner.empty(); }
 };
 
 // Route's result: for each of `count` tokens its top_k experts and their weights. The spans of
@@ -65,21 +84,31 @@ struct MoeRouting {
   std::span<float> weights;   // [count, top_k]
 };
 
-// Dispatch's result, which Experts fills and Combine reads. Rows are laid out expert after
-// expert in expert-index order, each expert's rows in token order.
+// Dispatch's result, which Experts fills and Combine reads. This rank's routed rows are laid out
+// expert after expert, each expert's rows in token order; the experts in the order they are sent
+// (by owning rank, then expert index: expert-index order over one process).
 struct MoeDispatch {
   int64_t latent_width = 0;        // Hm
-  std::span<int64_t> token;        // [routed]: the token each gathered row came from
+  std::span<int64_t> token;        // [routed]: the token each routed row came from
   std::span<float> weight;         // [routed]: its routing weight
-  // One per active expert, in expert-index order: its rows [first_row, first_row + n) of `rows`.
-  // With expert parallelism the rows a rank receives from each source arrive in rank order, each
-  // source's rows grouped by expert; regrouping them per expert is that to add.
   struct ExpertRows {
     int64_t expert = 0;
     int64_t first_row = 0;
     int64_t n = 0;
   };
+  // One per expert this rank's tokens chose, in the order sent: its rows of token / weight.
+  std::span<ExpertRows> sent;
+  // One per expert this rank runs that received rows, in expert-index order: its rows
+  // [first_row, first_row + n) of `rows` (the same as `sent` without expert parallelism).
   std::span<ExpertRows> experts;
+  // Expert parallelism: the received rows arrive by source rank, each source's in expert order;
+  // block i moves n rows from row `from` of that arrival order to row `to` of `rows`, expert-major.
+  struct RowBlock {
+    int64_t from = 0, to = 0, n = 0;
+  };
+  std::span<RowBlock> regroup;
+  // Expert parallelism: rows routed to each expert by every rank of the group this step [E].
+  std::span<int64_t> group_rows_per_expert;
   std::span<int64_t> send_rows;  // per rank: rows sent by Dispatch (received back by Combine)
   std::span<int64_t> recv_rows;  // per rank: rows received by Dispatch (sent back by Combine)
   std::span<float> rows;         // [received, Hm]: the rows this rank's experts process
@@ -91,13 +120,20 @@ struct MoeDispatch {
 // The MoE of one layer for one step: a view over its weights, options, communicator and the
 // step's workspace, which every step takes its buffers from (open a Workspace::Scope around
 // the steps; Forward opens its own).
+// Adds one to expert_tokens[e] for every (token, expert e) pair of `routing`: count x top_k in all.
+// Every row of a step is a real token (the runner builds batches without padding); a batch that
+// pads must route only its real rows through here.
+void CountExpertTokens(const MoeRouting& routing, int64_t* expert_tokens);
+
 class MoeBlock {
  public:
   MoeBlock(const MoeWeights& weights, const MoeOptions& options, exec::Communicator& comm, Workspace& workspace)
       : w_(weights), o_(options), comm_(comm), ws_(workspace) {}
 
-  // f [count, H] = MoE(x [count, H]): Route, Dispatch, Experts, Combine.
-  void Forward(const float* x, int64_t count, float* f) const;
+  // f [count, H] = MoE(x [count, H]): Route, Dispatch, Experts, Combine. With `expert_tokens`
+  // (num_experts counters, this layer's row of ForwardOutput::expert_load), each token adds one
+  // to each expert it was routed to; the counts read the routing and change no numbers.
+  void Forward(const float* x, int64_t count, float* f, int64_t* expert_tokens = nullptr) const;
   // The most workspace Forward takes for `tokens` tokens.
   static int64_t WorkspaceBytes(const MoeWeights& weights, const MoeOptions& options, int64_t tokens,
                                 const exec::Communicator& comm);
@@ -109,6 +145,10 @@ class MoeBlock {
   void Combine(const MoeDispatch& d, int64_t count, float* f) const;
 
  private:
+  // Dispatch under expert parallelism: `d` with its rows sent (`gathered`, `rows_of[e]` rows per
+  // expert) to their experts' ranks, and the rows this rank received regrouped per expert.
+  MoeDispatch ExchangeRows(MoeDispatch d, const float* gathered, const int64_t* rows_of) const;
+
   const MoeWeights& w_;
   const MoeOptions& o_;
   exec::Communicator& comm_;

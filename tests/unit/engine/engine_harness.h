@@ -41,6 +41,16 @@ inline std::vector<int32_t> Prompt(int64_t length, int32_t salt) {
   return p;
 }
 
+// A scheduler config for the fake model.
+inline SchedulerConfig FakeModelConfig(int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len) {
+  SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_num_batched_tokens;
+  c.max_model_len = max_model_len;
+  return c;
+}
+
 // A scheduler config for the fake model with adaptive speculation of up to `k` draft tokens.
 inline SchedulerConfig AdaptiveSpecConfig(int32_t max_num_seqs, int32_t k, StepCostModel cost,
                                           int64_t max_num_batched_tokens = 256, int64_t max_model_len = 2048) {

@@ -14,14 +14,7 @@ struct KvCase {
 class PrefixReuse : public ::testing::TestWithParam<KvCase> {
  protected:
   kv::KvCacheConfig Kv() const { return GetParam().hybrid ? HybridKv(4, 128, 8) : FullOnlyKv(4, 128); }
-  static SchedulerConfig Config() {
-    SchedulerConfig c;
-    c.vocab_size = kFakeVocabSize;
-    c.max_num_seqs = 4;
-    c.max_num_batched_tokens = 64;
-    c.max_model_len = 128;
-    return c;
-  }
+  static SchedulerConfig Config() { return FakeModelConfig(4, 64, 128); }
 };
 
 TEST_P(PrefixReuse, SecondIdenticalPromptComputesOnlyTheLastPartialBlock) {

@@ -162,7 +162,9 @@ TEST(MoeBlockTest, ForwardEqualsThePerTokenReferenceBitwise) {
   }
 }
 
-TEST(MoeBlockTest, StepsComposeToForward) {
+// Forward is its four steps; given counters, it also adds each token's chosen experts to them
+// (and the bits stay those of the steps, which count nothing).
+TEST(MoeBlockTest, StepsComposeToForwardWhichCountsTheRoutedExperts) {
   RandomMoe m(7);
   const int64_t count = 9;
   const std::vector<float> x = RandomRows(count, 8);
@@ -170,12 +172,19 @@ TEST(MoeBlockTest, StepsComposeToForward) {
   Workspace::Scope scope(ws);
   MoeBlock block(m.w, m.o, exec::LocalCommunicator::Instance(), ws);
   std::vector<float> whole(count * kHidden), stepped(count * kHidden);
-  block.Forward(x.data(), count, whole.data());
+  std::vector<int64_t> tokens(kExperts, 100);  // counts add to what is there
+  block.Forward(x.data(), count, whole.data(), tokens.data());
   const MoeRouting r = block.Route(x.data(), count);
   MoeDispatch d = block.Dispatch(x.data(), r);
   block.Experts(d);
   block.Combine(d, count, stepped.data());
   EXPECT_TRUE(BitwiseEqual(whole.data(), stepped.data(), count * kHidden));
+  std::vector<int64_t> expected(kExperts, 100);
+  for (const int32_t e : r.chosen) ++expected[e];
+  EXPECT_EQ(tokens, expected);
+  int64_t routed = 0;
+  for (const int64_t n : tokens) routed += n - 100;
+  EXPECT_EQ(routed, count * kTopK);
 }
 
 TEST(MoeBlockTest, WorkspaceBytesCoversForward) {

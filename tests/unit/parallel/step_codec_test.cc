@@ -11,19 +11,13 @@
 #include <limits>
 #include <memory>
 
+#include "unit/engine/any_token.h"
+
 namespace ember::parallel {
 namespace {
 
-// A constraint that allows everything: only its presence matters here (it is not encoded).
-class AnyToken final : public TokenConstraint {
- public:
-  std::unique_ptr<TokenMatcher> NewMatcher(std::span<const int32_t>) const override { return nullptr; }
-  const std::string& kind() const override { return kind_; }
-  int64_t vocab_size() const override { return 16; }
-
- private:
-  std::string kind_ = "any";
-};
+// A constraint's presence is all that matters here (it is not encoded).
+using test::AnyToken;
 
 SamplingParams NonDefaultSampling(int salt) {
   SamplingParams p;
@@ -106,6 +100,7 @@ void ExpectSameSampling(const SamplingParams& got, const SamplingParams& want) {
 
 void ExpectSameStep(const WorkerStep& got, const WorkerStep& want) {
   EXPECT_EQ(got.shutdown, want.shutdown);
+  EXPECT_EQ(got.forward_without_tokens, want.forward_without_tokens);
   const SchedulerOutput& g = got.output;
   const SchedulerOutput& w = want.output;
   EXPECT_EQ(g.step_id, w.step_id);
@@ -149,6 +144,59 @@ TEST(StepCodecTest, EveryFieldRoundTrips) {
   EXPECT_EQ(EncodeWorkerStep(*decoded), bytes);
 }
 
+TEST(StepCodecTest, ForwardWithoutTokensRoundTrips) {
+  WorkerStep step;
+  step.forward_without_tokens = true;
+  auto decoded = DecodeWorkerStep(EncodeWorkerStep(step));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(decoded->forward_without_tokens);
+}
+
+ModelRunnerOutput FullRunnerOutput() {
+  ModelRunnerOutput o;
+  o.step_id = 77;
+  o.reqs = {3, 9};
+  o.sampled_token_ids = {{5}, {}};
+  o.logprobs = {{TokenLogprobs{.logprob = -0.25f, .top_ids = {5, 6}, .top_logprobs = {-0.25f, -1.5f}}}, {}};
+  o.prompt_logprobs = {{}, {TokenLogprobs{.logprob = -3.0f, .top_ids = {1}, .top_logprobs = {-0.5f}},
+                            TokenLogprobs{.logprob = std::bit_cast<float>(0x7fc00001u), .top_ids = {}, .top_logprobs = {}}}};
+  o.draft_token_ids = {{1, 2}, {}};
+  o.draft_confidences = {{0.5f, 0.25f}, {}};
+  o.propose_seconds = 0.125;
+  o.propose_catch_up_seconds = 0.0625;
+  o.execute_seconds = 1.5;
+  return o;
+}
+
+TEST(StepCodecTest, RunnerOutputRoundTripsBitForBit) {
+  const ModelRunnerOutput o = FullRunnerOutput();
+  const std::vector<uint8_t> bytes = EncodeRunnerOutput(o);
+  auto decoded = DecodeRunnerOutput(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->step_id, o.step_id);
+  EXPECT_EQ(decoded->reqs, o.reqs);
+  EXPECT_EQ(decoded->sampled_token_ids, o.sampled_token_ids);
+  ASSERT_EQ(decoded->logprobs.size(), 2u);
+  EXPECT_EQ(decoded->logprobs[0][0].top_ids, o.logprobs[0][0].top_ids);
+  EXPECT_EQ(decoded->logprobs[0][0].top_logprobs, o.logprobs[0][0].top_logprobs);
+  EXPECT_EQ(decoded->prompt_logprobs[1].size(), 2u);
+  EXPECT_EQ(decoded->draft_token_ids, o.draft_token_ids);
+  EXPECT_EQ(decoded->draft_confidences, o.draft_confidences);
+  EXPECT_EQ(decoded->execute_seconds, o.execute_seconds);
+  EXPECT_EQ(EncodeRunnerOutput(*decoded), bytes);  // NaN payloads included
+}
+
+TEST(StepCodecTest, RunnerOutputTruncationsAndBadListsAreErrors) {
+  const std::vector<uint8_t> bytes = EncodeRunnerOutput(FullRunnerOutput());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    ASSERT_FALSE(DecodeRunnerOutput(std::span<const uint8_t>(bytes.data(), n)).ok()) << n;
+  }
+  ModelRunnerOutput o = FullRunnerOutput();
+  o.sampled_token_ids.pop_back();
+  EXPECT_FALSE(DecodeRunnerOutput(EncodeRunnerOutput(o)).ok());
+  EXPECT_FALSE(DecodeRunnerOutput(EncodeWorkerStep(WorkerStep{})).ok());
+}
+
 TEST(StepCodecTest, EmptyOutputRoundTrips) {
   const WorkerStep step;
   const std::vector<uint8_t> bytes = EncodeWorkerStep(step);
@@ -172,7 +220,7 @@ TEST(StepCodecTest, EncodingIsLittleEndianAfterMagicAndVersion) {
   const std::vector<uint8_t> bytes = EncodeWorkerStep(step);
   ASSERT_GE(bytes.size(), 17u);
   EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "EMWS");
-  EXPECT_EQ(bytes[4], 1);  // version 1
+  EXPECT_EQ(bytes[4], 2);  // version 2
   EXPECT_EQ(bytes[8], 0);  // not shutting down
   const std::vector<uint8_t> step_id(bytes.begin() + 9, bytes.begin() + 17);
   EXPECT_EQ(step_id, (std::vector<uint8_t>{8, 7, 6, 5, 4, 3, 2, 1}));
@@ -202,8 +250,8 @@ TEST(StepCodecTest, WrongMagicVersionOrFlagIsAnError) {
   bytes[0] ^= 1;
   EXPECT_NE(DecodeWorkerStep(bytes).status().message().find("not a WorkerStep"), std::string::npos);
   bytes = good;
-  bytes[4] = 2;
-  EXPECT_NE(DecodeWorkerStep(bytes).status().message().find("version 2"), std::string::npos);
+  bytes[4] = 3;
+  EXPECT_NE(DecodeWorkerStep(bytes).status().message().find("version 3"), std::string::npos);
   bytes = good;
   bytes[8] = 2;  // shutdown is neither false nor true
   EXPECT_NE(DecodeWorkerStep(bytes).status().message().find("shutdown is 2, not a boolean"), std::string::npos);

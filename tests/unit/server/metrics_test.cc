@@ -14,6 +14,8 @@ TEST(MetricsTest, PrometheusTextFormat) {
   m.generation_tokens.Add(5);
   m.kv_group_usage.Resize(2);
   m.kv_group_usage.Set(1, 0.5);
+  m.dp_num_requests_waiting.Resize(2);
+  m.dp_num_requests_waiting.Set(1, 4);
   m.time_to_first_token.Observe(0.003);
   m.time_to_first_token.Observe(0.05);
   m.time_to_first_token.Observe(1000);
@@ -42,10 +44,12 @@ TEST(MetricsTest, PrometheusTextFormat) {
   // Verification lengths are labelled from 1.
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"1\"} 2\n"));
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"3\"} 0\n"));
+  // Data parallelism: one series per data-parallel rank.
+  EXPECT_TRUE(Contains(text, "ember:dp_rank_num_requests_waiting{" + labels + ",dp_rank=\"1\"} 4\n"));
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 20u);
+  EXPECT_EQ(types, 23u);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "tokenizer/model_tokenizer.h"
 #include "tools/ember/bench/bench_commands.h"
+#include "tools/ember/bench/expert_load_report.h"
 #include "tools/ember/bench/serve_dataset.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/parallel_ranks.h"
@@ -40,6 +41,7 @@ struct ThroughputOptions {
   double range_ratio = 0;
   bool json = false;
   EngineFlags flags;
+  ExpertLoadFlags expert_load;
 };
 
 struct Prompt {
@@ -103,9 +105,12 @@ Expected<std::vector<Prompt>> ReadPrompts(const std::string& path, const std::st
 int RunThroughputBench(ThroughputOptions& o) {
   if (Status s = o.flags.Finish(); !s.ok()) return Fail(s);
   if (!(o.range_ratio >= 0 && o.range_ratio < 1)) return Fail(InvalidArgument("--range-ratio must be in [0, 1)"));
-  auto model = LoadModelWithLog(o.model);
+  auto model = LoadModelWithLog(o.model, std::nullopt, false, o.flags.expert_placement);
   if (!model.ok()) return Fail(model.status());
   const int64_t vocab = (*model)->info().vocab_size;
+  const int64_t num_layers = (*model)->info().num_layers;
+  auto layout = ReportLayout(o.expert_load, o.flags.expert_placement, (*model)->info().num_experts);
+  if (!layout.ok()) return Fail(layout.status());
   std::vector<Prompt> prompts;
   if (o.dataset.empty()) {
     prompts = SyntheticPrompts(o, vocab);
@@ -160,6 +165,10 @@ int RunThroughputBench(ThroughputOptions& o) {
                         {"num_draft_tokens", spec.num_draft_tokens},
                         {"num_accepted_tokens", spec.num_accepted_tokens},
                         {"accepted_per_position", spec.accepted_per_position}};
+  // Mixture-of-experts models: tokens per layer and expert over the run (the engine is new).
+  exec::ExpertLoad load;
+  client.ReadExpertLoad(&load);
+  if (Status s = AddExpertLoadSection(o.expert_load, load, num_layers, layout->get(), &out); !s.ok()) return Fail(s);
   if (o.json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
@@ -168,6 +177,7 @@ int RunThroughputBench(ThroughputOptions& o) {
                 seconds, static_cast<long long>(out["steps"].get<int64_t>()), ThreadPool::Global().num_threads());
     std::printf("  %.2f requests/s, %.1f input tok/s, %.1f output tok/s, %.1f total tok/s\n", n / seconds,
                 input_tokens / seconds, output_tokens / seconds, (input_tokens + output_tokens) / seconds);
+    PrintExpertLoadSection(out);
   }
   return failed == 0 ? 0 : 1;
 }
@@ -187,6 +197,7 @@ void RegisterBenchThroughputCommand(CLI::App* bench) {
   cmd->add_option("--range-ratio", o->range_ratio, "Synthetic lengths drawn uniformly in len * [1 - r, 1 + r]");
   cmd->add_flag("--json", o->json, "Print JSON");
   AddEngineOptions(cmd, &o->flags);
+  AddExpertLoadOptions(cmd, &o->expert_load);
   cmd->callback([o] { SetExitCode(RunThroughputBench(*o)); });
 }
 
