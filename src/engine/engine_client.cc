@@ -45,7 +45,16 @@ bool SubmissionQueue::empty() {
 
 void SubmissionQueue::Wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return !queued_.submitted.empty() || !queued_.aborted.empty(); });
+  cv_.wait_for(lock, timeout, [this] { return woken_ || !queued_.submitted.empty() || !queued_.aborted.empty(); });
+  woken_ = false;
+}
+
+void SubmissionQueue::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_one();
 }
 
 void InProcessEngineClient::Drain(std::vector<RequestOutput>& events) {
@@ -63,6 +72,9 @@ void InProcessEngineClient::Drain(std::vector<RequestOutput>& events) {
 std::vector<RequestOutput> InProcessEngineClient::Step() {
   std::vector<RequestOutput> events;
   Drain(events);
+  // KV holds and pulls end on the connector's thread; their blocks are freed here even when no
+  // request is left to step.
+  core_->ApplyKvConnectorEvents();
   if (core_->HasUnfinished()) {
     std::vector<RequestOutput> stepped = core_->Step();
     events.insert(events.end(), std::make_move_iterator(stepped.begin()), std::make_move_iterator(stepped.end()));
@@ -73,7 +85,9 @@ std::vector<RequestOutput> InProcessEngineClient::Step() {
 bool InProcessEngineClient::HasUnfinished() { return core_->HasUnfinished() || !queue_.empty(); }
 
 void InProcessEngineClient::WaitForWork(std::chrono::milliseconds timeout) {
-  if (!core_->HasUnfinished()) queue_.Wait(timeout);
+  // Requests whose prompt KV is on its way give a step nothing to do: sleep until the connector
+  // wakes the loop.
+  if (!core_->HasSchedulableWork()) queue_.Wait(timeout);
 }
 
 }  // namespace ember

@@ -63,14 +63,17 @@ class SubmissionQueue {
   // Loop thread.
   Taken Take();
   bool empty();
-  // Blocks until something is queued or `timeout` passes.
+  // Blocks until something is queued, Wake() is called or `timeout` passes.
   void Wait(std::chrono::milliseconds timeout);
+  // Any thread: ends the current or next Wait early (a KV connector reporting a finished transfer).
+  void Wake();
 
  private:
   std::atomic<RequestIndex> next_index_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   Taken queued_;  // guarded by mu_
+  bool woken_ = false;  // guarded by mu_
 };
 
 // The core in this process. Submit() and Abort() queue under a mutex; Step() drains the queues
@@ -80,6 +83,8 @@ class InProcessEngineClient final : public EngineClient {
  public:
   // `core` outlives the client; only the client's Step() may use it from now on.
   explicit InProcessEngineClient(EngineCore* core) : core_(core) {}
+  // Any thread: wakes the loop from WaitForWork (what a KV connector calls when it has events).
+  void Wake() { queue_.Wake(); }
 
   RequestIndex Submit(RequestInput input) override { return queue_.Submit(std::move(input)); }
   void Abort(RequestIndex index) override { queue_.Abort(index); }

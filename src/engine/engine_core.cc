@@ -3,9 +3,12 @@
 #include <chrono>
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "core/logging.h"
 
 namespace ember {
 
@@ -35,12 +38,21 @@ bool EngineCore::NeedsExecute(const SchedulerOutput& scheduled) {
   return !scheduled.empty() || !scheduled.finished_reqs.empty() || !scheduled.preempted_reqs.empty();
 }
 
+SchedulerOutput EngineCore::ScheduleStep() {
+  SchedulerOutput scheduled = scheduler_.Schedule();
+  StartKvPulls();
+  return scheduled;
+}
+
 std::vector<RequestOutput> EngineCore::FinishStep(const SchedulerOutput& scheduled, const ModelRunnerOutput& output) {
-  return scheduler_.UpdateFromOutput(scheduled, output);
+  std::vector<RequestOutput> events = scheduler_.UpdateFromOutput(scheduled, output);
+  HoldFinishedKv(events);
+  return events;
 }
 
 std::vector<RequestOutput> EngineCore::Step() {
-  const SchedulerOutput scheduled = scheduler_.Schedule();
+  ApplyKvConnectorEvents();
+  const SchedulerOutput scheduled = ScheduleStep();
   ModelRunnerOutput output;
   if (NeedsExecute(scheduled)) {
     if (observer_ != nullptr) {
@@ -55,7 +67,70 @@ std::vector<RequestOutput> EngineCore::Step() {
     output.execute_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (observer_ != nullptr) observer_->OnStepEnd();
   }
-  return scheduler_.UpdateFromOutput(scheduled, output);
+  return FinishStep(scheduled, output);
+}
+
+SchedulerStats EngineCore::Stats() const {
+  SchedulerStats stats = scheduler_.Stats();
+  if (connector_ != nullptr) stats.kv_transfer = connector_->Stats();
+  return stats;
+}
+
+void EngineCore::ApplyKvConnectorEvents() {
+  if (connector_ == nullptr) return;
+  KvConnector::Events events = connector_->TakeEvents();
+  for (RequestIndex index : events.released) scheduler_.ReleaseHeld(index);
+  for (const KvConnector::PullDone& done : events.pulls) {
+    if (!done.status.ok()) {
+      const Request* req = scheduler_.Find(done.index);
+      EMBER_LOG_WARN("request {}: pulling its prompt KV failed ({}); computing the prompt here",
+                     req != nullptr ? req->external_id() : std::to_string(done.index), done.status.message());
+    }
+    scheduler_.FinishPull(done.index, done.status.ok());
+  }
+}
+
+void EngineCore::StartKvPulls() {
+  for (const KvPullToStart& pull : scheduler_.TakePullsToStart()) {
+    Expected<KvImportSpans> into =
+        connector_ != nullptr
+            ? executor_->ImportKvSpans(kv_.Blocks(pull.index).per_group, pull.from.num_tokens, pull.first_token)
+            : Expected<KvImportSpans>(Internal("no KV connector"));
+    if (!into.ok()) {
+      EMBER_LOG_WARN("request {}: cannot receive its prompt KV ({}); computing the prompt here",
+                     scheduler_.Find(pull.index)->external_id(), into.status().message());
+      scheduler_.FinishPull(pull.index, false);
+      continue;
+    }
+    connector_->StartPull(pull.index, pull.from, pull.first_token, pull.num_pulls, std::move(*into));
+  }
+  for (RequestIndex index : scheduler_.TakePullsToCancel()) {
+    if (connector_ != nullptr) {
+      connector_->CancelPull(index);
+    } else {
+      scheduler_.FinishPull(index, false);
+    }
+  }
+}
+
+void EngineCore::HoldFinishedKv(std::vector<RequestOutput>& events) {
+  for (const HeldKvRequest& held : scheduler_.TakeNewlyHeld()) {
+    Expected<RemoteKv> where = Internal("no KV connector");
+    if (connector_ != nullptr) {
+      Expected<KvExportSpans> spans = executor_->ExportKvSpans(kv_.Blocks(held.index).per_group, held.num_tokens);
+      where = spans.ok() ? connector_->Hold(held.index, std::move(*spans), held.tokens_hash)
+                    : Expected<RemoteKv>(spans.status());
+    }
+    if (!where.ok()) {
+      EMBER_LOG_WARN("request {}: its prompt KV cannot be held for a consumer ({}); the consumer will compute it",
+                     held.index, where.status().message());
+      scheduler_.ReleaseHeld(held.index);
+      continue;
+    }
+    for (RequestOutput& event : events) {
+      if (event.req == held.index) event.kv_transfer_params = std::move(*where);
+    }
+  }
 }
 
 }  // namespace ember

@@ -11,6 +11,7 @@ std::string_view RequestStatusName(RequestStatus status) {
     case RequestStatus::kWaiting: return "waiting";
     case RequestStatus::kRunning: return "running";
     case RequestStatus::kPreempted: return "preempted";
+    case RequestStatus::kWaitingForRemoteKv: return "waiting_for_remote_kv";
     case RequestStatus::kFinished: return "finished";
   }
   return "?";
@@ -35,6 +36,7 @@ Request::Request(RequestIndex index, RequestInput input, uint64_t arrival_seq, u
       tokens_(std::move(input_.prompt_token_ids)),  // the prompt lives only in tokens_
       num_prompt_tokens_(static_cast<int64_t>(tokens_.size())) {
   times_.arrival = input_.arrival_time.value_or(Clock::now());
+  if (input_.kv_transfer.remote_prefill) kv_pull_ = KvPull::kWanted;
 }
 
 void Request::Finish(FinishReason reason, std::string message, std::optional<int32_t> stop_token) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kv_transfer_params.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler_output.h"
 #include "engine/spec_decode.h"
@@ -24,6 +25,7 @@ enum class RequestStatus : uint8_t {
   kWaiting,    // admitted, never scheduled
   kRunning,    // holds KV blocks; scheduled this step or a recent one
   kPreempted,  // lost its blocks to a higher-ranked request; waits to recompute its tokens
+  kWaitingForRemoteKv,  // holds blocks that a KV producer's prompt KV is being pulled into
   kFinished,
 };
 
@@ -46,6 +48,7 @@ struct RequestInput {
   SamplingParams sampling;
   int32_t priority = 0;                  // priority policy: lower value is served first
   uint64_t cache_salt_key = 0;           // hash of the cache salt: requests with different keys never share KV
+  KvTransferRequest kv_transfer;         // prefill/decode disaggregation (engine/kv_transfer_params.h)
   int32_t eos_token_id = -1;             // the tokenizer's EOS; -1 when there is none
   std::optional<Clock::time_point> arrival_time;  // when the HTTP request arrived; Add() stamps it if unset
 };
@@ -104,6 +107,15 @@ class Request {
   // Back to the queue with nothing computed: recompute-only preemption.
   void Preempt();
 
+  // Prefill/decode disaggregation (engine/kv_connector.h).
+  const KvTransferRequest& kv_transfer() const { return input_.kv_transfer; }
+  // A consumer's pull of the prompt KV: wanted at admission (the request names a producer), in
+  // flight, arrived (its blocks hold the KV, or the pull failed and it computes from its prefix-cache
+  // hit) and then none; none too once it is known not to need one.
+  enum class KvPull : uint8_t { kNone, kWanted, kInFlight, kArrived };
+  KvPull kv_pull() const { return kv_pull_; }
+  void set_kv_pull(KvPull pull) { kv_pull_ = pull; }
+
   RequestTimes& times() { return times_; }
   const RequestTimes& times() const { return times_; }
 
@@ -156,6 +168,7 @@ class Request {
   int32_t last_spec_plan_ = 0;
   int64_t drafter_tokens_ = 0;
   std::vector<int32_t> kept_blocks_;
+  KvPull kv_pull_ = KvPull::kNone;
 };
 
 }  // namespace ember

@@ -30,6 +30,9 @@ struct RequestOutput {
   int64_t num_output_tokens = 0;
   int64_t num_cached_tokens = 0;
   RequestTimes times;
+  // Disaggregation, a producer's final event: where this request's prompt KV waits for a consumer
+  // (the response's kv_transfer_params).
+  std::optional<RemoteKv> kv_transfer_params;
 };
 
 }  // namespace ember

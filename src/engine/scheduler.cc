@@ -106,7 +106,30 @@ Status Scheduler::Add(RequestIndex index, RequestInput input) {
     return InvalidArgument(fmt::format("max_tokens is {}: it must be at least 1", input.sampling.max_tokens));
   }
   if (requests_.contains(index)) return InvalidArgument(fmt::format("request index {} is already in use", index));
+  const KvTransferRequest& transfer = input.kv_transfer;
+  if (transfer.do_remote_decode && !config_.kv_producer) {
+    return InvalidArgument("kv_transfer_params asks for do_remote_decode, but this instance is no KV producer: start "
+                           "it with --kv-transfer-config '{\"kv_connector\":\"UcxConnector\",\"kv_role\":\"kv_producer\"}'");
+  }
+  if (transfer.remote_prefill && !config_.kv_consumer) {
+    return InvalidArgument("kv_transfer_params asks for do_remote_prefill, but this instance is no KV consumer: start "
+                           "it with --kv-transfer-config '{\"kv_connector\":\"UcxConnector\",\"kv_role\":\"kv_consumer\"}'");
+  }
   auto req = std::make_unique<Request>(index, std::move(input), next_arrival_seq_++, MixSeed(config_.seed, index));
+  if (const std::optional<RemoteKv>& remote = req->kv_transfer().remote_prefill) {
+    // The KV a producer holds is only ever this prompt's: same length, same ids. Anything else
+    // (another tokenizer or template upstream, a stale or forged kv_transfer_params) computes the
+    // prompt here instead of decoding from someone else's KV.
+    const std::span<const int32_t> prompt = req->prompt_token_ids();
+    const int64_t expected = req->num_prompt_tokens() - 1;
+    if (remote->num_tokens != expected || remote->num_tokens <= 0 ||
+        remote->tokens_hash != KvTokensHash(prompt.first(static_cast<size_t>(expected)))) {
+      EMBER_LOG_WARN("request {}: kv_transfer_params describe another prompt ({} tokens held, this one needs {}; or "
+                     "their ids differ): computing the prompt here",
+                     req->external_id(), remote->num_tokens, expected);
+      req->set_kv_pull(Request::KvPull::kNone);
+    }
+  }
   waiting_.Add(req.get());
   requests_.emplace(index, std::move(req));
   return Status::Ok();
@@ -121,6 +144,8 @@ SchedulerStats Scheduler::Stats() const {
   SchedulerStats stats;
   stats.num_running = static_cast<int64_t>(running_.size());
   stats.num_waiting = static_cast<int64_t>(waiting_.size());
+  stats.num_waiting_for_remote_kv = num_pulling_;
+  stats.num_held_for_remote_decode = static_cast<int64_t>(held_.size());
   stats.kv_usage = kv_->usage();
   stats.num_preemptions = num_preemptions_;
   stats.prefix_cache = kv_->prefix_cache_stats();
@@ -346,9 +371,18 @@ void Scheduler::Preempt(Request* victim, StepPlan& plan) {
 
 void Scheduler::ScheduleWaiting(StepPlan& plan) {
   while (!waiting_.empty() && plan.budget > 0 &&
-         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+         static_cast<int64_t>(running_.size()) + num_pulling_ < config_.max_num_seqs) {
     Request* req = waiting_.Peek();
     const RequestIndex index = req->index();
+    if (req->kv_pull() == Request::KvPull::kWanted) {
+      if (!StartRemotePrefill(req)) break;
+      if (req->status() == RequestStatus::kWaitingForRemoteKv) continue;
+      // Its prefix-cache hit covers the producer's KV: nothing to pull; computed as usual below.
+    }
+    if (req->kv_pull() == Request::KvPull::kArrived) {
+      if (!ScheduleArrived(req, plan)) break;
+      continue;
+    }
     // Prompt logprobs need every prompt position computed, so such a request takes no cache hit.
     const kv::CacheHit hit = req->sampling().prompt_logprobs
                                  ? kv::CacheHit{}
@@ -374,6 +408,70 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     plan.budget -= n;
     plan.prefill_budget -= n;
   }
+}
+
+bool Scheduler::StartRemotePrefill(Request* req) {
+  const RemoteKv& remote = *req->kv_transfer().remote_prefill;
+  const kv::CacheHit hit = req->sampling().prompt_logprobs
+                               ? kv::CacheHit{}
+                               : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
+  if (hit.num_tokens >= remote.num_tokens) {
+    req->set_kv_pull(Request::KvPull::kNone);  // already here: the usual path takes the hit
+    return true;
+  }
+  // Blocks for every position the producer holds, after the hit; none for the last prompt token,
+  // which the request computes once the KV is in.
+  if (!kv_->AllocateSlots(req->index(), hit.num_tokens, remote.num_tokens - hit.num_tokens, &hit)) {
+    if (!running_.empty() || num_pulling_ > 0) return false;  // wait for blocks to come back
+    // Nothing else holds blocks and the prompt's KV still does not fit: the usual path halves
+    // the chunk or fails the request with its message.
+    req->set_kv_pull(Request::KvPull::kNone);
+    return true;
+  }
+  waiting_.Pop();
+  if (!req->times().first_scheduled) req->times().first_scheduled = Clock::now();
+  req->set_num_cached_tokens(hit.num_tokens);
+  req->set_num_computed_tokens(hit.num_tokens);
+  req->set_status(RequestStatus::kWaitingForRemoteKv);
+  req->set_kv_pull(Request::KvPull::kInFlight);
+  ++num_pulling_;
+  pulls_to_start_.push_back({req->index(), remote, hit.num_tokens, req->kv_transfer().num_pulls});
+  return true;
+}
+
+bool Scheduler::ScheduleArrived(Request* req, StepPlan& plan) {
+  int64_t n = TokensToSchedule(*req, std::min(plan.budget, plan.prefill_budget));
+  if (n == 0) return false;
+  if (!kv_->AllocateSlots(req->index(), req->num_computed_tokens(), n, nullptr)) return false;
+  waiting_.Pop();
+  req->set_kv_pull(Request::KvPull::kNone);
+  req->set_status(RequestStatus::kRunning);
+  running_.push_back(req);
+  plan.entries.push_back({req, n, true, {}});
+  plan.budget -= n;
+  plan.prefill_budget -= n;
+  return true;
+}
+
+void Scheduler::FinishPull(RequestIndex index, bool ok) {
+  if (cancelled_pulls_.erase(index)) {
+    kv_->Free(index);
+    return;
+  }
+  auto it = requests_.find(index);
+  EMBER_CHECK(it != requests_.end() && it->second->status() == RequestStatus::kWaitingForRemoteKv,
+              "a pull ended for request {}, which does not wait for one", index);
+  Request* req = it->second.get();
+  --num_pulling_;
+  // Failed: the blocks after the prefix-cache hit hold whatever arrived, and are computed again.
+  if (ok) req->set_num_computed_tokens(req->kv_transfer().remote_prefill->num_tokens);
+  req->set_kv_pull(Request::KvPull::kArrived);
+  req->set_status(RequestStatus::kWaiting);
+  waiting_.Add(req);
+}
+
+void Scheduler::ReleaseHeld(RequestIndex index) {
+  if (held_.erase(index)) kv_->Free(index);
 }
 
 std::optional<kv::KvBlocks> Scheduler::AllocateForWaiting(Request* req, const kv::CacheHit& hit, int64_t& num_tokens) {
@@ -581,14 +679,32 @@ bool Scheduler::Abort(RequestIndex index) {
 
 RequestOutput Scheduler::Finish(Request* req, FinishReason reason, std::string message,
                                std::optional<int32_t> stop_token) {
+  const RequestIndex index = req->index();
+  // A producer keeps a finished prefill's prompt KV for the consumer (all but the last prompt
+  // token: the consumer computes that one to get its first token's logits).
+  const bool hold = req->kv_transfer().do_remote_decode && req->status() == RequestStatus::kRunning &&
+                    (reason == FinishReason::kStop || reason == FinishReason::kLength) &&
+                    req->num_prompt_tokens() >= 2 && req->num_computed_tokens() >= req->num_prompt_tokens() - 1;
   if (req->status() == RequestStatus::kRunning) {
     // Only running requests are known to the runner (preempted ones were dropped there).
-    finished_for_runner_.push_back(req->index());
+    finished_for_runner_.push_back(index);
     RemoveFromRunning(req);
-  } else {
+  } else if (req->status() != RequestStatus::kWaitingForRemoteKv) {
     waiting_.Remove(req);
   }
-  kv_->Free(req->index());
+  if (req->status() == RequestStatus::kWaitingForRemoteKv) {
+    // The transport may still write its blocks: they are freed when its pull ends (FinishPull).
+    --num_pulling_;
+    cancelled_pulls_.insert(index);
+    pulls_to_cancel_.push_back(index);
+  } else if (hold) {
+    const int64_t held_tokens = req->num_prompt_tokens() - 1;
+    held_.insert(index);
+    newly_held_.push_back(
+        {index, held_tokens, KvTokensHash(req->prompt_token_ids().first(static_cast<size_t>(held_tokens)))});
+  } else {
+    kv_->Free(index);
+  }
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) catch_up_.ObserveFinished(req->num_output_tokens());
   req->Finish(reason, std::move(message), stop_token);
   RequestOutput event = MakeOutput(*req);

@@ -17,10 +17,14 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "engine/drafter_catch_up.h"
+#include "engine/kv_connector.h"
+#include "engine/kv_transfer_params.h"
 #include "engine/request.h"
 #include "engine/request_output.h"
 #include "engine/request_queue.h"
@@ -63,6 +67,10 @@ struct SchedulerConfig {
   // The proposer catches a request up before drafting for it (spec::Proposer::catches_up: a draft
   // model): adaptive speculation asks it to only where that is repaid (engine/drafter_catch_up.h).
   bool proposer_catches_up = false;
+  // Prefill/decode disaggregation (engine/kv_connector.h): this instance holds its requests' prompt
+  // KV for consumers when they ask (a producer), pulls prompt KV from producers (a consumer).
+  bool kv_producer = false;
+  bool kv_consumer = false;
 
   Status Validate() const;
 };
@@ -74,13 +82,30 @@ struct DataParallelRankStats {
   double kv_usage = 0.0;
 };
 
+// Disaggregation: a finished request whose prompt KV the scheduler keeps for a consumer.
+struct HeldKvRequest {
+  RequestIndex index = 0;
+  int64_t num_tokens = 0;    // prompt positions held (all but the last prompt token)
+  uint64_t tokens_hash = 0;  // KvTokensHash of those positions' ids
+};
+// Disaggregation: a consumer request whose blocks are ready for its prompt KV to be pulled into.
+struct KvPullToStart {
+  RequestIndex index = 0;
+  RemoteKv from;
+  int64_t first_token = 0;  // prompt positions below it came from the prefix cache
+  int32_t num_pulls = 1;
+};
+
 struct SchedulerStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;  // including preempted requests waiting to resume
+  int64_t num_waiting_for_remote_kv = 0;  // disaggregation: consumer requests whose KV is on its way
+  int64_t num_held_for_remote_decode = 0; // disaggregation: finished producer requests holding KV
   double kv_usage = 0.0;    // fraction of the KV pool held by requests
   int64_t num_preemptions = 0;  // since the scheduler started
   kv::PrefixCacheStats prefix_cache;
   SpecDecodeCounters spec_decode;
+  KvTransferStats kv_transfer;  // disaggregation: the connector's counters (EngineCore::Stats)
   // Data parallelism: per rank, in rank order (the fields above are their sums, kv_usage their
   // mean); empty with one scheduler.
   std::vector<DataParallelRankStats> data_parallel_ranks;
@@ -105,6 +130,25 @@ class Scheduler {
   std::vector<RequestOutput> UpdateFromOutput(const SchedulerOutput& scheduled, const ModelRunnerOutput& output);
 
   bool HasUnfinished() const { return !requests_.empty(); }
+  // True when a step can do something now: a request other than those whose KV is being pulled,
+  // or runner updates (so an engine loop can sleep while only pulls are in flight).
+  bool HasSchedulableWork() const {
+    return static_cast<int64_t>(requests_.size()) > num_pulling_ || HasPendingRunnerUpdates();
+  }
+
+  // ---- Prefill/decode disaggregation (engine/kv_connector.h); the engine core drives these ----
+  // Producer: requests that finished since the last call whose blocks are held for a consumer.
+  std::vector<HeldKvRequest> TakeNewlyHeld() { return std::exchange(newly_held_, {}); }
+  // Producer: the consumer pulled it, it expired or could not be held: frees its blocks.
+  void ReleaseHeld(RequestIndex index);
+  // Consumer: requests whose blocks were allocated this step for a pull to start.
+  std::vector<KvPullToStart> TakePullsToStart() { return std::exchange(pulls_to_start_, {}); }
+  // Consumer: pulls of requests that finished (aborted) while their KV was on its way.
+  std::vector<RequestIndex> TakePullsToCancel() { return std::exchange(pulls_to_cancel_, {}); }
+  // Consumer: a pull ended. Ok: the request's prompt KV is in its blocks and it decodes from there;
+  // otherwise it computes its prompt after its prefix-cache hit. An aborted request's blocks are
+  // freed now, not before: the transport may have written them until this call.
+  void FinishPull(RequestIndex index, bool ok);
   int64_t num_unfinished() const { return static_cast<int64_t>(requests_.size()); }
   // True when finished or preempted requests must still be reported to the runner.
   bool HasPendingRunnerUpdates() const { return !finished_for_runner_.empty(); }
@@ -152,6 +196,12 @@ class Scheduler {
   // Allocates slots for a waiting request from its prefix-cache hit; nullopt when it must wait
   // (or failed because it cannot fit alone). May shrink `num_tokens`.
   std::optional<kv::KvBlocks> AllocateForWaiting(Request* req, const kv::CacheHit& hit, int64_t& num_tokens);
+  // A consumer request at the head of the queue: allocates blocks for its prompt KV after its
+  // prefix-cache hit and sends it waiting for the pull. False when it must wait for blocks.
+  bool StartRemotePrefill(Request* req);
+  // A consumer request whose pull ended: schedules the rest of its prompt into the blocks it holds.
+  // False when the budget or the pool cannot take it this step.
+  bool ScheduleArrived(Request* req, StepPlan& plan);
   Request* LowestRankedRunning() const;
   void Preempt(Request* victim, StepPlan& plan);
   void FailAlone(Request* req);  // finishes with an error: cannot fit even alone
@@ -177,6 +227,13 @@ class Scheduler {
   std::vector<Request*> running_;  // in the order they started running
   std::vector<RequestIndex> finished_for_runner_;  // reported in the next SchedulerOutput
   std::vector<RequestOutput> pending_outputs_;     // final events of aborts and errors
+  // Disaggregation (see the public functions above).
+  std::vector<HeldKvRequest> newly_held_;
+  std::unordered_set<RequestIndex> held_;
+  std::vector<KvPullToStart> pulls_to_start_;
+  std::vector<RequestIndex> pulls_to_cancel_;
+  std::unordered_set<RequestIndex> cancelled_pulls_;  // aborted while pulling: blocks freed at FinishPull
+  int64_t num_pulling_ = 0;                            // requests in kWaitingForRemoteKv
   uint64_t next_step_id_ = 0;
   uint64_t next_arrival_seq_ = 0;
   int64_t num_preemptions_ = 0;

@@ -15,7 +15,7 @@ namespace ember {
 namespace {
 
 // Calls visit(group, tensor, entry, part, rows) for every piece of `layout`'s payload, in payload
-// order (model/kv_transfer.h): group, layer of the group, part, present entry.
+// order (kv/kv_transfer.h): group, layer of the group, part, present entry.
 template <typename Visit>
 void ForEachPiece(const KvTransferLayout& layout, Visit visit) {
   for (size_t g = 0; g < layout.groups.size(); ++g) {
@@ -42,16 +42,6 @@ std::string Positions(int64_t entry, int64_t block_size) {
 }
 
 }  // namespace
-
-DType KvStorageDType(kv::KvDtype dtype) {
-  switch (dtype) {
-    case kv::KvDtype::kF32: return DType::kF32;
-    case kv::KvDtype::kF16: return DType::kF16;
-    case kv::KvDtype::kBF16: return DType::kBF16;
-    case kv::KvDtype::kFp8E4M3: return DType::kF8E4M3;
-  }
-  return DType::kF32;
-}
 
 Expected<KvStore> KvStore::Create(kv::KvCacheConfig config) {
   if (config.num_blocks <= 0 || config.block_size <= 0 || config.num_kv_heads <= 0 || config.head_dim <= 0 ||
@@ -172,15 +162,23 @@ auto KvStore::PartBytes(Store& store, int64_t tensor, KvPart part, int32_t block
                          static_cast<size_t>(num_rows) * sizeof(float));
 }
 
-Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t>> block_tables,
-                                             int64_t num_tokens) const {
-  const kv::KvCacheConfig& c = config_;
+template <typename Store>
+auto KvStore::SpansOf(Store& store, std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                      int64_t first_token) -> Expected<BasicKvSpans<std::conditional_t<std::is_const_v<Store>, const uint8_t, uint8_t>>> {
+  using Byte = std::conditional_t<std::is_const_v<Store>, const uint8_t, uint8_t>;
+  const std::string_view what = std::is_const_v<Store> ? "KV export" : "KV import";
+  const kv::KvCacheConfig& c = store.config_;
   if (block_tables.size() != c.groups.size()) {
     return InvalidArgument(
-        fmt::format("KV export: {} block tables for {} KV groups", block_tables.size(), c.groups.size()));
+        fmt::format("{}: {} block tables for {} KV groups", what, block_tables.size(), c.groups.size()));
   }
-  if (num_tokens <= 0) return InvalidArgument(fmt::format("KV export: {} tokens; export at least one", num_tokens));
-  KvExportSpans out;
+  if (num_tokens <= 0) return InvalidArgument(fmt::format("{}: {} tokens; move at least one", what, num_tokens));
+  if (first_token < 0 || first_token % c.block_size != 0 || first_token >= num_tokens) {
+    return InvalidArgument(fmt::format("{}: the receiver's {} held tokens must be a multiple of the block size {} "
+                                       "below the {} moved",
+                                       what, first_token, c.block_size, num_tokens));
+  }
+  BasicKvSpans<Byte> out;
   KvTransferLayout& layout = out.layout;
   layout.dtype = c.dtype;
   layout.block_size = c.block_size;
@@ -192,7 +190,7 @@ Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t
   for (size_t g = 0; g < c.groups.size(); ++g) {
     const std::vector<int32_t>& table = block_tables[g];
     if (static_cast<int64_t>(table.size()) < entries) {
-      return InvalidArgument(fmt::format("KV export: group {}'s block table has {} entries; {} tokens need {}", g,
+      return InvalidArgument(fmt::format("{}: group {}'s block table has {} entries; {} tokens need {}", what, g,
                                          table.size(), num_tokens, entries));
     }
     KvTransferLayout::Group& group = layout.groups.emplace_back();
@@ -200,23 +198,43 @@ Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t
     group.window = c.groups[g].window;
     group.layers.assign(c.groups[g].layers.begin(), c.groups[g].layers.end());
     group.present.assign(entries, 0);
-    for (int64_t j = FirstSentEntry(c.groups[g], c.block_size, num_tokens); j < entries; ++j) {
+    const int64_t first = std::max(FirstSentEntry(c.groups[g], c.block_size, num_tokens), first_token / c.block_size);
+    for (int64_t j = first; j < entries; ++j) {
       if (table[j] == kv::kNullBlock || table[j] < 0 || table[j] >= c.num_blocks) {
         return InvalidArgument(
-            fmt::format("KV export: group {} entry {} ({}) is block {}, but the next query reads it: it must "
+            fmt::format("{}: group {} entry {} ({}) is block {}, but the next query reads it: it must "
                         "be one of blocks 1..{} of this store",
-                        g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
+                        what, g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
       }
       group.present[j] = 1;
     }
   }
   int64_t offset = 0;
   ForEachPiece(layout, [&](int32_t g, int64_t tensor, int64_t j, KvPart part, int64_t rows) {
-    const std::span<const uint8_t> bytes = PartBytes(*this, tensor, part, block_tables[g][j], rows);
+    const std::span<Byte> bytes = PartBytes(store, tensor, part, block_tables[g][j], rows);
     out.spans.push_back({g, layout.groups[g].layers[tensor], j, part, offset, bytes});
     offset += static_cast<int64_t>(bytes.size());
   });
   return out;
+}
+
+Expected<KvExportSpans> KvStore::ExportSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                                             int64_t first_token) const {
+  return SpansOf(*this, block_tables, num_tokens, first_token);
+}
+
+Expected<KvImportSpans> KvStore::ImportSpansFor(std::span<const std::vector<int32_t>> block_tables,
+                                                int64_t num_tokens, int64_t first_token) {
+  EMBER_ASSIGN_OR_RETURN(KvImportSpans spans, SpansOf(*this, block_tables, num_tokens, first_token));
+  std::vector<uint8_t> used(config_.num_blocks, 0);
+  for (const KvDestSpan& s : spans.spans) {
+    if (s.part != KvPart::kKeys || s.layer != spans.layout.groups[s.group].layers[0]) continue;
+    const int32_t block = block_tables[s.group][s.entry];
+    if (used[block]++) {
+      return InvalidArgument(fmt::format("KV import: block {} appears twice in the destination block tables", block));
+    }
+  }
+  return spans;
 }
 
 Expected<std::vector<KvDestSpan>> KvStore::ImportSpans(const KvTransferLayout& layout,

@@ -7,11 +7,12 @@
 // scale = amax / 448, values rounded to nearest even, so no calibration is needed.
 // The block pool bookkeeping (which block belongs to whom) lives in src/kv; this class only
 // holds bytes, writes new rows, hands the attention kernel a view, and exports and imports a
-// request's blocks (model/kv_transfer.h has the format).
+// request's blocks (kv/kv_transfer.h has the format).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "core/zeroed_array.h"
@@ -19,7 +20,7 @@
 #include "core/status.h"
 #include "kernels/paged_attention.h"
 #include "kv/spec.h"
-#include "model/kv_transfer.h"
+#include "kv/kv_transfer.h"
 
 namespace ember {
 
@@ -44,9 +45,18 @@ class KvStore {
   // `block_tables[g]` is the request's block list in KV group g (what the KV manager hands the
   // runner; entries may be kNullBlock or stale where a sliding window released them) and the first
   // `num_tokens` positions are computed. Exports every entry covering them for full groups and the
-  // entries the next query (at position num_tokens) reads for sliding groups; each must be a block
-  // of this store.
-  Expected<KvExportSpans> ExportSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens) const;
+  // entries the next query (at position num_tokens) reads for sliding groups, except the entries
+  // below `first_token` (a multiple of the block size: the prefix the receiver already holds,
+  // e.g. from its prefix cache); each must be a block of this store.
+  Expected<KvExportSpans> ExportSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                                      int64_t first_token = 0) const;
+  // Where the payload of ExportSpans(its tables, num_tokens, first_token) from a store with this
+  // store's config goes in this store's blocks `block_tables`: the same layout, and spans of this
+  // store in payload order. A transport that checked the sender's config (CheckKvLayoutMatches)
+  // and its layout's bytes against this one's writes straight into the blocks. Errors as
+  // ExportSpans', and a block repeated in the tables.
+  Expected<KvImportSpans> ImportSpansFor(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                                         int64_t first_token);
   // Checks `layout` (ParseKvLayout of another store's export) against this store and returns where
   // each payload byte goes: the blocks of `block_tables` at the entries the layout holds (where the
   // manager of this store gave the request blocks; other entries are not touched). Errors name the
@@ -72,13 +82,15 @@ class KvStore {
   // of a const store, a writable one otherwise.
   template <typename Store>
   static auto PartBytes(Store& store, int64_t tensor, KvPart part, int32_t block, int64_t rows);
+  // ExportSpans and ImportSpansFor: the layout and the spans of `store` (const: an export).
+  template <typename Store>
+  static auto SpansOf(Store& store, std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                      int64_t first_token)
+      -> Expected<BasicKvSpans<std::conditional_t<std::is_const_v<Store>, const uint8_t, uint8_t>>>;
 
   kv::KvCacheConfig config_;
   DType dtype_ = DType::kF32;
   std::vector<Tensor> tensors_;
 };
-
-// The element type a KvDtype stores.
-DType KvStorageDType(kv::KvDtype dtype);
 
 }  // namespace ember

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/host_memory.h"
 #include "core/logging.h"
+#include "disagg/kv_transfer_config.h"
+#include "disagg/ucx_kv_connector.h"
 #include "runner/step_cost.h"
 #include "spec/draft_model_loader.h"
 #include "spec/dspark/dspark_loader.h"
@@ -103,6 +106,24 @@ Status SetUpSpeculation(const EngineOptions& o, CausalLM& model, KvStore& kv, Mo
   return s.Validate();
 }
 
+// Disaggregation moves a request's KV out of and into one process's KV store.
+Status CheckKvTransferFits(const EngineOptions& o, const ParallelHooks& hooks) {
+  if (hooks.wrap_executor || hooks.data_parallel_size > 1) {
+    return InvalidArgument("--kv-transfer-config runs single-process instances: leave out --tensor-parallel-size, "
+                           "--pipeline-parallel-size and --data-parallel-size (or run them without disaggregation)");
+  }
+  if (!o.speculative_config.empty()) {
+    EMBER_ASSIGN_OR_RETURN(const spec::SpeculativeConfig config, spec::ParseSpeculativeConfig(o.speculative_config));
+    if (config.method == spec::Method::kDraftModel || config.method == spec::Method::kDSpark) {
+      return InvalidArgument(fmt::format(
+          "--speculative-config method {} keeps a drafter state per request that a pulled prompt does not bring "
+          "along: with --kv-transfer-config use ngram or suffix speculation",
+          spec::MethodName(config.method)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<CausalLM> model, const EngineOptions& o,
@@ -142,6 +163,13 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   s.seed = o.seed;
   s.long_prefill_token_threshold = o.long_prefill_token_threshold;
   s.shared_step_prefill_tokens = o.shared_step_prefill_tokens;
+  std::optional<disagg::KvTransferConfig> kv_transfer;
+  if (!o.kv_transfer_config.empty()) {
+    EMBER_ASSIGN_OR_RETURN(kv_transfer, disagg::ParseKvTransferConfig(o.kv_transfer_config));
+    EMBER_RETURN_IF_ERROR(CheckKvTransferFits(o, hooks));
+    s.kv_producer = kv_transfer->is_producer();
+    s.kv_consumer = kv_transfer->is_consumer();
+  }
   EMBER_RETURN_IF_ERROR(s.Validate());
 
   // The step workspace for the largest step the scheduler can form (every token's logits at
@@ -202,8 +230,29 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
         std::make_unique<DataParallelEngineClient>(std::move(cores), engine->data_parallel_executor_.get());
     return engine;
   }
-  engine->client_ = std::make_unique<InProcessEngineClient>(engine->core_.get());
+  auto client = std::make_unique<InProcessEngineClient>(engine->core_.get());
+  if (kv_transfer) {
+    EMBER_ASSIGN_OR_RETURN(auto connector, disagg::UcxKvConnector::Create(*kv_transfer, kv_config));
+    InProcessEngineClient* loop = client.get();
+    connector->SetWake([loop] { loop->Wake(); });
+    engine->plan_.kv_transfer =
+        kv_transfer->is_producer()
+            ? fmt::format("KV transfer: {} (UCX), engine id {}, consumers pull from {}:{}; held KV is freed after {} s",
+                          disagg::KvRoleName(kv_transfer->role), connector->engine_id(), connector->host(),
+                          connector->port(), kv_transfer->hold_timeout_s)
+            : fmt::format("KV transfer: {} (UCX), engine id {}; a pull not done in {} s computes the prompt here",
+                          disagg::KvRoleName(kv_transfer->role), connector->engine_id(), kv_transfer->pull_timeout_s);
+    engine->core_->set_kv_connector(connector.get());
+    engine->kv_connector_ = std::move(connector);
+  }
+  engine->client_ = std::move(client);
   return engine;
+}
+
+LocalEngine::~LocalEngine() {
+  // The connector's thread reads and writes the KV store: stop it before the store goes.
+  if (core_ != nullptr) core_->set_kv_connector(nullptr);
+  kv_connector_.reset();
 }
 
 std::vector<std::string> LocalEngine::DescribePlan() const {
@@ -227,6 +276,7 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
                       : std::string()),
   };
   if (!p.speculation.empty()) lines.push_back(p.speculation);
+  if (!p.kv_transfer.empty()) lines.push_back(p.kv_transfer);
   return lines;
 }
 

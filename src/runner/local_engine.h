@@ -38,6 +38,9 @@ struct EngineOptions {
   std::string speculative_config;
   // The target model's path, for a draft model's tokenizer check.
   std::string model_path;
+  // --kv-transfer-config (vLLM's JSON, disagg/kv_transfer_config.h): prefill/decode disaggregation
+  // roles over UCX; empty: none.
+  std::string kv_transfer_config;
 };
 
 // The memory plan, for the startup log and `ember recipe`.
@@ -51,6 +54,7 @@ struct EnginePlan {
   int64_t tokens_per_full_group = 0;       // KV capacity in tokens of a full-attention group
   int64_t max_concurrency_at_max_len = 0;  // full-length sequences that fit at once
   std::string speculation;                 // how speculative decoding runs, "" when off
+  std::string kv_transfer;                 // the disaggregation role and address, "" when off
 };
 
 // How a multi-process engine (src/parallel) joins in. Every rank builds the same LocalEngine over
@@ -92,6 +96,11 @@ class LocalEngine {
 
  private:
   LocalEngine() = default;
+
+ public:
+  ~LocalEngine();
+
+ private:
   std::unique_ptr<CausalLM> model_;
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<ModelRunner> runner_;
@@ -101,6 +110,7 @@ class LocalEngine {
   std::vector<std::unique_ptr<EngineCore>> data_parallel_cores_;
   std::unique_ptr<DataParallelExecutor> data_parallel_executor_;
   std::unique_ptr<EngineClient> client_;
+  std::unique_ptr<KvConnector> kv_connector_;  // --kv-transfer-config's; outlives nothing it serves
   EnginePlan plan_;
   std::vector<int32_t> eos_token_ids_;
 };

@@ -33,6 +33,15 @@ class ModelRunner : public Executor {
   // Counted by the model into the runner's forward output since the runner started: real steps
   // only (startup measurements run the model on outputs of their own).
   void ReadExpertLoad(exec::ExpertLoad* out) const override { out->CopyFrom(forward_.expert_load); }
+  // Disaggregation: spans of this process's KV store (the whole request's KV lives here).
+  Expected<KvExportSpans> ExportKvSpans(std::span<const std::vector<int32_t>> block_tables,
+                                        int64_t num_tokens) const override {
+    return kv_->ExportSpans(block_tables, num_tokens);
+  }
+  Expected<KvImportSpans> ImportKvSpans(std::span<const std::vector<int32_t>> block_tables, int64_t num_tokens,
+                                        int64_t first_token) override {
+    return kv_->ImportSpansFor(block_tables, num_tokens, first_token);
+  }
 
   // A tensor-parallel worker rank's step (src/parallel): rank 0 samples, so a worker first appends
   // the tokens rank 0 sampled in the previous step (`sampled_reqs[i]` got `sampled_token_ids[i]`)

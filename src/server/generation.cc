@@ -33,6 +33,7 @@ void GenerationJob::Submit(size_t i) {
   input.sampling = c.spec.sampling;
   input.priority = c.spec.priority;
   input.cache_salt_key = c.spec.cache_salt_key;
+  input.kv_transfer = c.spec.kv_transfer;
   input.eos_token_id = context_->model.eos_token_id;
   c.req = context_->engine->Submit(std::move(input), stream_);
   c.submitted = true;
@@ -70,6 +71,7 @@ std::optional<ChoiceDelta> GenerationJob::Next() {
     // vLLM's stop_reason names a stop string or a stop token the client asked for; EOS is null.
     if (out.delta.stop_token && *out.delta.stop_token == context_->model.eos_token_id) out.delta.stop_token.reset();
     usage_.completion_tokens += static_cast<int64_t>(event.new_token_ids.size());
+    if (event.kv_transfer_params && !kv_transfer_params_) kv_transfer_params_ = event.kv_transfer_params;
     if (out.delta.stop_string_hit) context_->engine->Abort(c.req);
     if (out.delta.finished) {
       c.finished = true;

@@ -23,6 +23,7 @@ struct ChoiceSpec {
   int32_t priority = 0;
   uint64_t cache_salt_key = 0;
   int prompt_index = 0;     // which prompt of the call (completions accept several)
+  KvTransferRequest kv_transfer;  // disaggregation (engine/kv_transfer_params.h)
 };
 
 struct ChoiceDelta {
@@ -53,6 +54,8 @@ class GenerationJob {
   // `wake` runs (on the engine thread) whenever an event for this job arrives; empty clears it.
   void SetWaker(std::function<void()> wake) { stream_->SetListener(std::move(wake)); }
   const Usage& usage() const { return usage_; }
+  // Disaggregation, a producer's answer: where the prompt's KV waits (the first choice's).
+  const std::optional<RemoteKv>& kv_transfer_params() const { return kv_transfer_params_; }
   size_t num_choices() const { return choices_.size(); }
 
  private:
@@ -72,6 +75,7 @@ class GenerationJob {
   std::shared_ptr<RequestStream> stream_;
   size_t num_finished_ = 0;
   Usage usage_;
+  std::optional<RemoteKv> kv_transfer_params_;
   std::vector<bool> prompt_counted_;
   Admission::Slot slot_;  // held until the job ends
 };

@@ -82,6 +82,11 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
                   "Speculative decoding as JSON, vLLM's shape: '{\"method\":\"ngram\",\"num_speculative_tokens\":5,"
                   "\"prompt_lookup_max\":4,\"prompt_lookup_min\":2}', method suffix, or draft_model with "
                   "\"model\":PATH; \"adaptive\":false verifies every draft token");
+  cmd->add_option("--kv-transfer-config", e.kv_transfer_config,
+                  "Prefill/decode disaggregation as JSON, vLLM's shape: '{\"kv_connector\":\"UcxConnector\","
+                  "\"kv_role\":\"kv_producer\",\"kv_ip\":\"127.0.0.1\",\"kv_port\":14579}' (kv_consumer, kv_both; "
+                  "kv_connector_extra_config: hold_timeout_s, pull_timeout_s, connect_timeout_s); `ember router` "
+                  "runs the two phases in front");
 }
 
 }  // namespace ember::tools

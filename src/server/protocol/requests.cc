@@ -1,5 +1,7 @@
 #include "server/protocol/requests.h"
 
+#include "server/protocol/kv_transfer_params.h"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -94,6 +96,13 @@ const std::vector<Field<CommonRequest>>& CommonFields() {
         {"cache_salt", &CommonRequest::cache_salt, "prefix-cache isolation: only requests with the same salt share",
          {.min_length = 1}},
         {"user", &CommonRequest::user, "an end-user id (unused)"},
+        {"kv_transfer_params", CustomField<CommonRequest>{
+                                   [](const json& v, FieldReader& r, CommonRequest* c) {
+                                     if (auto error = ParseKvTransferParams(v, &c->kv_transfer)) r.Fail(*error);
+                                   },
+                                   [] { return json{{"type", "object"}}; }},
+         "prefill/decode disaggregation (vLLM's): {\"do_remote_decode\": true} asks a KV producer to hold the "
+         "prompt's KV; a producer's answer (do_remote_prefill) makes a KV consumer pull it"},
         // Fields of the OpenAI API that ember does not implement yet: refused, not ignored, so a
         // client never believes it got behaviour it did not.
         {"logit_bias", CustomField<CommonRequest>{

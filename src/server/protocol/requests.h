@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/kv_transfer_params.h"
 #include "engine/sampling_params.h"
 #include "server/protocol/api_error.h"
 #include "structured/constraint_spec.h"
@@ -34,6 +35,8 @@ struct CommonRequest {
   int32_t priority = 0;
   std::string cache_salt;
   std::string user;
+  // Prefill/decode disaggregation (vLLM's kv_transfer_params; protocol/kv_transfer_params.h).
+  KvTransferRequest kv_transfer;
   // Structured output (structured_outputs.h); compiled per choice by MakeChoices.
   std::optional<structured::ConstraintSpec> constraint;
   std::string constraint_field;     // the request field it came from, for 400s

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/http_util.h"
+#include "server/protocol/kv_transfer_params.h"
 #include "server/routes/chat_prompt.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
@@ -214,8 +215,10 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
       choice["stop_reason"] = StopReason(acc->last[i]);
       out_choices.push_back(std::move(choice));
     }
-    SendJson(out, {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-                   {"choices", out_choices}, {"usage", UsageJson(j.usage())}});
+    json body = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+                 {"choices", out_choices}, {"usage", UsageJson(j.usage())}};
+    if (j.kv_transfer_params()) body["kv_transfer_params"] = KvTransferParamsJson(*j.kv_transfer_params());
+    SendJson(out, body);
   };
   CollectJob(res, job, std::move(format));
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "server/http_util.h"
+#include "server/protocol/kv_transfer_params.h"
 #include "server/routes/prepare.h"
 #include "server/routes/routes.h"
 #include "server/routes/streaming.h"
@@ -141,8 +142,10 @@ void HandleCompletions(ServingContext& context, const HttpRequest& req, HttpResp
                              {"logprobs", want_logprobs ? acc->logprobs[i].ToJson() : json()},
                              {"finish_reason", acc->finish[i]}, {"stop_reason", acc->stop_reason[i]}});
     }
-    SendJson(out, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                   {"choices", out_choices}, {"usage", UsageJson(j.usage())}});
+    json body = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                 {"choices", out_choices}, {"usage", UsageJson(j.usage())}};
+    if (j.kv_transfer_params()) body["kv_transfer_params"] = KvTransferParamsJson(*j.kv_transfer_params());
+    SendJson(out, body);
   };
   CollectJob(res, job, std::move(format));
 }

@@ -62,6 +62,10 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
     if (!compiled.ok()) return BadRequest(std::string(compiled.status().message()), request.constraint_field);
     constraint = *compiled;
   }
+  if (prompts.size() > 1 && (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
+    return BadRequest("kv_transfer_params describe one prompt's KV: send one prompt per request",
+                      "kv_transfer_params");
+  }
   std::vector<ChoiceSpec> choices;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int64_t prompt_len = static_cast<int64_t>(prompts[p].size());
@@ -104,6 +108,14 @@ std::variant<std::vector<ChoiceSpec>, ApiError> MakeChoices(const ServingContext
       c.priority = request.priority;
       c.cache_salt_key = request.cache_salt.empty() ? 0 : std::hash<std::string>{}(request.cache_salt) | 1;
       c.prompt_index = static_cast<int>(p);
+      c.kv_transfer = request.kv_transfer;
+      if (request.kv_transfer.remote_prefill) {
+        // With prefix caching the other choices start after the first computed its prompt
+        // (GenerationJob::Start) and take its blocks, pulled ones included, from the cache: only
+        // the first pulls. Without it every choice pulls the same held KV.
+        if (context.config.enable_prefix_caching && i > 0) c.kv_transfer.remote_prefill.reset();
+        c.kv_transfer.num_pulls = context.config.enable_prefix_caching ? 1 : sampling.n;
+      }
       choices.push_back(std::move(c));
     }
   }

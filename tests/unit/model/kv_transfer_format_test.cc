@@ -1,4 +1,4 @@
-// The KV transfer format (model/kv_transfer.h) without a forward pass: the header round trip, the
+// The KV transfer format (kv/kv_transfer.h) without a forward pass: the header round trip, the
 // spans covering the payload in order, coalescing and pairing, and every buffer, store or block
 // table the receiver (or the sender) must refuse with an error that names it, before writing a
 // byte. kv_transfer_test.cc shows the moved KV decodes bitwise like the original.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/kv_store.h"
-#include "model/kv_transfer.h"
+#include "kv/kv_transfer.h"
 #include "random_dense_decoder.h"
 
 namespace ember {
@@ -302,6 +302,67 @@ TEST(KvTransferFormatTest, ExportChecksTheBlockTablesItReads) {
   ASSERT_TRUE(exported.ok());
   std::vector<uint8_t> small(KvTransferBytes(exported->layout) - 1);
   EXPECT_FALSE(WriteKvTransfer(*exported, small).ok());
+}
+
+// What a consumer that holds a prefix (its prefix-cache hit) asks for: the entries from there on,
+// and where they land; the producer cuts them from its whole export without the block tables.
+TEST(KvTransferFormatTest, ExportAfterAHeldPrefixSkipsItsEntries) {
+  const kv::KvCacheConfig config = Config();
+  const KvStore source = FilledStore(config);
+  auto all = source.ExportSpans(ConsecutiveTables(1), kTokens);
+  ASSERT_TRUE(all.ok());
+  for (int64_t first_token : {kBlockSize, 2 * kBlockSize, 5 * kBlockSize}) {
+    SCOPED_TRACE(first_token);
+    auto part = source.ExportSpans(ConsecutiveTables(1), kTokens, first_token);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    const KvExportSpans cut = WithoutLeadingEntries(*all, first_token);
+    EXPECT_EQ(SerializeKvLayout(cut.layout), SerializeKvLayout(part->layout));
+    ASSERT_EQ(cut.spans.size(), part->spans.size());
+    for (size_t i = 0; i < cut.spans.size(); ++i) {
+      EXPECT_EQ(cut.spans[i].offset, part->spans[i].offset);
+      EXPECT_EQ(cut.spans[i].bytes.data(), part->spans[i].bytes.data());
+      EXPECT_EQ(cut.spans[i].bytes.size(), part->spans[i].bytes.size());
+    }
+    EXPECT_LT(part->layout.PayloadBytes(), all->layout.PayloadBytes());
+    for (const KvTransferLayout::Group& group : part->layout.groups) {
+      for (int64_t j = 0; j < first_token / kBlockSize; ++j) EXPECT_EQ(group.present[j], 0) << j;
+    }
+    // The receiver's own spans: the same layout, its blocks; copying fills exactly those entries.
+    auto dest = KvStore::Create(config);
+    ASSERT_TRUE(dest.ok());
+    auto into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, first_token);
+    ASSERT_TRUE(into.ok()) << into.status().ToString();
+    EXPECT_EQ(SerializeKvLayout(into->layout), SerializeKvLayout(part->layout));
+    auto copies = PairKvSpans(part->spans, into->spans);
+    ASSERT_TRUE(copies.ok());
+    for (const KvCopy& c : *copies) std::memcpy(c.dst, c.src, c.bytes);
+    auto moved = dest->ExportSpans(ConsecutiveTables(3), kTokens, first_token);
+    ASSERT_TRUE(moved.ok());
+    for (size_t i = 0; i < moved->spans.size(); ++i) {
+      EXPECT_EQ(std::memcmp(moved->spans[i].bytes.data(), part->spans[i].bytes.data(), part->spans[i].bytes.size()), 0);
+    }
+  }
+  ExpectError(source.ExportSpans(ConsecutiveTables(1), kTokens, 3), StatusCode::kInvalidArgument, "multiple of the block size");
+  ExpectError(source.ExportSpans(ConsecutiveTables(1), kTokens, 6 * kBlockSize), StatusCode::kInvalidArgument,
+              "held tokens");
+  auto dest = KvStore::Create(config);
+  ASSERT_TRUE(dest.ok());
+  Tables repeated = ConsecutiveTables(3);
+  repeated[1][5] = repeated[0][5];
+  ExpectError(dest->ImportSpansFor(repeated, kTokens, 0), StatusCode::kInvalidArgument, "appears twice");
+}
+
+// The handshake's layout: the config and no data; another block size or dtype is refused.
+TEST(KvTransferFormatTest, ConfigLayoutRoundTripsAndRefusesAnotherConfig) {
+  const kv::KvCacheConfig config = Config();
+  const std::vector<uint8_t> bytes = SerializeKvLayout(KvLayoutOfConfig(config));
+  int64_t header = 0;
+  auto parsed = ParseKvLayout(bytes, &header);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->PayloadBytes(), 0);
+  EXPECT_TRUE(CheckKvLayoutMatches(*parsed, config).ok());
+  EXPECT_NE(CheckKvLayoutMatches(*parsed, Config(kv::KvDtype::kF32, 8)).message().find("block size"), std::string::npos);
+  EXPECT_NE(CheckKvLayoutMatches(*parsed, Config(kv::KvDtype::kBF16)).message().find("KV dtype"), std::string::npos);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
-// KvStore export/import (model/kv_transfer.h): a request prefilled on one store and moved into
+// KvStore export/import (kv/kv_transfer.h): a request prefilled on one store and moved into
 // other block ids of a fresh store decodes to logits bitwise equal to decoding on the original
 // (ember is batch invariant, so any lost or misplaced byte shows), for f32, bf16 and fp8 KV, on a
 // random Gemma-shaped decoder and the Muse Spark golden model (sliding-window and full groups);
 // the format's spans, coalescing and pairing; and every mismatch the receiver must refuse.
-#include "model/kv_transfer.h"
+#include "kv/kv_transfer.h"
 
 #include <gtest/gtest.h>
 

@@ -28,10 +28,14 @@
 #include <span>
 #include <vector>
 
+#include "core/dtypes.h"
 #include "core/status.h"
 #include "kv/spec.h"
 
 namespace ember {
+
+// The element type a KvDtype stores (what a KV store's K and V tensors hold).
+DType KvStorageDType(kv::KvDtype dtype);
 
 // Which bytes of a block a span holds.
 enum class KvPart : uint8_t { kKeys, kValues, kKeyScales, kValueScales };
@@ -77,12 +81,26 @@ struct BasicKvSpan {
 using KvSourceSpan = BasicKvSpan<const uint8_t>;  // what an export reads
 using KvDestSpan = BasicKvSpan<uint8_t>;          // where an import writes
 
-// What KvStore::ExportSpans returns: the descriptor and the payload as spans of the source store,
-// valid while the store lives and those blocks are not rewritten.
-struct KvExportSpans {
+// A descriptor and its payload as spans of a store: what KvStore::ExportSpans returns (spans of the
+// source store, valid while the store lives and those blocks are not rewritten) and what
+// KvStore::ImportSpansFor returns (where a matching export's payload goes in the destination).
+template <typename Byte>
+struct BasicKvSpans {
   KvTransferLayout layout;
-  std::vector<KvSourceSpan> spans;
+  std::vector<BasicKvSpan<Byte>> spans;
 };
+using KvExportSpans = BasicKvSpans<const uint8_t>;
+using KvImportSpans = BasicKvSpans<uint8_t>;
+
+// The export `all` (ExportSpans from position 0) without the entries below `first_token` (a
+// multiple of the block size: what the receiver holds already): the same layout and spans as
+// ExportSpans(..., first_token), without going back to the block tables.
+KvExportSpans WithoutLeadingEntries(const KvExportSpans& all, int64_t first_token);
+
+// A layout that describes `config` and no tokens' data (one entry, sent nowhere): what two
+// instances exchange when they connect, so that CheckKvLayoutMatches refuses a mismatched pair
+// before any request moves.
+KvTransferLayout KvLayoutOfConfig(const kv::KvCacheConfig& config);
 
 // Merges each span into the one before it when they are adjacent both in the payload and in memory.
 template <typename Byte>

@@ -1,4 +1,4 @@
-#include "model/kv_transfer.h"
+#include "kv/kv_transfer.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "core/dtypes.h"
-#include "model/kv_store.h"
+
 
 namespace ember {
 
@@ -122,6 +122,16 @@ Expected<int64_t> CheckedPayloadBytes(const KvTransferLayout& layout) {
 }
 
 }  // namespace
+
+DType KvStorageDType(kv::KvDtype dtype) {
+  switch (dtype) {
+    case kv::KvDtype::kF32: return DType::kF32;
+    case kv::KvDtype::kF16: return DType::kF16;
+    case kv::KvDtype::kBF16: return DType::kBF16;
+    case kv::KvDtype::kFp8E4M3: return DType::kF8E4M3;
+  }
+  return DType::kF32;
+}
 
 std::span<const KvPart> KvTransferLayout::parts() const {
   if (dtype == kv::KvDtype::kFp8E4M3) return kFp8Parts;
@@ -315,6 +325,41 @@ Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheCon
     }
   }
   return Status::Ok();
+}
+
+KvExportSpans WithoutLeadingEntries(const KvExportSpans& all, int64_t first_token) {
+  KvExportSpans out;
+  out.layout = all.layout;
+  const int64_t first_entry = first_token / all.layout.block_size;
+  for (KvTransferLayout::Group& group : out.layout.groups) {
+    std::fill(group.present.begin(), group.present.begin() + std::min<int64_t>(first_entry, group.present.size()), 0);
+  }
+  int64_t offset = 0;
+  for (const KvSourceSpan& span : all.spans) {
+    if (span.entry < first_entry) continue;
+    KvSourceSpan& kept = out.spans.emplace_back(span);
+    kept.offset = offset;
+    offset += static_cast<int64_t>(span.bytes.size());
+  }
+  return out;
+}
+
+KvTransferLayout KvLayoutOfConfig(const kv::KvCacheConfig& config) {
+  KvTransferLayout layout;
+  layout.dtype = config.dtype;
+  layout.block_size = config.block_size;
+  layout.num_kv_heads = config.num_kv_heads;
+  layout.head_dim = config.head_dim;
+  layout.layers_per_group = config.layers_per_group;
+  layout.num_tokens = 1;
+  for (const kv::KvCacheGroupSpec& spec : config.groups) {
+    KvTransferLayout::Group& group = layout.groups.emplace_back();
+    group.kind = spec.kind;
+    group.window = spec.window;
+    group.layers.assign(spec.layers.begin(), spec.layers.end());
+    group.present.assign(1, 0);
+  }
+  return layout;
 }
 
 int64_t KvTransferBytes(const KvTransferLayout& layout) { return HeaderBytes(layout) + layout.PayloadBytes(); }

@@ -1,0 +1,213 @@
+// Prefill/decode disaggregation in the engine core, with a connector that records what it is
+// asked and reports what the test says: a producer holds a finished prefill's blocks until the
+// connector releases them; a consumer pulls a prompt's KV into blocks it allocated, decodes from
+// there the same tokens a colocated run gets, computes the prompt itself when the pull fails or
+// the KV is another prompt's, and never frees blocks the transport may still write.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "engine/kv_connector.h"
+#include "engine_harness.h"
+
+namespace ember::test {
+namespace {
+
+class RecordingConnector : public KvConnector {
+ public:
+  struct Pull {
+    RemoteKv from;
+    int64_t first_token;
+    int32_t num_pulls;
+    int64_t num_tokens;
+  };
+  bool is_producer() const override { return true; }
+  bool is_consumer() const override { return true; }
+  Expected<RemoteKv> Hold(RequestIndex index, KvExportSpans spans, uint64_t tokens_hash) override {
+    RemoteKv where;
+    where.host = "127.0.0.1";
+    where.port = 1;
+    where.transfer_id = 1000 + index;
+    where.num_tokens = spans.layout.num_tokens;
+    where.tokens_hash = tokens_hash;
+    held[index] = where;
+    return where;
+  }
+  void StartPull(RequestIndex index, const RemoteKv& from, int64_t first_token, int32_t num_pulls,
+                 KvImportSpans into) override {
+    pulls[index] = {from, first_token, num_pulls, into.layout.num_tokens};
+  }
+  void CancelPull(RequestIndex index) override { cancelled.push_back(index); }
+  Events TakeEvents() override { return std::exchange(events, {}); }
+  void SetWake(std::function<void()>) override {}
+  KvTransferStats Stats() const override { return {}; }
+
+  std::map<RequestIndex, RemoteKv> held;
+  std::map<RequestIndex, Pull> pulls;
+  std::vector<RequestIndex> cancelled;
+  Events events;
+};
+
+SchedulerConfig Config(bool producer, bool consumer) {
+  SchedulerConfig c = FakeModelConfig(8, 64, 256);
+  c.kv_producer = producer;
+  c.kv_consumer = consumer;
+  return c;
+}
+
+RequestInput Input(std::vector<int32_t> prompt, int32_t max_tokens) {
+  RequestInput input;
+  input.prompt_token_ids = std::move(prompt);
+  input.sampling.max_tokens = max_tokens;
+  input.sampling.ignore_eos = true;
+  return input;
+}
+
+// What a colocated engine generates for `prompt`.
+std::vector<int32_t> Colocated(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  EngineHarness h(Config(false, false), HybridKv(4, 64, 8));
+  const RequestIndex r = h.Add(Input(prompt, max_tokens));
+  h.RunToCompletion(100);
+  return h.result(r).tokens;
+}
+
+RemoteKv HeldFor(const std::vector<int32_t>& prompt) {
+  RemoteKv where;
+  where.host = "127.0.0.1";
+  where.port = 1;
+  where.transfer_id = 77;
+  where.num_tokens = static_cast<int64_t>(prompt.size()) - 1;
+  where.tokens_hash = KvTokensHash(std::span(prompt).first(prompt.size() - 1));
+  return where;
+}
+
+TEST(DisaggregationTest, ProducerHoldsThePromptKvUntilReleased) {
+  EngineHarness h(Config(true, false), HybridKv(4, 64, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(Prompt(22, 1), 1);
+  input.kv_transfer.do_remote_decode = true;
+  const RequestIndex r = h.Add(std::move(input));
+  h.RunToCompletion(20);
+  const RequestResult& result = h.result(r);
+  ASSERT_EQ(result.num_final_events, 1);
+  ASSERT_TRUE(result.final_event.kv_transfer_params.has_value());
+  EXPECT_EQ(result.final_event.kv_transfer_params->num_tokens, 21);  // all but the last prompt token
+  EXPECT_EQ(result.final_event.kv_transfer_params->tokens_hash, HeldFor(Prompt(22, 1)).tokens_hash);
+  ASSERT_TRUE(connector.held.contains(r));
+  EXPECT_GT(h.core().kv_cache().usage(), 0.0);  // held
+  EXPECT_EQ(h.core().Stats().num_held_for_remote_decode, 1);
+  connector.events.released.push_back(r);
+  h.core().ApplyKvConnectorEvents();
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, OnlyAProducerTakesDoRemoteDecodeAndOnlyAConsumerAPull) {
+  EngineHarness h(Config(false, false), FullOnlyKv(4, 64));
+  RequestInput input = Input(Prompt(8, 1), 1);
+  input.kv_transfer.do_remote_decode = true;
+  EXPECT_NE(h.core().AddRequest(0, std::move(input)).message().find("no KV producer"), std::string::npos);
+  RequestInput pull = Input(Prompt(8, 1), 1);
+  pull.kv_transfer.remote_prefill = HeldFor(Prompt(8, 1));
+  EXPECT_NE(h.core().AddRequest(1, std::move(pull)).message().find("no KV consumer"), std::string::npos);
+}
+
+TEST(DisaggregationTest, ConsumerDecodesFromPulledKvLikeAColocatedRun) {
+  const std::vector<int32_t> prompt = Prompt(22, 2);
+  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.Step();
+  ASSERT_TRUE(connector.pulls.contains(r));
+  EXPECT_EQ(connector.pulls[r].first_token, 0);
+  EXPECT_EQ(connector.pulls[r].num_tokens, 21);
+  EXPECT_TRUE(h.executor().positions(r).empty());  // nothing computed while the KV is on its way
+  EXPECT_FALSE(h.core().HasSchedulableWork());
+  EXPECT_EQ(h.core().Stats().num_waiting_for_remote_kv, 1);
+  h.Step();
+  EXPECT_TRUE(h.executor().positions(r).empty());
+  connector.events.pulls.push_back({r, Status::Ok(), 100});
+  h.RunToCompletion(20);
+  // Only the last prompt token and the decodes were computed here.
+  ASSERT_FALSE(h.executor().positions(r).empty());
+  EXPECT_EQ(h.executor().positions(r).front(), 21);
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, AFailedPullComputesThePromptHere) {
+  const std::vector<int32_t> prompt = Prompt(22, 3);
+  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.Step();
+  connector.events.pulls.push_back({r, IoError("producer gone"), 0});
+  h.RunToCompletion(20);
+  EXPECT_EQ(h.executor().positions(r).front(), 0);
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, KvOfAnotherPromptIsNeverPulled) {
+  const std::vector<int32_t> prompt = Prompt(22, 4);
+  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(Prompt(22, 5));  // same length, other ids
+  const RequestIndex r = h.Add(std::move(input));
+  h.RunToCompletion(20);
+  EXPECT_TRUE(connector.pulls.empty());
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, AnAbortWhilePullingFreesTheBlocksOnlyWhenThePullEnds) {
+  const std::vector<int32_t> prompt = Prompt(22, 6);
+  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.Step();
+  ASSERT_TRUE(h.core().AbortRequest(r));
+  h.Step();
+  EXPECT_EQ(h.result(r).reason, FinishReason::kAbort);
+  ASSERT_EQ(connector.cancelled, std::vector<RequestIndex>{r});
+  EXPECT_GT(h.core().kv_cache().usage(), 0.0);  // the transport may still write them
+  connector.events.pulls.push_back({r, IoError("cancelled"), 0});
+  h.Step();
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, APrefixCachedHereIsNotPulledAgain) {
+  const std::vector<int32_t> prompt = Prompt(22, 7);
+  EngineHarness h(Config(false, true), FullOnlyKv(4, 64));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  std::vector<int32_t> shorter(prompt.begin(), prompt.begin() + 13);
+  h.Add(Input(shorter, 1));  // caches 3 full blocks of the same prefix
+  h.RunToCompletion(20);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.Step();
+  ASSERT_TRUE(connector.pulls.contains(r));
+  EXPECT_EQ(connector.pulls[r].first_token, 12);
+  connector.events.pulls.push_back({r, Status::Ok(), 10});
+  h.RunToCompletion(20);
+  EXPECT_EQ(h.executor().positions(r).front(), 21);
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
+  h.ExpectAllReleased();
+}
+
+}  // namespace
+}  // namespace ember::test
