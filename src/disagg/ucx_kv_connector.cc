@@ -36,6 +36,12 @@ constexpr unsigned kAmHello = 1;       // consumer -> producer: its KV layout
 constexpr unsigned kAmHelloReply = 2;  // producer -> consumer: accepted, or why not
 constexpr unsigned kAmPull = 3;        // consumer -> producer: send me a held request's KV
 constexpr unsigned kAmPullError = 4;   // producer -> consumer: cannot (expired, wrong prompt, ...)
+constexpr unsigned kAmRelease = 5;     // consumer -> producer: one expected pull will not come
+
+struct ReleaseMessage {
+  uint64_t transfer_id;
+  uint64_t tokens_hash;
+};
 
 // Fixed-size control messages, little-endian on both sides (x86-64 and aarch64 hosts).
 struct PullMessage {
@@ -76,6 +82,7 @@ class UcxKvConnector::Impl {
   void StartPull(RequestIndex index, const RemoteKv& from, int64_t first_token, int32_t num_pulls,
                  KvImportSpans into);
   void CancelPull(RequestIndex index) { Queue(CancelCommand{index}); }
+  void ReleaseRemote(const RemoteKv& from) { Queue(ReleaseCommand{from}); }
   Events TakeEvents() {
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(events_, {});
@@ -111,7 +118,10 @@ class UcxKvConnector::Impl {
   struct CancelCommand {
     RequestIndex index;
   };
-  using Command = std::variant<HoldCommand, PullCommand, CancelCommand>;
+  struct ReleaseCommand {
+    RemoteKv from;
+  };
+  using Command = std::variant<HoldCommand, PullCommand, CancelCommand, ReleaseCommand>;
 
   // Producer: one request's KV, held for consumers.
   struct Held {
@@ -133,6 +143,7 @@ class UcxKvConnector::Impl {
     bool failed = false;
     Clock::time_point hello_deadline;
     std::vector<uint64_t> waiting;  // pulls to send once the handshake is accepted
+    std::vector<ReleaseMessage> releases;  // releases to send then
   };
   // Consumer: one request's KV on its way.
   struct Pull {
@@ -192,6 +203,7 @@ class UcxKvConnector::Impl {
   Peer* Connect(const std::string& host, int32_t port, std::string* error);
   void OnHelloReply(const Inbound& in);
   void OnPullError(const Inbound& in);
+  void OnRelease(const Inbound& in);
   void SendPull(Pull& pull, Peer& peer);
   void FailPull(Pull& pull, std::string error);
   void FailPeer(const std::string& address, std::string error);
@@ -270,7 +282,7 @@ Status UcxKvConnector::Impl::Start() {
   }
   command_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (command_fd_ < 0) return IoError("eventfd failed for the KV connector");
-  for (unsigned id : {kAmHello, kAmHelloReply, kAmPull, kAmPullError}) {
+  for (unsigned id : {kAmHello, kAmHelloReply, kAmPull, kAmPullError, kAmRelease}) {
     ucp_am_handler_param_t handler{};
     handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     handler.id = id;
@@ -403,6 +415,16 @@ void UcxKvConnector::Impl::RunCommands() {
                                          std::chrono::duration<double>(config_.hold_timeout_s));
     } else if (auto* pull = std::get_if<PullCommand>(&command)) {
       BeginPull(std::move(*pull));
+    } else if (auto* release = std::get_if<ReleaseCommand>(&command)) {
+      std::string error;
+      Peer* peer = Connect(release->from.host, release->from.port, &error);
+      const ReleaseMessage msg{release->from.transfer_id, release->from.tokens_hash};
+      if (peer == nullptr || peer->failed) continue;  // its hold expires there instead
+      if (peer->ready) {
+        SendControl(peer->ep, kAmRelease, Pack(&msg, sizeof(msg), nullptr, 0), /*reply=*/false);
+      } else {
+        peer->releases.push_back(msg);
+      }
     } else if (auto* cancel = std::get_if<CancelCommand>(&command)) {
       auto it = pull_tags_.find(cancel->index);
       if (it != pull_tags_.end()) FailPull(pulls_.at(it->second), "the request was aborted");
@@ -545,6 +567,7 @@ void UcxKvConnector::Impl::HandleInbound() {
       case kAmHelloReply: OnHelloReply(in); break;
       case kAmPull: OnPull(in); break;
       case kAmPullError: OnPullError(in); break;
+      case kAmRelease: OnRelease(in); break;
       default: break;
     }
   }
@@ -662,6 +685,16 @@ void UcxKvConnector::Impl::OnPull(const Inbound& in) {
     completions_.push_back({Completion::kSend, msg.transfer_id, UCS_PTR_STATUS(request), 0});
     delete context;
   }
+}
+
+void UcxKvConnector::Impl::OnRelease(const Inbound& in) {
+  if (in.data.size() != sizeof(ReleaseMessage)) return;
+  ReleaseMessage msg;
+  std::memcpy(&msg, in.data.data(), sizeof(msg));
+  auto it = held_.find(msg.transfer_id);
+  if (it == held_.end() || it->second.tokens_hash != msg.tokens_hash) return;
+  Held& held = it->second;
+  if (++held.pulls_done >= held.num_pulls) Release(msg.transfer_id, /*expired=*/false);
 }
 
 void UcxKvConnector::Impl::SendDone(uint64_t transfer_id, ucs_status_t status, int64_t bytes) {
@@ -823,6 +856,9 @@ void UcxKvConnector::Impl::OnHelloReply(const Inbound& in) {
     }
     EMBER_LOG_INFO("KV transfer: connected to producer {} ({})", address, message);
     peer.ready = true;
+    for (const ReleaseMessage& msg : std::exchange(peer.releases, {})) {
+      SendControl(peer.ep, kAmRelease, Pack(&msg, sizeof(msg), nullptr, 0), /*reply=*/false);
+    }
     for (uint64_t tag : std::exchange(peer.waiting, {})) {
       auto it = pulls_.find(tag);
       if (it != pulls_.end() && !it->second.cancel_asked) SendPull(it->second, peer);
@@ -914,6 +950,7 @@ void UcxKvConnector::StartPull(RequestIndex index, const RemoteKv& from, int64_t
                                KvImportSpans into) {
   impl_->StartPull(index, from, first_token, num_pulls, std::move(into));
 }
+void UcxKvConnector::ReleaseRemote(const RemoteKv& from) { impl_->ReleaseRemote(from); }
 void UcxKvConnector::CancelPull(RequestIndex index) { impl_->CancelPull(index); }
 KvConnector::Events UcxKvConnector::TakeEvents() { return impl_->TakeEvents(); }
 void UcxKvConnector::SetWake(std::function<void()> wake) { impl_->SetWake(std::move(wake)); }

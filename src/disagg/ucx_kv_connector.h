@@ -39,6 +39,7 @@ class UcxKvConnector final : public KvConnector {
   Expected<RemoteKv> Hold(RequestIndex index, KvExportSpans spans, uint64_t tokens_hash) override;
   void StartPull(RequestIndex index, const RemoteKv& from, int64_t first_token, int32_t num_pulls,
                  KvImportSpans into) override;
+  void ReleaseRemote(const RemoteKv& from) override;
   void CancelPull(RequestIndex index) override;
   Events TakeEvents() override;
   void SetWake(std::function<void()> wake) override;

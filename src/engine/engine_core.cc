@@ -104,6 +104,9 @@ void EngineCore::StartKvPulls() {
     }
     connector_->StartPull(pull.index, pull.from, pull.first_token, pull.num_pulls, std::move(*into));
   }
+  for (const RemoteKv& from : scheduler_.TakeRemoteReleases()) {
+    if (connector_ != nullptr) connector_->ReleaseRemote(from);
+  }
   for (RequestIndex index : scheduler_.TakePullsToCancel()) {
     if (connector_ != nullptr) {
       connector_->CancelPull(index);

@@ -56,6 +56,9 @@ class KvConnector {
   // `into` (KvStore::ImportSpansFor of the request's blocks); the result comes out of TakeEvents.
   virtual void StartPull(RequestIndex index, const RemoteKv& from, int64_t first_token, int32_t num_pulls,
                          KvImportSpans into) = 0;
+  // Consumer, engine thread: a request that brought `from` will not pull it (its prefix cache held
+  // all of it, or it went away first): the producer may free it now instead of at its timeout.
+  virtual void ReleaseRemote(const RemoteKv& from) = 0;
   // Consumer, engine thread: the request went away. Its PullDone still comes, and only then may its
   // blocks be given to anyone else (the transport may be writing them until then).
   virtual void CancelPull(RequestIndex index) = 0;

@@ -417,6 +417,7 @@ bool Scheduler::StartRemotePrefill(Request* req) {
                                : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
   if (hit.num_tokens >= remote.num_tokens) {
     req->set_kv_pull(Request::KvPull::kNone);  // already here: the usual path takes the hit
+    remote_releases_.push_back(remote);
     return true;
   }
   // Blocks for every position the producer holds, after the hit; none for the last prompt token,
@@ -692,6 +693,7 @@ RequestOutput Scheduler::Finish(Request* req, FinishReason reason, std::string m
   } else if (req->status() != RequestStatus::kWaitingForRemoteKv) {
     waiting_.Remove(req);
   }
+  if (req->kv_pull() == Request::KvPull::kWanted) remote_releases_.push_back(*req->kv_transfer().remote_prefill);
   if (req->status() == RequestStatus::kWaitingForRemoteKv) {
     // The transport may still write its blocks: they are freed when its pull ends (FinishPull).
     --num_pulling_;

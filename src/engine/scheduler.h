@@ -143,6 +143,9 @@ class Scheduler {
   void ReleaseHeld(RequestIndex index);
   // Consumer: requests whose blocks were allocated this step for a pull to start.
   std::vector<KvPullToStart> TakePullsToStart() { return std::exchange(pulls_to_start_, {}); }
+  // Consumer: producers' held KV that requests will not pull after all (their prefix-cache hit
+  // covered it, or they finished before their pull started).
+  std::vector<RemoteKv> TakeRemoteReleases() { return std::exchange(remote_releases_, {}); }
   // Consumer: pulls of requests that finished (aborted) while their KV was on its way.
   std::vector<RequestIndex> TakePullsToCancel() { return std::exchange(pulls_to_cancel_, {}); }
   // Consumer: a pull ended. Ok: the request's prompt KV is in its blocks and it decodes from there;
@@ -232,6 +235,7 @@ class Scheduler {
   std::unordered_set<RequestIndex> held_;
   std::vector<KvPullToStart> pulls_to_start_;
   std::vector<RequestIndex> pulls_to_cancel_;
+  std::vector<RemoteKv> remote_releases_;
   std::unordered_set<RequestIndex> cancelled_pulls_;  // aborted while pulling: blocks freed at FinishPull
   int64_t num_pulling_ = 0;                            // requests in kWaitingForRemoteKv
   uint64_t next_step_id_ = 0;

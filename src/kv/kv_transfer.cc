@@ -327,6 +327,29 @@ Status CheckKvLayoutMatches(const KvTransferLayout& layout, const kv::KvCacheCon
   return Status::Ok();
 }
 
+KvTransferLayout KvLayoutFor(const kv::KvCacheConfig& config, int64_t num_tokens, int64_t first_token) {
+  KvTransferLayout layout;
+  layout.dtype = config.dtype;
+  layout.block_size = config.block_size;
+  layout.num_kv_heads = config.num_kv_heads;
+  layout.head_dim = config.head_dim;
+  layout.layers_per_group = config.layers_per_group;
+  layout.num_tokens = num_tokens;
+  const int64_t entries = layout.num_entries();
+  for (const kv::KvCacheGroupSpec& spec : config.groups) {
+    KvTransferLayout::Group& group = layout.groups.emplace_back();
+    group.kind = spec.kind;
+    group.window = spec.window;
+    group.layers.assign(spec.layers.begin(), spec.layers.end());
+    group.present.assign(entries, 0);
+    const int64_t skipped = spec.kind == kv::AttentionKind::kFull
+                                ? 0
+                                : kv::SlidingWindowSkippedBlocks(spec.window, config.block_size, num_tokens);
+    for (int64_t j = std::max(skipped, first_token / config.block_size); j < entries; ++j) group.present[j] = 1;
+  }
+  return layout;
+}
+
 KvExportSpans WithoutLeadingEntries(const KvExportSpans& all, int64_t first_token) {
   KvExportSpans out;
   out.layout = all.layout;
@@ -345,20 +368,8 @@ KvExportSpans WithoutLeadingEntries(const KvExportSpans& all, int64_t first_toke
 }
 
 KvTransferLayout KvLayoutOfConfig(const kv::KvCacheConfig& config) {
-  KvTransferLayout layout;
-  layout.dtype = config.dtype;
-  layout.block_size = config.block_size;
-  layout.num_kv_heads = config.num_kv_heads;
-  layout.head_dim = config.head_dim;
-  layout.layers_per_group = config.layers_per_group;
-  layout.num_tokens = 1;
-  for (const kv::KvCacheGroupSpec& spec : config.groups) {
-    KvTransferLayout::Group& group = layout.groups.emplace_back();
-    group.kind = spec.kind;
-    group.window = spec.window;
-    group.layers.assign(spec.layers.begin(), spec.layers.end());
-    group.present.assign(1, 0);
-  }
+  KvTransferLayout layout = KvLayoutFor(config, /*num_tokens=*/1);
+  for (KvTransferLayout::Group& group : layout.groups) group.present.assign(1, 0);
   return layout;
 }
 

@@ -92,6 +92,12 @@ struct BasicKvSpans {
 using KvExportSpans = BasicKvSpans<const uint8_t>;
 using KvImportSpans = BasicKvSpans<uint8_t>;
 
+// The layout an export of a request's first `num_tokens` positions sends from a store with
+// `config`, leaving out the entries below `first_token` (what the receiver holds): every entry of
+// full-attention groups, the entries the next query reads of sliding-window groups. What
+// KvStore::ExportSpans describes, without a store (for planning: the bytes a request moves).
+KvTransferLayout KvLayoutFor(const kv::KvCacheConfig& config, int64_t num_tokens, int64_t first_token = 0);
+
 // The export `all` (ExportSpans from position 0) without the entries below `first_token` (a
 // multiple of the block size: what the receiver holds already): the same layout and spans as
 // ExportSpans(..., first_token), without going back to the block tables.

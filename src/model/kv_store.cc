@@ -179,13 +179,8 @@ auto KvStore::SpansOf(Store& store, std::span<const std::vector<int32_t>> block_
                                        what, first_token, c.block_size, num_tokens));
   }
   BasicKvSpans<Byte> out;
-  KvTransferLayout& layout = out.layout;
-  layout.dtype = c.dtype;
-  layout.block_size = c.block_size;
-  layout.num_kv_heads = c.num_kv_heads;
-  layout.head_dim = c.head_dim;
-  layout.layers_per_group = c.layers_per_group;
-  layout.num_tokens = num_tokens;
+  out.layout = KvLayoutFor(c, num_tokens, first_token);
+  const KvTransferLayout& layout = out.layout;
   const int64_t entries = layout.num_entries();
   for (size_t g = 0; g < c.groups.size(); ++g) {
     const std::vector<int32_t>& table = block_tables[g];
@@ -193,20 +188,14 @@ auto KvStore::SpansOf(Store& store, std::span<const std::vector<int32_t>> block_
       return InvalidArgument(fmt::format("{}: group {}'s block table has {} entries; {} tokens need {}", what, g,
                                          table.size(), num_tokens, entries));
     }
-    KvTransferLayout::Group& group = layout.groups.emplace_back();
-    group.kind = c.groups[g].kind;
-    group.window = c.groups[g].window;
-    group.layers.assign(c.groups[g].layers.begin(), c.groups[g].layers.end());
-    group.present.assign(entries, 0);
-    const int64_t first = std::max(FirstSentEntry(c.groups[g], c.block_size, num_tokens), first_token / c.block_size);
-    for (int64_t j = first; j < entries; ++j) {
+    for (int64_t j = 0; j < entries; ++j) {
+      if (!layout.groups[g].present[j]) continue;
       if (table[j] == kv::kNullBlock || table[j] < 0 || table[j] >= c.num_blocks) {
         return InvalidArgument(
             fmt::format("{}: group {} entry {} ({}) is block {}, but the next query reads it: it must "
                         "be one of blocks 1..{} of this store",
                         what, g, j, Positions(j, c.block_size), table[j], c.num_blocks - 1));
       }
-      group.present[j] = 1;
     }
   }
   int64_t offset = 0;

@@ -176,6 +176,16 @@ void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
       metrics_->spec_decode_drafts_per_len.Set(i, static_cast<double>(spec.drafts_per_length[i]));
     }
   }
+  const KvTransferStats& kv = stats.kv_transfer;
+  metrics_->kv_transfer_held.Set(static_cast<double>(stats.num_held_for_remote_decode));
+  metrics_->kv_transfer_waiting.Set(static_cast<double>(stats.num_waiting_for_remote_kv));
+  metrics_->kv_transfer_sent_bytes.Add(static_cast<double>(kv.bytes_sent - last_kv_.bytes_sent));
+  metrics_->kv_transfer_received_bytes.Add(static_cast<double>(kv.bytes_received - last_kv_.bytes_received));
+  metrics_->kv_transfer_sent.Add(static_cast<double>(kv.transfers_sent - last_kv_.transfers_sent));
+  metrics_->kv_transfer_received.Add(static_cast<double>(kv.transfers_received - last_kv_.transfers_received));
+  metrics_->kv_transfer_pull_failures.Add(static_cast<double>(kv.pulls_failed - last_kv_.pulls_failed));
+  metrics_->kv_transfer_holds_expired.Add(static_cast<double>(kv.holds_expired - last_kv_.holds_expired));
+  last_kv_ = kv;
   last_spec_ = spec;
   last_preemptions_ = stats.num_preemptions;
   last_prefix_queries_ = stats.prefix_cache.queries;

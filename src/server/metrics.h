@@ -126,6 +126,19 @@ struct ServerMetrics {
                                          "Drafts verified with this many draft tokens (the verification length "
                                          "the step planned).",
                                          "length", "counter", 1};
+  // Prefill/decode disaggregation (--kv-transfer-config).
+  Gauge kv_transfer_held{"ember:kv_transfer_held_requests",
+                         "Producer: finished prefills whose KV waits for a consumer to pull it."};
+  Gauge kv_transfer_waiting{"ember:num_requests_waiting_for_remote_kv",
+                            "Consumer: requests whose prompt KV is on its way from a producer."};
+  Counter kv_transfer_sent_bytes{"ember:kv_transfer_sent_bytes_total", "Producer: KV payload bytes sent."};
+  Counter kv_transfer_received_bytes{"ember:kv_transfer_received_bytes_total", "Consumer: KV payload bytes received."};
+  Counter kv_transfer_sent{"ember:kv_transfer_sent_total", "Producer: KV transfers (one message per pull) sent."};
+  Counter kv_transfer_received{"ember:kv_transfer_received_total", "Consumer: KV transfers received."};
+  Counter kv_transfer_pull_failures{"ember:kv_transfer_pull_failures_total",
+                                    "Consumer: pulls that failed; the prompt was computed here instead."};
+  Counter kv_transfer_holds_expired{"ember:kv_transfer_holds_expired_total",
+                                    "Producer: held KV nobody pulled within hold_timeout_s."};
   Counter requests_success{"ember:request_success_total", "Requests that finished normally."};
   Counter requests_failed{"ember:request_failure_total", "Requests rejected or aborted."};
   Histogram time_to_first_token{"ember:time_to_first_token_seconds", "Arrival to first generated token.",

@@ -39,6 +39,7 @@ class RecordingConnector : public KvConnector {
     pulls[index] = {from, first_token, num_pulls, into.layout.num_tokens};
   }
   void CancelPull(RequestIndex index) override { cancelled.push_back(index); }
+  void ReleaseRemote(const RemoteKv& from) override { released_remote.push_back(from.transfer_id); }
   Events TakeEvents() override { return std::exchange(events, {}); }
   void SetWake(std::function<void()>) override {}
   KvTransferStats Stats() const override { return {}; }
@@ -46,6 +47,7 @@ class RecordingConnector : public KvConnector {
   std::map<RequestIndex, RemoteKv> held;
   std::map<RequestIndex, Pull> pulls;
   std::vector<RequestIndex> cancelled;
+  std::vector<uint64_t> released_remote;
   Events events;
 };
 
