@@ -56,13 +56,13 @@ def gguf_kv_shape(path):
 
 def measure_bytes(out):
     rows = []
-    for name, model, lengths in [("SmolLM2-135M", SMOLLM, [128, 512, 2048]),
-                                 ("Gemma 3 270M (5 sliding-512 : 1 full)", GEMMA, [128, 512, 2048, 6000])]:
+    for name, model, lengths, max_len in [("SmolLM2-135M", SMOLLM, [128, 512, 1536], 2048),
+                                          ("Gemma 3 270M (5 sliding-512 : 1 full)", GEMMA, [128, 512, 2048, 6000], 8192)]:
         layers, kv_heads, head_dim = gguf_kv_shape(model)
         producer = Server(EMBER, "--kv-transfer-config", kv_config("kv_producer"), model=model, name="m",
-                          max_model_len=8192)
+                          max_model_len=max_len)
         consumer = Server(EMBER, "--kv-transfer-config", kv_config("kv_consumer"), model=model, name="m",
-                          max_model_len=8192)
+                          max_model_len=max_len)
         try:
             for n in lengths:
                 prompt = list(range(100, 100 + n))  # token ids: the length is exact

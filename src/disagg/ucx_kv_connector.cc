@@ -132,6 +132,7 @@ class UcxKvConnector::Impl {
     int32_t num_pulls = 1;
     int32_t pulls_done = 0;
     int32_t sends_in_flight = 0;
+    std::vector<ucp_ep_h> send_eps;  // the consumers its sends go to
     bool expired = false;
   };
   // A consumer's connection to one producer.
@@ -450,6 +451,19 @@ void UcxKvConnector::Impl::CheckDeadlines() {
     if (!held.expired && now >= held.deadline) expired.push_back(id);
   }
   for (uint64_t id : expired) Release(id, /*expired=*/true);
+  // A send the consumer never takes (it gave up on that pull: the rendezvous waits for a receive
+  // that will not come) would hold the blocks forever: past the hold's lifetime, its connection is
+  // closed, which ends the send with an error and releases the hold.
+  for (auto& [id, held] : held_) {
+    if (held.sends_in_flight == 0 || now < held.deadline + std::chrono::seconds(5)) continue;
+    for (ucp_ep_h ep : std::exchange(held.send_eps, {})) {
+      auto server = std::find(server_eps_.begin(), server_eps_.end(), ep);
+      if (server == server_eps_.end()) continue;  // closed already
+      EMBER_LOG_WARN("KV transfer: a consumer did not take request {}'s KV; closing its connection", held.index);
+      server_eps_.erase(server);
+      CloseEp(ep);
+    }
+  }
   for (auto& [address, peer] : peers_) {
     if (!peer.ready && !peer.failed && now >= peer.hello_deadline) {
       FailPeer(address, fmt::format("producer {} did not answer the KV handshake within {} s", address,
@@ -680,6 +694,7 @@ void UcxKvConnector::Impl::OnPull(const Inbound& in) {
   param.user_data = context;
   param.datatype = ucp_dt_make_iov();
   ++held.sends_in_flight;
+  held.send_eps.push_back(in.reply_ep);
   ucs_status_ptr_t request = ucp_tag_send_nbx(in.reply_ep, context->iov.data(), context->iov.size(), msg.tag, &param);
   if (UCS_PTR_IS_ERR(request)) {
     completions_.push_back({Completion::kSend, msg.transfer_id, UCS_PTR_STATUS(request), 0});

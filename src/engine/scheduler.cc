@@ -420,9 +420,14 @@ bool Scheduler::StartRemotePrefill(Request* req) {
     remote_releases_.push_back(remote);
     return true;
   }
-  // Blocks for every position the producer holds, after the hit; none for the last prompt token,
-  // which the request computes once the KV is in.
-  if (!kv_->AllocateSlots(req->index(), hit.num_tokens, remote.num_tokens - hit.num_tokens, &hit)) {
+  // Blocks for the positions the producer holds after the hit, as if they were computed: a
+  // sliding-window group gets only those its window still reads (the rest of a long prompt never
+  // takes a block here). None yet for the last prompt token, which the request computes once the
+  // KV is in. Taking the hit first keeps AllocateSlots' first call at the hit.
+  const bool allocated = kv_->AllocateSlots(req->index(), hit.num_tokens, 0, &hit) &&
+                         kv_->AllocateSlots(req->index(), remote.num_tokens, 0, nullptr);
+  if (!allocated) {
+    kv_->Free(req->index());
     if (!running_.empty() || num_pulling_ > 0) return false;  // wait for blocks to come back
     // Nothing else holds blocks and the prompt's KV still does not fit: the usual path halves
     // the chunk or fails the request with its message.
@@ -464,10 +469,17 @@ void Scheduler::FinishPull(RequestIndex index, bool ok) {
               "a pull ended for request {}, which does not wait for one", index);
   Request* req = it->second.get();
   --num_pulling_;
-  // Failed: the blocks after the prefix-cache hit hold whatever arrived, and are computed again.
-  if (ok) req->set_num_computed_tokens(req->kv_transfer().remote_prefill->num_tokens);
-  req->set_kv_pull(Request::KvPull::kArrived);
   req->set_status(RequestStatus::kWaiting);
+  if (ok) {
+    req->set_num_computed_tokens(req->kv_transfer().remote_prefill->num_tokens);
+    req->set_kv_pull(Request::KvPull::kArrived);
+  } else {
+    // Its blocks hold whatever arrived, and its sliding groups have no blocks for positions it must
+    // now compute: it starts over like a new request (its prefix-cache hit still counts).
+    kv_->Free(index);
+    req->set_num_computed_tokens(0);
+    req->set_kv_pull(Request::KvPull::kNone);
+  }
   waiting_.Add(req);
 }
 

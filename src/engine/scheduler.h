@@ -149,7 +149,7 @@ class Scheduler {
   // Consumer: pulls of requests that finished (aborted) while their KV was on its way.
   std::vector<RequestIndex> TakePullsToCancel() { return std::exchange(pulls_to_cancel_, {}); }
   // Consumer: a pull ended. Ok: the request's prompt KV is in its blocks and it decodes from there;
-  // otherwise it computes its prompt after its prefix-cache hit. An aborted request's blocks are
+  // otherwise it gives its blocks back and computes its prompt from its prefix-cache hit. An aborted request's blocks are
   // freed now, not before: the transport may have written them until this call.
   void FinishPull(RequestIndex index, bool ok);
   int64_t num_unfinished() const { return static_cast<int64_t>(requests_.size()); }

@@ -7,6 +7,7 @@ layers (Gemma 3, prompts past its 512-token window) and a Muse Spark golden mode
 block back in the pool on both sides."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -204,6 +205,19 @@ def test_faults_end_without_hangs_and_free_every_block(ember_bin):
         with socket.create_connection(("127.0.0.1", consumer.port), timeout=30) as sock:
             sock.sendall(raw)
             sock.recv(4096)  # the first chunk came: leave
+        assert_all_blocks_back(consumer)
+
+        # The producer stopped (SIGSTOP: it hangs, connection open) when the consumer pulls: the pull
+        # times out (pull_timeout_s 5) and the consumer computes the prompt itself.
+        params = prefill_phase(producer, "/v1/completions", body)
+        producer.proc.send_signal(signal.SIGSTOP)
+        start = time.time()
+        try:
+            got = texts(consumer.request("POST", "/v1/completions", dict(body, kv_transfer_params=params)), False)
+        finally:
+            producer.proc.send_signal(signal.SIGCONT)
+        assert got == expected
+        assert time.time() - start < 20
         assert_all_blocks_back(consumer)
 
         # The producer killed after its phase: the consumer computes the prompt itself.

@@ -211,5 +211,43 @@ TEST(DisaggregationTest, APrefixCachedHereIsNotPulledAgain) {
   h.ExpectAllReleased();
 }
 
+TEST(DisaggregationTest, ALongPromptTakesOnlyItsWindowsBlocksForThePull) {
+  // 60 held positions in blocks of 4: the full group needs 15 blocks, each sliding group (window
+  // 8) only the 3 its last query reads. Blocks for every position of every group (45) would not
+  // fit this pool of 30; the window's do.
+  const std::vector<int32_t> prompt = Prompt(61, 8);
+  EngineHarness h(Config(false, true), HybridKv(4, 30, 8));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  RequestInput input = Input(prompt, 3);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.Step();
+  ASSERT_TRUE(connector.pulls.contains(r));
+  EXPECT_LE(h.core().kv_cache().usage(), 21.0 / 29.0);
+  connector.events.pulls.push_back({r, Status::Ok(), 10});
+  h.RunToCompletion(20);
+  EXPECT_EQ(h.executor().positions(r).front(), 60);
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 3));
+  h.ExpectAllReleased();
+}
+
+TEST(DisaggregationTest, AConsumerWithThePromptCachedReleasesTheHold) {
+  const std::vector<int32_t> prompt = Prompt(17, 9);  // 16 held positions: 4 full blocks
+  EngineHarness h(Config(false, true), FullOnlyKv(4, 64));
+  RecordingConnector connector;
+  h.core().set_kv_connector(&connector);
+  h.Add(Input(prompt, 4));  // caches the 4 blocks
+  h.RunToCompletion(20);
+  RequestInput input = Input(prompt, 5);
+  input.kv_transfer.remote_prefill = HeldFor(prompt);
+  const RequestIndex r = h.Add(std::move(input));
+  h.RunToCompletion(20);
+  EXPECT_TRUE(connector.pulls.empty());
+  EXPECT_EQ(connector.released_remote, std::vector<uint64_t>{77});
+  EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
+  h.ExpectAllReleased();
+}
+
 }  // namespace
 }  // namespace ember::test
