@@ -188,18 +188,22 @@ void HttpConnection::StartDeferred(HttpResponse response) {
     if (auto self = weak.lock()) self->Wake();
   });
   if (peer_gone_) body_->Abort();
-  if (body_->streaming()) {
-    chunked_ = version_ >= 11;
-    if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends where the connection does
-    Send(SerializeStreamHead(response, version_, keep_alive_, chunked_), false);
-    tick_.expires_after(kStreamTick);
-    tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec) self->Tick();
-    });
-  } else {
-    deferred_response_ = std::move(response);
-  }
+  deferred_response_ = std::move(response);
+  stream_started_ = false;
+  if (body_->streaming()) StartStream();
   PumpBody();
+}
+
+void HttpConnection::StartStream() {
+  stream_started_ = true;
+  chunked_ = version_ >= 11;
+  if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends where the connection does
+  Send(SerializeStreamHead(deferred_response_, version_, keep_alive_, chunked_), false);
+  deferred_response_ = {};
+  tick_.expires_after(kStreamTick);
+  tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->Tick();
+  });
 }
 
 void HttpConnection::Wake() {
@@ -225,7 +229,10 @@ void HttpConnection::PumpBody() {
   if (!body_ || phase_ == Phase::kClosed) return;
   std::string chunk;
   const bool done = body_->Pump(&chunk, &deferred_response_);
-  if (body_->streaming()) {
+  // A body may turn streaming in a Pump once its head is known (a proxied upstream's status):
+  // the head it left in deferred_response_ goes out first.
+  if (!stream_started_ && body_->streaming()) StartStream();
+  if (stream_started_) {
     std::string bytes = chunked_ && !chunk.empty() ? FrameChunk(chunk) : std::move(chunk);
     if (done) {
       body_.reset();
