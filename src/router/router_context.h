@@ -54,8 +54,9 @@ struct RouterContext {
   Upstreams prefill;
   Upstreams decode;
   RouterMetrics metrics;
-  boost::asio::io_context ioc;
   std::atomic<size_t> active{0};  // client requests being proxied (--max-concurrency)
+  // Last: the calls its pending handlers still hold give back their leases and slots above.
+  boost::asio::io_context ioc;
 };
 
 // Holds one of --max-concurrency's places; given back when destroyed.

@@ -149,8 +149,7 @@ std::shared_ptr<UpstreamCall> UpstreamCall::Start(asio::any_io_executor executor
             auto read_body = std::make_shared<std::function<void()>>();
             *read_body = [call, read_body] {
               Impl& s = *call->impl_;
-              if (s.ended) return;
-              if (s.parser.is_done()) {
+              if (s.ended || s.parser.is_done()) {
                 *read_body = nullptr;
                 return s.End(std::nullopt);
               }

@@ -257,8 +257,10 @@ def test_chat_stream_is_relayed_as_it_arrives(fakes, start_router):
     resp = conn.getresponse()
     assert resp.status == 200
     assert resp.getheader("Content-Type").startswith("text/event-stream")
-    # The first event arrives while the decode instance still holds the rest back.
+    # The first event arrives while the decode instance still holds the rest back (for 10 s).
+    asked = time.time()
     first = resp.readline().decode()
+    assert time.time() - asked < 3, "the stream was held back until the decode instance finished"
     assert first.startswith("data: ") and '"t0"' in first, first
     assert not decode.release.is_set()
     decode.release.set()
