@@ -253,12 +253,12 @@ def test_chat_stream_is_relayed_as_it_arrives(fakes, start_router):
     original = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
                 "stream_options": {"include_usage": True}, "max_completion_tokens": 30}
     conn = router.connect()
+    asked = time.time()
     conn.request("POST", "/v1/chat/completions", body=json.dumps(original), headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
     assert resp.status == 200
     assert resp.getheader("Content-Type").startswith("text/event-stream")
     # The first event arrives while the decode instance still holds the rest back (for 10 s).
-    asked = time.time()
     first = resp.readline().decode()
     assert time.time() - asked < 3, "the stream was held back until the decode instance finished"
     assert first.startswith("data: ") and '"t0"' in first, first
