@@ -7,6 +7,7 @@ import http.client
 import json
 import pathlib
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -55,6 +56,16 @@ class FakeInstance:
                 self.decode(body)
 
             def prefill(self, body):
+                if fake.mode == "hang":
+                    # Never answers; notes when the router closes the connection.
+                    deadline = time.time() + 10
+                    while time.time() < deadline:
+                        readable, _, _ = select.select([self.connection], [], [], 0.05)
+                        if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                            fake.client_closed.set()
+                            break
+                    self.close_connection = True
+                    return
                 if fake.mode == "error":
                     return self.send_json(500, {"error": {"message": "prefill broke"}})
                 answer = {"id": "cmpl-p", "choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}
@@ -410,6 +421,49 @@ def test_client_leaving_mid_stream_closes_the_upstream(fakes, start_router):
         assert time.time() < deadline
         time.sleep(0.05)
     assert router.metric('ember_router:upstream_in_flight{phase="decode",url="%s"}' % decode.url) == 0
+
+
+def test_client_leaving_during_prefill_closes_the_upstream(fakes, start_router):
+    prefill, decode = fakes
+    prefill.mode = "hang"
+    router = start_router([prefill.url], [decode.url])
+    sock = socket.create_connection(("127.0.0.1", router.port), timeout=10)
+    body = json.dumps({"prompt": "a"}).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    deadline = time.time() + 5
+    while not prefill.bodies:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    sock.close()
+    assert prefill.client_closed.wait(5), "the prefill instance kept a request whose client left"
+    deadline = time.time() + 5
+    while router.metric('ember_router:requests_total{phase="prefill",outcome="client_gone"}') != 1:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert decode.bodies == []  # no fallback for a client that is gone
+    assert router.metric("ember_router:fallbacks_total") == 0
+
+
+def test_max_concurrency(fakes, start_router):
+    prefill, decode = fakes
+    decode.mode = "gated"
+    router = start_router([prefill.url], [decode.url], "--max-concurrency", "1")
+    conn = router.connect()
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "a", "stream": True}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.readline().startswith(b"data: ")
+    status, _, data = router.post("/v1/completions", {"prompt": "b"})
+    assert status == 503 and "--max-concurrency" in json.loads(data)["error"]["message"]
+    assert router.metric("ember_router:rejected_requests_total") == 1
+    decode.release.set()
+    assert sse_events(resp.read().decode())[-1] == "[DONE]"
+    conn.close()
+    deadline = time.time() + 5
+    while router.post("/v1/completions", {"prompt": "c"})[0] != 200:  # the place is given back
+        assert time.time() < deadline
+        time.sleep(0.05)
 
 
 def test_health(fakes, start_router, ember_bin):
