@@ -466,6 +466,38 @@ def test_max_concurrency(fakes, start_router):
         time.sleep(0.05)
 
 
+def test_balancing_over_several_instances(ember_bin, start_router):
+    fakes = [FakeInstance("prefill"), FakeInstance("prefill"), FakeInstance("decode"), FakeInstance("decode")]
+    try:
+        p0, p1, d0, d1 = fakes
+        router = start_router([p0.url, p1.url], [d0.url, d1.url])
+        # One at a time: every instance is idle, so ties go in turn.
+        for _ in range(6):
+            assert router.post("/v1/completions", {"prompt": "a"})[0] == 200
+        assert [len(f.bodies) for f in fakes] == [3, 3, 3, 3]
+        # Many at once, streamed: all answered whole, nothing left in flight.
+        results = []
+
+        def one(i):
+            status, _, data = router.post("/v1/completions", {"prompt": f"p{i}", "stream": True})
+            results.append((status, sse_events(data)[-1]))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert results == [(200, "[DONE]")] * 32
+        assert len(d0.bodies) + len(d1.bodies) == 38 and min(len(d0.bodies), len(d1.bodies)) >= 8
+        for f in fakes:
+            side = f.role
+            assert router.metric('ember_router:upstream_in_flight{phase="%s",url="%s"}' % (side, f.url)) == 0
+        assert router.metric('ember_router:requests_total{phase="decode",outcome="ok"}') == 38
+    finally:
+        for f in fakes:
+            f.stop()
+
+
 def test_health(fakes, start_router, ember_bin):
     prefill, decode = fakes
     router = start_router([prefill.url], [decode.url])
