@@ -137,11 +137,11 @@ def dead_url():
 
 
 class Router:
-    def __init__(self, ember_bin, prefill, decode, *args):
+    def __init__(self, ember_bin, prefill, decode, *args, request_timeout=10):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [str(ember_bin), "router", "--prefill", ",".join(prefill), "--decode", ",".join(decode), "--port", "0",
-             "--connect-timeout-s", "2", "--request-timeout-s", "10", *map(str, args)],
+             "--connect-timeout-s", "2", "--request-timeout-s", str(request_timeout), *map(str, args)],
             stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         deadline = time.time() + 15
         while time.time() < deadline:
@@ -210,8 +210,8 @@ def fakes():
 def start_router(ember_bin):
     routers = []
 
-    def start(prefill, decode, *args):
-        router = Router(ember_bin, prefill, decode, *args)
+    def start(prefill, decode, *args, **kwargs):
+        router = Router(ember_bin, prefill, decode, *args, **kwargs)
         routers.append(router)
         return router
 
@@ -443,6 +443,20 @@ def test_client_leaving_during_prefill_closes_the_upstream(fakes, start_router):
         time.sleep(0.05)
     assert decode.bodies == []  # no fallback for a client that is gone
     assert router.metric("ember_router:fallbacks_total") == 0
+
+
+def test_a_silent_prefill_instance_times_out_into_the_fallback(fakes, start_router):
+    prefill, decode = fakes
+    prefill.mode = "hang"
+    router = start_router([prefill.url], [decode.url], request_timeout=1)
+    asked = time.time()
+    status, _, data = router.post("/v1/completions", {"prompt": "a"})
+    assert status == 200, data
+    assert 0.9 < time.time() - asked < 5
+    assert prefill.client_closed.wait(3)  # the timed-out exchange was closed
+    assert [b for _, b, _ in decode.bodies] == [{"prompt": "a"}]
+    assert f"prefill instance {prefill.url} sent no response within 1 s" in router.logs()
+    assert router.metric('ember_router:requests_total{phase="prefill",outcome="failed"}') == 1
 
 
 def test_max_concurrency(fakes, start_router):
