@@ -20,6 +20,10 @@ using tcp = asio::ip::tcp;
 namespace {
 // Comments keep a quiet stream's proxies from timing it out.
 constexpr auto kStreamTick = std::chrono::seconds(1);
+// A stream's bytes not yet written past which its body is not pumped: a client that reads
+// slowly holds its producer back (a proxied upstream, through TCP) rather than growing this
+// buffer. The pump resumes when a write completes.
+constexpr size_t kMaxUnsentStreamBytes = 1u << 20;
 // After the last response of a connection that closes: how long, and how many bytes, the
 // client's unread input is drained for (closing with input unread resets the connection, and
 // the client may lose the answer, e.g. a 413, before it reads it).
@@ -227,6 +231,8 @@ void HttpConnection::Tick() {
 
 void HttpConnection::PumpBody() {
   if (!body_ || phase_ == Phase::kClosed) return;
+  pump_held_ = stream_started_ && pending_.size() + inflight_.size() >= kMaxUnsentStreamBytes;
+  if (pump_held_) return;
   std::string chunk;
   const bool done = body_->Pump(&chunk, &deferred_response_);
   // A body may turn streaming in a Pump once its head is known (a proxied upstream's status):
@@ -294,6 +300,7 @@ void HttpConnection::WriteMore() {
     }
     self->stream_.expires_never();
     self->WriteMore();
+    if (self->pump_held_) self->PumpBody();
   });
 }
 

@@ -84,7 +84,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::shared_ptr<DeferredBody> body_;
   HttpResponse deferred_response_;  // a non-streaming deferred body fills it
   bool chunked_ = false;
-  bool stream_started_ = false;  // the streaming head of the current deferred body is out
+  bool stream_started_ = false;
+  bool pump_held_ = false;  // a pump was skipped: too many stream bytes wait for the socket  // the streaming head of the current deferred body is out
   std::atomic<bool> wake_posted_{false};
 
   std::string pending_;   // bytes queued for the socket

@@ -13,6 +13,7 @@ namespace {
 namespace asio = boost::asio;
 
 constexpr size_t kMaxPrefillAnswer = 16u << 20;  // one token and the KV handle: small
+constexpr size_t kMaxBufferedForClient = 1u << 20;  // stream bytes a slow client may have waiting
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -80,9 +81,10 @@ void ProxyCall::StartPrefill() {
            [self](std::string_view bytes) {
              if (self->whole_body_.size() + bytes.size() > kMaxPrefillAnswer) {
                self->body_overflow_ = true;
-               return;
+             } else {
+               self->whole_body_.append(bytes);
              }
-             self->whole_body_.append(bytes);
+             return true;
            },
        .on_end = [self](std::optional<UpstreamFailure> failure) { self->OnPrefillEnd(std::move(failure)); }});
 }
@@ -162,7 +164,7 @@ void ProxyCall::StartDecode() {
   upstream_ = UpstreamCall::Start(
       strand_, std::move(request), context_->options.timeouts,
       {.on_head = [self](int status, std::string content_type) { self->OnDecodeHead(status, std::move(content_type)); },
-       .on_body = [self](std::string_view bytes) { self->OnDecodeBody(bytes); },
+       .on_body = [self](std::string_view bytes) { return self->OnDecodeBody(bytes); },
        .on_end = [self](std::optional<UpstreamFailure> failure) { self->OnDecodeEnd(std::move(failure)); }});
 }
 
@@ -183,14 +185,14 @@ void ProxyCall::OnDecodeHead(int status, std::string content_type) {
   Wake();
 }
 
-void ProxyCall::OnDecodeBody(std::string_view bytes) {
+bool ProxyCall::OnDecodeBody(std::string_view bytes) {
   if (!relaying_stream_) {
     if (whole_body_.size() + bytes.size() > context_->options.max_response_bytes) {
       body_overflow_ = true;
-      return;
+    } else {
+      whole_body_.append(bytes);
     }
-    whole_body_.append(bytes);
-    return;
+    return true;
   }
   if (bytes.size() >= 2) {
     last_two_[0] = bytes[bytes.size() - 2];
@@ -199,11 +201,15 @@ void ProxyCall::OnDecodeBody(std::string_view bytes) {
     last_two_[0] = last_two_[1];
     last_two_[1] = bytes.back();
   }
+  bool more = true;
   {
     std::lock_guard lock(mu_);
     out_.append(bytes);
+    // The client is this far behind: the instance waits (Pump resumes the reading).
+    if (out_.size() >= kMaxBufferedForClient) more = !(upstream_paused_ = true);
   }
   Wake();
+  return more;
 }
 
 void ProxyCall::OnDecodeEnd(std::optional<UpstreamFailure> failure) {
@@ -315,6 +321,12 @@ bool ProxyCall::Pump(std::string* chunk, http::HttpResponse* response) {
   if (streaming_) {
     chunk->append(out_);
     out_.clear();
+    if (upstream_paused_) {
+      upstream_paused_ = false;
+      asio::post(strand_, [self = shared_from_this()] {
+        if (self->upstream_) self->upstream_->Resume();
+      });
+    }
     return done_;
   }
   if (!done_) return false;

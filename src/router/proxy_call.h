@@ -57,7 +57,7 @@ class ProxyCall : public http::DeferredBody, public std::enable_shared_from_this
   void FallBack(const std::string& why);
   void StartDecode();
   void OnDecodeHead(int status, std::string content_type);
-  void OnDecodeBody(std::string_view bytes);
+  bool OnDecodeBody(std::string_view bytes);  // false: pause the upstream
   void OnDecodeEnd(std::optional<UpstreamFailure> failure);
   void Cancelled(Phase phase);
   // Ends the client's response: whole (status, JSON) unless the stream has begun, in which case
@@ -97,6 +97,7 @@ class ProxyCall : public http::DeferredBody, public std::enable_shared_from_this
   bool stream_head_ready_ = false;  // a streaming head waits in response_
   bool streaming_ = false;          // Pump handed the head over
   std::string out_;                 // stream bytes not yet pumped
+  bool upstream_paused_ = false;    // out_ is full: the upstream waits for the next Pump
   http::HttpResponse response_;     // the whole response, or the stream's head
   bool done_ = false;
 };

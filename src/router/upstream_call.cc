@@ -44,6 +44,7 @@ struct UpstreamCall::Impl {
   std::array<char, 16384> piece;
   bool ended = false;
   bool cancelled = false;
+  bool paused = false;  // the body's handler asked to wait (Resume)
 
   void End(std::optional<UpstreamFailure> failure) {
     if (ended) return;
@@ -99,6 +100,38 @@ struct UpstreamCall::Impl {
   }
 };
 
+// Reads the body a piece at a time; each piece is handed on before the next is read, and a
+// handler that has too much waiting (a slow client) pauses the reading until Resume().
+void UpstreamCall::ReadBody(const std::shared_ptr<UpstreamCall>& call) {
+  Impl& s = *call->impl_;
+  if (s.ended || s.parser.is_done()) return s.End(std::nullopt);
+  s.parser.get().body().data = s.piece.data();
+  s.parser.get().body().size = s.piece.size();
+  s.stream.expires_after(s.timeouts.read);
+  bhttp::async_read_some(s.stream, s.buffer, s.parser, [call](beast::error_code ec, size_t) {
+    Impl& s = *call->impl_;
+    if (ec == bhttp::error::need_buffer) ec = {};
+    const size_t n = s.piece.size() - s.parser.get().body().size;
+    bool more = true;
+    if (n > 0 && !s.cancelled && s.handlers.on_body) more = s.handlers.on_body(std::string_view(s.piece.data(), n));
+    if (ec || s.cancelled) return s.Fail(UpstreamStage::kBody, ec);
+    if (!more && !s.parser.is_done()) {
+      s.paused = true;
+      return;
+    }
+    ReadBody(call);
+  });
+}
+
+void UpstreamCall::Resume() {
+  asio::post(impl_->executor, [call = shared_from_this()] {
+    Impl& s = *call->impl_;
+    if (s.ended || !s.paused) return;
+    s.paused = false;
+    ReadBody(call);
+  });
+}
+
 UpstreamCall::UpstreamCall(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UpstreamCall::~UpstreamCall() = default;
 
@@ -145,30 +178,7 @@ std::shared_ptr<UpstreamCall> UpstreamCall::Start(asio::any_io_executor executor
             if (s.handlers.on_head) {
               s.handlers.on_head(head.result_int(), std::string(head[bhttp::field::content_type]));
             }
-            // Reads the body a piece at a time; each piece goes out before the next is read.
-            auto read_body = std::make_shared<std::function<void()>>();
-            *read_body = [call, read_body] {
-              Impl& s = *call->impl_;
-              if (s.ended || s.parser.is_done()) {
-                *read_body = nullptr;
-                return s.End(std::nullopt);
-              }
-              s.parser.get().body().data = s.piece.data();
-              s.parser.get().body().size = s.piece.size();
-              s.stream.expires_after(s.timeouts.read);
-              bhttp::async_read_some(s.stream, s.buffer, s.parser, [call, read_body](beast::error_code ec, size_t) {
-                Impl& s = *call->impl_;
-                if (ec == bhttp::error::need_buffer) ec = {};
-                const size_t n = s.piece.size() - s.parser.get().body().size;
-                if (n > 0 && !s.cancelled && s.handlers.on_body) s.handlers.on_body(std::string_view(s.piece.data(), n));
-                if (ec || s.cancelled) {
-                  *read_body = nullptr;  // breaks the cycle
-                  return s.Fail(UpstreamStage::kBody, ec);
-                }
-                (*read_body)();
-              });
-            };
-            (*read_body)();
+            ReadBody(call);
           });
         });
       });
@@ -187,6 +197,8 @@ void UpstreamCall::Cancel() {
     s.resolver.cancel();
     s.stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     s.stream.close();
+    // Paused, no operation is pending to report it: end here.
+    if (s.paused) s.Fail(UpstreamStage::kCancelled, {});
   });
 }
 

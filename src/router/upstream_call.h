@@ -47,7 +47,9 @@ class UpstreamCall : public std::enable_shared_from_this<UpstreamCall> {
  public:
   struct Handlers {
     std::function<void(int status, std::string content_type)> on_head;
-    std::function<void(std::string_view bytes)> on_body;
+    // False: stop reading until Resume() (the client is behind); the instance is then held
+    // back by TCP instead of the router buffering its output.
+    std::function<bool(std::string_view bytes)> on_body;
     // Exactly once, last: nullopt when the whole response arrived.
     std::function<void(std::optional<UpstreamFailure>)> on_end;
   };
@@ -57,12 +59,15 @@ class UpstreamCall : public std::enable_shared_from_this<UpstreamCall> {
                                              UpstreamTimeouts timeouts, Handlers handlers);
   // Any thread: closes the connection; on_end then gets kCancelled unless it already ran.
   void Cancel();
+  // Any thread: reading goes on after on_body returned false.
+  void Resume();
 
   ~UpstreamCall();
   struct Impl;
 
  private:
   explicit UpstreamCall(std::unique_ptr<Impl> impl);
+  static void ReadBody(const std::shared_ptr<UpstreamCall>& call);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -33,6 +33,7 @@ class FakeInstance:
         self.bodies = []
         self.release = threading.Event()  # a "gated" stream waits on it after its first event
         self.client_closed = threading.Event()  # a "slow" stream's writes failed: the router hung up
+        self.sent_all_at = None  # when a stream's last event was written
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,11 +85,12 @@ class FakeInstance:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                events = 400 if fake.mode == "slow" else 4
+                events = {"slow": 400, "big": 4096}.get(fake.mode, 4)
+                pad = "x" * 4000 if fake.mode == "big" else ""
                 try:
                     for k in range(events):
                         for i in range(n):
-                            self.chunk(f'data: {{"choices": [{{"index": {i}, "text": "t{k}"}}]}}\n\n')
+                            self.chunk(f'data: {{"choices": [{{"index": {i}, "text": "t{k}{pad}"}}]}}\n\n')
                         if k == 0 and fake.mode == "gated":
                             fake.release.wait(10)
                         if k == 1 and fake.mode == "die":
@@ -100,6 +102,7 @@ class FakeInstance:
                             return
                         if fake.mode == "slow":
                             time.sleep(0.05)
+                    fake.sent_all_at = time.time()
                     self.chunk("data: [DONE]\n\n")
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
@@ -457,6 +460,41 @@ def test_a_silent_prefill_instance_times_out_into_the_fallback(fakes, start_rout
     assert [b for _, b, _ in decode.bodies] == [{"prompt": "a"}]
     assert f"prefill instance {prefill.url} sent no response within 1 s" in router.logs()
     assert router.metric('ember_router:requests_total{phase="prefill",outcome="failed"}') == 1
+
+
+def test_a_slow_client_gets_the_whole_big_stream(fakes, start_router):
+    prefill, decode = fakes
+    decode.mode = "big"  # 16 MiB of events, sent as fast as the router takes them
+    router = start_router([prefill.url], [decode.url])
+    sock = socket.create_connection(("127.0.0.1", router.port), timeout=10)
+    body = json.dumps({"prompt": "a", "stream": True}).encode()
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    time.sleep(1)  # not reading: the router pauses the instance instead of buffering all of it
+    reading_from = time.time()
+    received = bytearray()
+    while True:
+        piece = sock.recv(65536)
+        if not piece:
+            break
+        received += piece
+    sock.close()
+    head, _, chunked = bytes(received).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    pieces, at = [], 0
+    while True:  # undo the chunked framing
+        line_end = chunked.index(b"\r\n", at)
+        size = int(chunked[at:line_end], 16)
+        if size == 0:
+            break
+        pieces.append(chunked[line_end + 2:line_end + 2 + size])
+        at = line_end + 4 + size
+    events = sse_events(b"".join(pieces).decode())
+    # The instance could not finish before the client read: held back, not buffered whole.
+    assert decode.sent_all_at > reading_from
+    assert len(events) == 4097 and events[-1] == "[DONE]"
+    assert [json.loads(e)["choices"][0]["text"][:6] for e in events[:3]] == ["t0" + "x" * 4, "t1" + "x" * 4, "t2" + "x" * 4]
+    assert json.loads(events[-2])["choices"][0]["text"].startswith("t4095x")
 
 
 def test_max_concurrency(fakes, start_router):
