@@ -42,7 +42,8 @@ uint64_t KvTransferBytes(const Json& kv_transfer_params) {
   if (!kv_transfer_params.is_object()) return 0;
   auto it = kv_transfer_params.find("num_bytes");
   if (it == kv_transfer_params.end() || !it->is_number_integer()) return 0;
-  return it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
+  return it->is_number_unsigned() ? it->get<uint64_t>()
+                                  : static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
 }
 
 }  // namespace ember::router

@@ -12,12 +12,18 @@ std::string ErrorJson(const std::string& message, const std::string& type) {
 
 const char* ErrorType(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 502: return "upstream_error";
-    case 503: return "service_unavailable";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 502:
+      return "upstream_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 

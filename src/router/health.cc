@@ -1,8 +1,7 @@
 #include "router/health.h"
 
-#include <nlohmann/json.hpp>
-
 #include <boost/asio/strand.hpp>
+#include <nlohmann/json.hpp>
 
 #include "router/errors.h"
 
@@ -110,23 +109,23 @@ void HealthChecker::Probe() {
       request.path = "/health";
       request.api_key = context_->options.upstream_api_key;
       auto status = std::make_shared<int>(0);
-      UpstreamCall::Start(
-          strand, std::move(request), timeouts,
-          {.on_head = [status](int s, std::string) { *status = s; },
-           .on_body = nullptr,
-           .on_end =
-               [this, tally, status, side, i](std::optional<UpstreamFailure> failure) {
-                 (side == 0 ? tally->snapshot.prefill : tally->snapshot.decode)[i] = !failure && *status == 200;
-                 if (--tally->left > 0) return;
-                 std::vector<std::function<void(const HealthSnapshot&)>> waiting;
-                 {
-                   std::lock_guard lock(mu_);
-                   last_ = tally->snapshot;
-                   last_at_ = std::chrono::steady_clock::now();
-                   waiting.swap(waiting_);
-                 }
-                 for (auto& done : waiting) done(tally->snapshot);
-               }});
+      UpstreamCall::Start(strand, std::move(request), timeouts,
+                          {.on_head = [status](int s, std::string) { *status = s; },
+                           .on_body = nullptr,
+                           .on_end =
+                               [this, tally, status, side, i](std::optional<UpstreamFailure> failure) {
+                                 (side == 0 ? tally->snapshot.prefill : tally->snapshot.decode)[i] =
+                                     !failure && *status == 200;
+                                 if (--tally->left > 0) return;
+                                 std::vector<std::function<void(const HealthSnapshot&)>> waiting;
+                                 {
+                                   std::lock_guard lock(mu_);
+                                   last_ = tally->snapshot;
+                                   last_at_ = std::chrono::steady_clock::now();
+                                   waiting.swap(waiting_);
+                                 }
+                                 for (auto& done : waiting) done(tally->snapshot);
+                               }});
     }
   }
 }

@@ -36,8 +36,8 @@ class HealthChecker {
   void Probe();
   RouterContext* const context_;
   std::mutex mu_;
-  std::optional<HealthSnapshot> last_;                   // guarded by mu_
-  std::chrono::steady_clock::time_point last_at_{};      // guarded by mu_
+  std::optional<HealthSnapshot> last_;                               // guarded by mu_
+  std::chrono::steady_clock::time_point last_at_{};                  // guarded by mu_
   std::vector<std::function<void(const HealthSnapshot&)>> waiting_;  // guarded by mu_; non-empty: probing
 };
 

@@ -8,8 +8,8 @@ namespace ember::router {
 namespace {
 
 // From a fast prefill of a short prompt to a long generation.
-const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,  1,   2.5,
-                                            5,     10,   20,    40,   80,  160,  320,  640, 1280};
+const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,
+                                            5,     10,   20,    40,   80,  160,  320, 640, 1280};
 
 std::string Number(double v) { return fmt::format("{}", v); }
 
@@ -55,10 +55,14 @@ const char* PhaseName(Phase phase) { return phase == Phase::kPrefill ? "prefill"
 
 const char* OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kOk: return "ok";
-    case Outcome::kUpstreamError: return "upstream_error";
-    case Outcome::kFailed: return "failed";
-    case Outcome::kClientGone: return "client_gone";
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kUpstreamError:
+      return "upstream_error";
+    case Outcome::kFailed:
+      return "failed";
+    case Outcome::kClientGone:
+      return "client_gone";
   }
   return "unknown";
 }

@@ -36,10 +36,10 @@ const char* PhaseName(Phase phase);
 
 // How a phase of a request ended.
 enum class Outcome {
-  kOk,               // a 2xx answer, complete
-  kUpstreamError,    // the instance answered non-2xx (passed through to the client in decode)
-  kFailed,           // connect, read or timeout failure (prefill: fallback; decode: 502 or an error event)
-  kClientGone,       // the client disconnected first
+  kOk,             // a 2xx answer, complete
+  kUpstreamError,  // the instance answered non-2xx (passed through to the client in decode)
+  kFailed,         // connect, read or timeout failure (prefill: fallback; decode: 502 or an error event)
+  kClientGone,     // the client disconnected first
 };
 const char* OutcomeName(Outcome outcome);
 

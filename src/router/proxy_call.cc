@@ -12,7 +12,7 @@ namespace {
 
 namespace asio = boost::asio;
 
-constexpr size_t kMaxPrefillAnswer = 16u << 20;  // one token and the KV handle: small
+constexpr size_t kMaxPrefillAnswer = 16u << 20;     // one token and the KV handle: small
 constexpr size_t kMaxBufferedForClient = 1u << 20;  // stream bytes a slow client may have waiting
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -110,17 +110,19 @@ void ProxyCall::OnPrefillEnd(std::optional<UpstreamFailure> failure) {
   } else {
     kv = body_overflow_ ? Json() : KvTransferParams(Json::parse(whole_body_, nullptr, /*allow_exceptions=*/false));
     if (kv.is_null()) {
-      problem = "answered without a kv_transfer_params object (is it started with a KV connector, as a prefill "
-                "instance?)";
+      problem =
+          "answered without a kv_transfer_params object (is it started with a KV connector, as a prefill "
+          "instance?)";
       changed = balancer.ReportFailure(index);
     }
   }
   if (!problem.empty()) {
     context_->metrics.CountPhase(Phase::kPrefill, outcome);
     if (changed) {
-      EMBER_LOG_WARN("{} {}: requests fall back to decoding without its KV (the decode instance computes the "
-                     "prompt) until it answers again; check that it is up and serving the same model",
-                     InstanceName(Phase::kPrefill, index), problem);
+      EMBER_LOG_WARN(
+          "{} {}: requests fall back to decoding without its KV (the decode instance computes the "
+          "prompt) until it answers again; check that it is up and serving the same model",
+          InstanceName(Phase::kPrefill, index), problem);
     }
     return FallBack(InstanceName(Phase::kPrefill, index) + " " + problem);
   }
@@ -145,7 +147,8 @@ void ProxyCall::StartDecode() {
   auto lease = context_->decode.balancer.Acquire(Clock::now(), /*even_backing_off=*/true, decode_tried_);
   if (!lease) {
     context_->metrics.CountPhase(Phase::kDecode, Outcome::kFailed);
-    return FinishWithError(502, last_decode_failure_.empty() ? "no decode instance is configured" : last_decode_failure_);
+    return FinishWithError(502,
+                           last_decode_failure_.empty() ? "no decode instance is configured" : last_decode_failure_);
   }
   lease_ = std::move(*lease);
   phase_ = Phase::kDecode;
@@ -222,8 +225,8 @@ void ProxyCall::OnDecodeEnd(std::optional<UpstreamFailure> failure) {
   if (failure && ConnectStage(failure->stage)) {
     // Nothing was sent: another instance may take the request (each is tried once).
     if (balancer.ReportConnectFailure(index, Clock::now())) {
-      EMBER_LOG_WARN("{} {}: skipped for {} ms at a time until it accepts connections again; check that it is up",
-                     name, failure->what, context_->options.backoff.count());
+      EMBER_LOG_WARN("{} {}: skipped for {} ms at a time until it accepts connections again; check that it is up", name,
+                     failure->what, context_->options.backoff.count());
     }
     decode_tried_.push_back(index);
     last_decode_failure_ = name + " " + failure->what;

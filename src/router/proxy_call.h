@@ -10,6 +10,8 @@
 // whole with its status.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -17,9 +19,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 
 #include "http/message.h"
 #include "router/body_rewrite.h"
@@ -87,8 +86,8 @@ class ProxyCall : public http::DeferredBody, public std::enable_shared_from_this
   bool first_byte_seen_ = false;
   int upstream_status_ = 0;
   std::string upstream_content_type_;
-  bool relaying_stream_ = false;  // the decode answer is being streamed to the client
-  std::string whole_body_;        // otherwise gathered here
+  bool relaying_stream_ = false;     // the decode answer is being streamed to the client
+  std::string whole_body_;           // otherwise gathered here
   char last_two_[2] = {'\n', '\n'};  // the stream's last bytes: is it at an event boundary?
 
   // Shared with the client's connection.

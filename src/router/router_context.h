@@ -4,13 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
 
 #include "http/limits.h"
 #include "http/url.h"
@@ -24,14 +23,14 @@ struct RouterOptions {
   std::vector<std::string> prefill_urls;
   std::vector<std::string> decode_urls;
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0 picks a free one
+  int port = 8000;               // 0 picks a free one
   std::string api_key;           // asked of clients on the /v1 routes ("" = none)
   std::string upstream_api_key;  // sent to the instances ("" = none)
   UpstreamTimeouts timeouts;
-  std::chrono::milliseconds backoff{std::chrono::seconds(2)};        // skip an instance after a failed connect
+  std::chrono::milliseconds backoff{std::chrono::seconds(2)};         // skip an instance after a failed connect
   std::chrono::milliseconds health_timeout{std::chrono::seconds(1)};  // one instance's GET /health
   std::chrono::milliseconds health_cache{std::chrono::seconds(1)};    // how long /health's answer is reused
-  size_t max_concurrency = 1024;  // client requests being proxied at once; past it a 503
+  size_t max_concurrency = 1024;          // client requests being proxied at once; past it a 503
   size_t max_response_bytes = 64u << 20;  // a non-streamed upstream answer kept whole
   int upstream_threads = 1;
   http::HttpLimits limits;

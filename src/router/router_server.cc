@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <random>
 #include <thread>
-
-#include <boost/asio/executor_work_guard.hpp>
 
 #include "core/logging.h"
 #include "http/server.h"
@@ -26,7 +25,8 @@ Expected<Upstreams> ParseUpstreams(const std::vector<std::string>& urls, const s
   std::vector<std::string> names;
   for (const std::string& url : urls) {
     EMBER_ASSIGN_OR_RETURN(http::HttpUrl u, http::ParseHttpUrl(url, flag));
-    if (u.scheme != "http") return InvalidArgument(fmt::format("{}: only http:// instances are supported (got '{}')", flag, url));
+    if (u.scheme != "http")
+      return InvalidArgument(fmt::format("{}: only http:// instances are supported (got '{}')", flag, url));
     // "/v1" in a base URL is the OpenAI convention; the routes carry it themselves.
     if (u.path_prefix.ends_with("/v1")) u.path_prefix.resize(u.path_prefix.size() - 3);
     names.push_back(u.origin + u.path_prefix);
@@ -63,15 +63,18 @@ void RouterServer::Impl::Handle(const http::HttpRequest& request, http::HttpResp
     const char* path;
     const char* method;
   };
-  static constexpr Route kRoutes[] = {{"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-                                      {"/v1/models", "GET"},       {"/health", "GET"},
+  static constexpr Route kRoutes[] = {{"/v1/completions", "POST"},
+                                      {"/v1/chat/completions", "POST"},
+                                      {"/v1/models", "GET"},
+                                      {"/health", "GET"},
                                       {"/metrics", "GET"}};
   if (auto refusal = CheckAccess(request, loopback)) return SetError(&response, refusal->first, refusal->second);
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (request.path == r.path) route = &r;
   }
-  if (route == nullptr) return SetError(&response, 404, fmt::format("no route {} on the router", request.path.substr(0, 200)));
+  if (route == nullptr)
+    return SetError(&response, 404, fmt::format("no route {} on the router", request.path.substr(0, 200)));
   if (request.method != route->method) {
     response.set_header("Allow", route->method);
     return SetError(&response, 405, fmt::format("{} takes {} only", route->path, route->method));
@@ -109,7 +112,8 @@ void RouterServer::Impl::HandleCompletion(const http::HttpRequest& request, http
   auto stream = body.json.find("stream");
   spec.client_streams = stream != body.json.end() && stream->is_boolean() && stream->get<bool>();
   spec.original = std::move(body.json);
-  spec.request_id = request.header("X-Request-Id").empty() ? NewRequestId() : request.header("X-Request-Id").substr(0, 128);
+  spec.request_id =
+      request.header("X-Request-Id").empty() ? NewRequestId() : request.header("X-Request-Id").substr(0, 128);
   auto call = std::make_shared<ProxyCall>(&context, std::move(spec), std::move(slot));
   call->Start();
   response.deferred = std::move(call);

@@ -69,7 +69,8 @@ bool IsLoopbackHost(std::string_view host) {
   const std::string h = Lower(host);
   if (h == "localhost" || h.ends_with(".localhost") || h == "::1" || h == "[::1]") return true;
   if (!h.starts_with("127.")) return false;
-  return std::all_of(h.begin(), h.end(), [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); });
+  return std::all_of(h.begin(), h.end(),
+                     [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 std::optional<std::pair<int, std::string>> CheckAccess(const http::HttpRequest& request, bool listening_on_loopback) {

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <limits>
-
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -15,6 +13,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <limits>
 
 namespace ember::router {
 namespace {
@@ -63,7 +62,9 @@ struct UpstreamCall::Impl {
     const bool timeout = ec == beast::error::timeout;
     std::string what;
     switch (stage) {
-      case UpstreamStage::kResolve: what = fmt::format("could not be resolved ({})", ec.message()); break;
+      case UpstreamStage::kResolve:
+        what = fmt::format("could not be resolved ({})", ec.message());
+        break;
       case UpstreamStage::kConnect:
         if (ec == asio::error::connection_refused) {
           what = "refused the connection";
@@ -73,12 +74,13 @@ struct UpstreamCall::Impl {
           what = fmt::format("could not be connected to ({})", ec.message());
         }
         break;
-      case UpstreamStage::kSend: what = fmt::format("failed while the request was sent ({})", ec.message()); break;
+      case UpstreamStage::kSend:
+        what = fmt::format("failed while the request was sent ({})", ec.message());
+        break;
       case UpstreamStage::kHead:
         if (timeout) {
           what = fmt::format("sent no response within {} s (--request-timeout-s)", Seconds(timeouts.read));
-        } else if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-                   ec == asio::error::connection_reset) {
+        } else if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) {
           what = "closed the connection without answering";
         } else {
           what = fmt::format("sent no valid response ({})", ec.message());
@@ -94,7 +96,9 @@ struct UpstreamCall::Impl {
           what = fmt::format("failed mid-response ({})", ec.message());
         }
         break;
-      case UpstreamStage::kCancelled: what = "was cancelled"; break;
+      case UpstreamStage::kCancelled:
+        what = "was cancelled";
+        break;
     }
     End(UpstreamFailure{stage, std::move(what)});
   }
@@ -158,31 +162,31 @@ std::shared_ptr<UpstreamCall> UpstreamCall::Start(asio::any_io_executor executor
   asio::post(executor, [call] {
     Impl& s = *call->impl_;
     if (s.cancelled) return s.Fail(UpstreamStage::kCancelled, {});
-    s.resolver.async_resolve(s.request.url->host, s.request.url->port,
-                             [call](beast::error_code ec, tcp::resolver::results_type endpoints) {
-      Impl& s = *call->impl_;
-      if (ec || s.cancelled) return s.Fail(UpstreamStage::kResolve, ec);
-      s.stream.expires_after(s.timeouts.connect);
-      s.stream.async_connect(endpoints, [call](beast::error_code ec, const tcp::endpoint&) {
-        Impl& s = *call->impl_;
-        if (ec || s.cancelled) return s.Fail(UpstreamStage::kConnect, ec);
-        s.stream.expires_after(s.timeouts.read);
-        bhttp::async_write(s.stream, s.message, [call](beast::error_code ec, size_t) {
+    s.resolver.async_resolve(
+        s.request.url->host, s.request.url->port, [call](beast::error_code ec, tcp::resolver::results_type endpoints) {
           Impl& s = *call->impl_;
-          if (ec || s.cancelled) return s.Fail(UpstreamStage::kSend, ec);
-          s.stream.expires_after(s.timeouts.read);
-          bhttp::async_read_header(s.stream, s.buffer, s.parser, [call](beast::error_code ec, size_t) {
+          if (ec || s.cancelled) return s.Fail(UpstreamStage::kResolve, ec);
+          s.stream.expires_after(s.timeouts.connect);
+          s.stream.async_connect(endpoints, [call](beast::error_code ec, const tcp::endpoint&) {
             Impl& s = *call->impl_;
-            if (ec || s.cancelled) return s.Fail(UpstreamStage::kHead, ec);
-            const auto& head = s.parser.get();
-            if (s.handlers.on_head) {
-              s.handlers.on_head(head.result_int(), std::string(head[bhttp::field::content_type]));
-            }
-            ReadBody(call);
+            if (ec || s.cancelled) return s.Fail(UpstreamStage::kConnect, ec);
+            s.stream.expires_after(s.timeouts.read);
+            bhttp::async_write(s.stream, s.message, [call](beast::error_code ec, size_t) {
+              Impl& s = *call->impl_;
+              if (ec || s.cancelled) return s.Fail(UpstreamStage::kSend, ec);
+              s.stream.expires_after(s.timeouts.read);
+              bhttp::async_read_header(s.stream, s.buffer, s.parser, [call](beast::error_code ec, size_t) {
+                Impl& s = *call->impl_;
+                if (ec || s.cancelled) return s.Fail(UpstreamStage::kHead, ec);
+                const auto& head = s.parser.get();
+                if (s.handlers.on_head) {
+                  s.handlers.on_head(head.result_int(), std::string(head[bhttp::field::content_type]));
+                }
+                ReadBody(call);
+              });
+            });
           });
         });
-      });
-    });
   });
   return call;
 }

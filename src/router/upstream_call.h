@@ -5,14 +5,13 @@
 // connection, which is how an instance learns that the client went away (it aborts the request).
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <boost/asio/any_io_executor.hpp>
 
 #include "http/url.h"
 
@@ -21,8 +20,8 @@ namespace ember::router {
 struct UpstreamRequest {
   const http::HttpUrl* url = nullptr;  // outlives the call (the router's upstream list)
   std::string method = "POST";
-  std::string path;  // after the URL's prefix: "/v1/completions"
-  std::string body;  // JSON; empty for a GET
+  std::string path;        // after the URL's prefix: "/v1/completions"
+  std::string body;        // JSON; empty for a GET
   std::string api_key;     // "Authorization: Bearer" when not empty
   std::string request_id;  // X-Request-Id, the same for both phases of one client request
 };

@@ -118,7 +118,8 @@ void RegisterRouterCommand(CLI::App& app) {
   cmd->add_option("--decode", o.decode_urls, "Decode instances: http://HOST:PORT, comma-separated or repeated")
       ->required()
       ->delimiter(',');
-  cmd->add_option("--host", o.host, "Address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
+  cmd->add_option("--host", o.host, "Address to listen on (default 127.0.0.1: this machine only)")
+      ->capture_default_str();
   cmd->add_option("--port", o.port, "Port (0 picks a free one)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on the /v1 routes");
   cmd->add_option("--api-key-env", f->api_key_env, "Read --api-key from this environment variable");
@@ -145,7 +146,8 @@ void RegisterRouterCommand(CLI::App& app) {
   cmd->add_option("--upstream-threads", o.upstream_threads, "Threads that carry the connections to the instances")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  cmd->add_option("--max-request-body", o.limits.max_body_bytes, "Largest request body in bytes")->capture_default_str();
+  cmd->add_option("--max-request-body", o.limits.max_body_bytes, "Largest request body in bytes")
+      ->capture_default_str();
   cmd->add_option("--max-connections", o.max_connections, "Client connections open at once; past it a 503")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
