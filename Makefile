@@ -35,7 +35,8 @@ test-asan: setup models
 
 # ThreadSanitizer over the suites where threads meet (build/tsan, -O1): the thread pool, the
 # engine core and client, the runner, the server's engine thread and watchdog, the HTTP server's
-# connections (their strands against a feeding thread) and the bench client against it.
+# connections (their strands against a feeding thread), the bench client against it and the
+# router between in-process upstreams and clients.
 test-tsan: setup models
 	@cmake --preset tsan > /dev/null
 	@cmake --build --preset tsan -j $(JOBS)

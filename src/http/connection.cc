@@ -20,6 +20,10 @@ using tcp = asio::ip::tcp;
 namespace {
 // Comments keep a quiet stream's proxies from timing it out.
 constexpr auto kStreamTick = std::chrono::seconds(1);
+// A stream's bytes not yet written past which its body is not pumped: a client that reads
+// slowly holds its producer back (a proxied upstream, through TCP) rather than growing this
+// buffer. The pump resumes when a write completes.
+constexpr size_t kMaxUnsentStreamBytes = 1u << 20;
 // After the last response of a connection that closes: how long, and how many bytes, the
 // client's unread input is drained for (closing with input unread resets the connection, and
 // the client may lose the answer, e.g. a 413, before it reads it).
@@ -188,18 +192,22 @@ void HttpConnection::StartDeferred(HttpResponse response) {
     if (auto self = weak.lock()) self->Wake();
   });
   if (peer_gone_) body_->Abort();
-  if (body_->streaming()) {
-    chunked_ = version_ >= 11;
-    if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends where the connection does
-    Send(SerializeStreamHead(response, version_, keep_alive_, chunked_), false);
-    tick_.expires_after(kStreamTick);
-    tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec) self->Tick();
-    });
-  } else {
-    deferred_response_ = std::move(response);
-  }
+  deferred_response_ = std::move(response);
+  stream_started_ = false;
+  if (body_->streaming()) StartStream();
   PumpBody();
+}
+
+void HttpConnection::StartStream() {
+  stream_started_ = true;
+  chunked_ = version_ >= 11;
+  if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends where the connection does
+  Send(SerializeStreamHead(deferred_response_, version_, keep_alive_, chunked_), false);
+  deferred_response_ = {};
+  tick_.expires_after(kStreamTick);
+  tick_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->Tick();
+  });
 }
 
 void HttpConnection::Wake() {
@@ -223,9 +231,14 @@ void HttpConnection::Tick() {
 
 void HttpConnection::PumpBody() {
   if (!body_ || phase_ == Phase::kClosed) return;
+  pump_held_ = stream_started_ && pending_.size() + inflight_.size() >= kMaxUnsentStreamBytes;
+  if (pump_held_) return;
   std::string chunk;
   const bool done = body_->Pump(&chunk, &deferred_response_);
-  if (body_->streaming()) {
+  // A body may turn streaming in a Pump once its head is known (a proxied upstream's status):
+  // the head it left in deferred_response_ goes out first.
+  if (!stream_started_ && body_->streaming()) StartStream();
+  if (stream_started_) {
     std::string bytes = chunked_ && !chunk.empty() ? FrameChunk(chunk) : std::move(chunk);
     if (done) {
       body_.reset();
@@ -287,6 +300,7 @@ void HttpConnection::WriteMore() {
     }
     self->stream_.expires_never();
     self->WriteMore();
+    if (self->pump_held_) self->PumpBody();
   });
 }
 

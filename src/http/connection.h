@@ -51,6 +51,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void StartDeferred(HttpResponse response);
   void Wake();  // any thread
   void PumpBody();
+  void StartStream();  // sends the streaming head (deferred_response_'s status and headers)
   void Tick();
   void Refuse(const HttpRefusal& refusal);
   void SendWhole(HttpResponse response);
@@ -83,6 +84,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::shared_ptr<DeferredBody> body_;
   HttpResponse deferred_response_;  // a non-streaming deferred body fills it
   bool chunked_ = false;
+  bool stream_started_ = false;
+  bool pump_held_ = false;  // a pump was skipped: too many stream bytes wait for the socket  // the streaming head of the current deferred body is out
   std::atomic<bool> wake_posted_{false};
 
   std::string pending_;   // bytes queued for the socket

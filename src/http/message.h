@@ -31,7 +31,9 @@ class DeferredBody {
  public:
   virtual ~DeferredBody() = default;
   // True: the status and headers go out at once and the bytes as they come (chunked, SSE).
-  // False: the whole response goes out when Pump reports it complete.
+  // False: the whole response goes out when Pump reports it complete. A body may also start
+  // false and turn true in a Pump call (once, never back) after filling *response with the
+  // status and headers of its stream: a proxy learns them from its upstream.
   virtual bool streaming() const = 0;
   // `wake` (callable from any thread, e.g. the engine's) tells the connection to Pump again.
   virtual void SetWaker(std::function<void()> wake) = 0;

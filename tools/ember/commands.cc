@@ -18,6 +18,7 @@ void RegisterServeCommand(CLI::App& app);
 void RegisterRecipeCommand(CLI::App& app);
 void RegisterConvertCommand(CLI::App& app);
 void RegisterPlacementCommand(CLI::App& app);
+void RegisterRouterCommand(CLI::App& app);
 
 void RegisterCommands(CLI::App& app) {
   RegisterGenerateCommand(app);
@@ -29,6 +30,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterRecipeCommand(app);
   RegisterConvertCommand(app);
   RegisterPlacementCommand(app);
+  RegisterRouterCommand(app);
 }
 
 }  // namespace ember::tools

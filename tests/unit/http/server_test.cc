@@ -72,6 +72,12 @@ class FedBody : public DeferredBody {
   }
   bool Pump(std::string* chunk, HttpResponse* response) override {
     std::lock_guard lock(mu_);
+    if (turn_streaming_ && !streaming_) {
+      // A proxy's body: its head became known (the upstream's), it streams from now on.
+      response->status = 201;
+      response->content_type = "text/event-stream";
+      streaming_ = true;
+    }
     if (streaming_) {
       *chunk = std::move(ready_);
       ready_.clear();
@@ -97,9 +103,18 @@ class FedBody : public DeferredBody {
     if (wake) wake();
   }
   bool aborted() const { return aborted_; }
+  // Turns a non-streaming body streaming at its next Pump (DeferredBody::streaming's contract).
+  void TurnStreaming() {
+    {
+      std::lock_guard lock(mu_);
+      turn_streaming_ = true;
+    }
+    Feed("", false);
+  }
 
  private:
-  const bool streaming_;
+  std::atomic<bool> streaming_;
+  bool turn_streaming_ = false;
   std::mutex mu_;
   std::string ready_;
   bool finished_ = false;
@@ -129,7 +144,7 @@ class ServerTest : public ::testing::Test {
   }
   void Handle(const HttpRequest& req, HttpResponse& res) {
     if (req.path == "/echo") return res.set_content(req.method + " " + req.target + " " + req.body, "text/plain");
-    if (req.path == "/stream" || req.path == "/collect") {
+    if (req.path == "/stream" || req.path == "/collect" || req.path == "/late") {
       auto body = std::make_shared<FedBody>(req.path == "/stream");
       {
         std::lock_guard lock(mu_);
@@ -247,6 +262,32 @@ TEST_F(ServerTest, StreamedBodiesAreWokenFromAnotherThread) {
   // Keep-alive: the connection serves the next request.
   SendAll(fd, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_NE(ReadToClose(fd).find("GET /echo"), std::string::npos);
+  ::close(fd);
+}
+
+TEST_F(ServerTest, ABodyMayTurnStreamingOnceItsHeadIsKnown) {
+  StartServer();
+  const int fd = Connect(port_);
+  SendAll(fd, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto body = WaitForBody(0);
+  ASSERT_TRUE(body);
+  body->TurnStreaming();
+  body->Feed("first", false);
+  // The head (the body's, not the handler's) and the first piece come before the end.
+  const std::string head = ReadUntil(fd, "first\r\n");
+  EXPECT_EQ(head.rfind("HTTP/1.1 201 ", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos) << head;
+  EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos) << head;
+  body->Feed("last", true);
+  EXPECT_NE(ReadUntil(fd, "0\r\n\r\n").find("last\r\n0\r\n\r\n"), std::string::npos);
+  // Keep-alive: the next response on the connection is whole again.
+  SendAll(fd, "GET /collect HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto second = WaitForBody(1);
+  ASSERT_TRUE(second);
+  second->Feed("whole", true);
+  const std::string got = ReadToClose(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got;
+  EXPECT_NE(got.find("Content-Length: 5"), std::string::npos) << got;
   ::close(fd);
 }
 

@@ -20,6 +20,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "http/url.h"
 #include "tools/ember/bench/sse_parser.h"
 
 namespace ember::tools::bench {
@@ -44,17 +45,18 @@ struct Exchanged {
 Exchanged Exchange(const ServerTarget& target, bhttp::verb method, const std::string& path, std::string body,
                    const std::function<bool(int status, std::string_view)>& on_body) {
   Exchanged out;
-  const size_t scheme_end = target.origin.find("://");
-  if (target.origin.compare(0, scheme_end, "http") != 0) {
+  auto url = http::ParseHttpUrl(target.origin, "--base-url");
+  if (!url.ok()) {
+    out.error = url.status().message();
+    return out;
+  }
+  if (url->scheme != "http") {
     out.error = fmt::format("{}: only http:// servers are supported", target.origin);
     return out;
   }
-  const std::string authority = target.origin.substr(scheme_end + 3);
-  const size_t colon = authority.rfind(':');
-  const bool has_port = colon != std::string::npos && authority.find(']', colon) == std::string::npos;
-  std::string host = has_port ? authority.substr(0, colon) : authority;
-  const std::string port = has_port ? authority.substr(colon + 1) : "80";
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string& authority = url->authority;
+  const std::string& host = url->host;
+  const std::string& port = url->port;
 
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);
@@ -115,18 +117,10 @@ Exchanged Exchange(const ServerTarget& target, bhttp::verb method, const std::st
 }  // namespace
 
 Expected<ServerTarget> ParseBaseUrl(const std::string& base_url, const std::string& api_key) {
-  const size_t scheme_end = base_url.find("://");
-  const std::string scheme = scheme_end == std::string::npos ? "" : base_url.substr(0, scheme_end);
-  if ((scheme != "http" && scheme != "https") || base_url.size() == scheme_end + 3) {
-    return InvalidArgument(fmt::format("--base-url must look like http://HOST:PORT (got '{}')", base_url));
-  }
+  EMBER_ASSIGN_OR_RETURN(http::HttpUrl url, http::ParseHttpUrl(base_url, "--base-url"));
   ServerTarget target;
-  const size_t path = base_url.find('/', scheme_end + 3);
-  target.origin = base_url.substr(0, path);
-  if (path != std::string::npos) {
-    target.path_prefix = base_url.substr(path);
-    while (!target.path_prefix.empty() && target.path_prefix.back() == '/') target.path_prefix.pop_back();
-  }
+  target.origin = url.origin;
+  target.path_prefix = url.path_prefix;
   // The OpenAI convention puts /v1 in the base URL; the routes below add it themselves.
   if (target.path_prefix.ends_with("/v1")) target.path_prefix.resize(target.path_prefix.size() - 3);
   target.api_key = api_key;
