@@ -319,3 +319,37 @@ print(json.dumps({{"params": p["kv_transfer_params"], "text": d["choices"][0]["t
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_router_in_front_of_real_instances_equals_colocated(ember_bin):
+    """`ember router` before a producer and a consumer: completions and chat, streaming and not,
+    n > 1 and a stop string give what one colocated instance gives; its metrics count the KV bytes
+    the producer held; a client leaving mid-stream leaves no block held on either side."""
+    if not SMOLLM.exists():
+        pytest.skip("SmolLM2 not fetched (make models)")
+    from test_router import Router  # noqa: PLC0415  (its helper; that file runs as e2e_router)
+    colocated = Server(ember_bin)
+    producer = Server(ember_bin, "--kv-transfer-config", kv_config("kv_producer"))
+    consumer = Server(ember_bin, "--kv-transfer-config", kv_config("kv_consumer"))
+    router = Router(ember_bin, [f"http://127.0.0.1:{producer.port}"], [f"http://127.0.0.1:{consumer.port}"])
+    try:
+        for path, body in requests_for("smollm"):
+            expected = texts(colocated.request("POST", path, body), body.get("stream", False))
+            status, _, payload = router.post(path, body)
+            assert texts((status, payload), body.get("stream", False)) == expected, (path, body, payload)
+        assert router.metric("ember_router:fallbacks_total") == 0
+        # The router counts what the producers held (num_bytes); the consumer's prefix cache made
+        # some pulls smaller than that.
+        assert router.metric("ember_router:kv_transfer_bytes_total") >= producer.metric(
+            "ember:kv_transfer_sent_bytes_total") > 0
+        streamed = {"model": "smollm", "prompt": PROMPTS[0], "max_tokens": 200, "ignore_eos": True, "stream": True}
+        conn = router.connect()
+        conn.request("POST", "/v1/completions", json.dumps(streamed), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.fp.readline()  # the first event came: leave
+        conn.sock.close()
+        assert_all_blocks_back(producer, consumer)
+    finally:
+        router.stop()
+        for s in (colocated, producer, consumer):
+            s.stop()
