@@ -65,7 +65,9 @@ def measure_bytes(out):
                           max_model_len=max_len)
         try:
             for n in lengths:
-                prompt = list(range(100, 100 + n))  # token ids: the length is exact
+                # Token ids: the length is exact; each length its own ids, so that no prompt finds an
+                # earlier one's prefix in the consumer's cache (which would move less).
+                prompt = [100 + (n * 7 + i) % 20000 for i in range(n)]
                 body = {"model": "m", "prompt": prompt, "max_tokens": 2, "temperature": 0}
                 status, answer = producer.json("POST", "/v1/completions", dict(
                     body, max_tokens=1, kv_transfer_params={"do_remote_decode": True}))

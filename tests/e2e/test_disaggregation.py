@@ -349,6 +349,17 @@ def test_router_in_front_of_real_instances_equals_colocated(ember_bin):
         resp.fp.readline()  # the first event came: leave
         conn.sock.close()
         assert_all_blocks_back(producer, consumer)
+
+        # The consumer killed mid-decode: the client's stream ends with an error event, no hang;
+        # the producer's KV was pulled and freed.
+        conn = router.connect(timeout=30)
+        conn.request("POST", "/v1/completions", json.dumps(streamed), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.fp.readline()
+        consumer.proc.kill()
+        rest = resp.read().decode()
+        assert '"error"' in rest and rest.rstrip().endswith("data: [DONE]"), rest[-500:]
+        assert_all_blocks_back(producer)
     finally:
         router.stop()
         for s in (colocated, producer, consumer):

@@ -46,10 +46,13 @@ TEST(MetricsTest, PrometheusTextFormat) {
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"3\"} 0\n"));
   // Data parallelism: one series per data-parallel rank.
   EXPECT_TRUE(Contains(text, "ember:dp_rank_num_requests_waiting{" + labels + ",dp_rank=\"1\"} 4\n"));
+  // Disaggregation's counters.
+  EXPECT_TRUE(Contains(text, "# TYPE ember:kv_transfer_received_bytes_total counter\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_waiting_for_remote_kv gauge\n"));
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 23u);
+  EXPECT_EQ(types, 31u);
 }
 
 }  // namespace
