@@ -90,8 +90,18 @@ ServeCommand BuildServeCommand(const ServeInputs& in) {
   if (Bool(s, "language_model_only") && in.accelerator) future("--language-model-only");
   if (in.accelerator) future("--gpu-memory-utilization", fmt::format("{}", in.memory_utilization));
   if (parallelism == "pd_disagg") {
-    c.notes.push_back("run two instances of this command, one prefill and one decode, joined by a KV connector "
-                      "(--kv-transfer-config, future); the figures are per instance");
+    // ember moves KV between single-process instances (src/disagg); an instance spread over ranks
+    // (tensor, pipeline or data parallelism) cannot export its KV yet.
+    const bool single_process = Int(s, "tp") <= 1 && Int(s, "pp") <= 1 && Int(s, "dp") <= 1;
+    c.notes.push_back(
+        single_process
+            ? "run two instances of this command, one with --kv-transfer-config "
+              "'{\"kv_connector\":\"UcxConnector\",\"kv_role\":\"kv_producer\"}' (prefill) and one with "
+              "\"kv_role\":\"kv_consumer\" (decode), and `ember router --prefill URL --decode URL` in front; the "
+              "figures are per instance"
+            : "run two instances of this command, one prefill and one decode, joined by a KV connector "
+              "(--kv-transfer-config: real for single-process instances, future for instances over several "
+              "ranks like these); the figures are per instance");
   } else if (Int(s, "replicas") > 1) {
     c.notes.push_back(fmt::format("run {} replicas of this command behind a KV-aware router; the figures are per replica",
                                   Int(s, "replicas")));
