@@ -11,45 +11,7 @@ namespace {
 const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,   2.5,
                                             5,     10,   20,    40,   80,  160,  320, 640, 1280};
 
-std::string Number(double v) { return fmt::format("{}", v); }
-
-// A label value with \, " and newlines escaped (an upstream URL is the operator's text).
-std::string LabelValue(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
-
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::Observe(double seconds) {
-  size_t i = 0;
-  while (i < bounds_.size() && seconds > bounds_[i]) ++i;
-  std::lock_guard lock(mu_);
-  ++counts_[i];
-  sum_ += seconds;
-  ++count_;
-}
-
-void Histogram::Render(const std::string& name, std::string* out) const {
-  std::lock_guard lock(mu_);
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    *out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, Number(bounds_[i]), cumulative);
-  }
-  *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, Number(sum_), name,
-                      count_);
-}
 
 const char* PhaseName(Phase phase) { return phase == Phase::kPrefill ? "prefill" : "decode"; }
 
@@ -68,7 +30,13 @@ const char* OutcomeName(Outcome outcome) {
 }
 
 RouterMetrics::RouterMetrics()
-    : prefill_seconds_(kLatencyBounds), decode_first_byte_seconds_(kLatencyBounds), decode_seconds_(kLatencyBounds) {}
+    : prefill_seconds_("ember_router:prefill_seconds",
+                       "Phase 1: from sending to a prefill instance to its whole response.", kLatencyBounds),
+      decode_first_byte_seconds_("ember_router:decode_first_byte_seconds",
+                                 "Phase 2: from sending to a decode instance to its first response bytes.",
+                                 kLatencyBounds),
+      decode_seconds_("ember_router:decode_seconds",
+                      "Phase 2: from sending to a decode instance to the end of its response.", kLatencyBounds) {}
 
 void RouterMetrics::CountPhase(Phase phase, Outcome outcome) {
   requests_[static_cast<size_t>(phase)][static_cast<size_t>(outcome)].fetch_add(1, std::memory_order_relaxed);
@@ -97,17 +65,8 @@ std::string RouterMetrics::Render(const Balancer* prefill, const Balancer* decod
   out += "# HELP ember_router:kv_transfer_bytes_total Sum of the num_bytes prefill instances reported.\n";
   out += "# TYPE ember_router:kv_transfer_bytes_total counter\n";
   out += fmt::format("ember_router:kv_transfer_bytes_total {}\n", kv_bytes_.load());
-  const std::pair<const char*, const Histogram*> histograms[] = {
-      {"ember_router:prefill_seconds", &prefill_seconds_},
-      {"ember_router:decode_first_byte_seconds", &decode_first_byte_seconds_},
-      {"ember_router:decode_seconds", &decode_seconds_},
-  };
-  const char* helps[] = {"Phase 1: from sending to a prefill instance to its whole response.",
-                         "Phase 2: from sending to a decode instance to its first response bytes.",
-                         "Phase 2: from sending to a decode instance to the end of its response."};
-  for (size_t i = 0; i < 3; ++i) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", histograms[i].first, helps[i], histograms[i].first);
-    histograms[i].second->Render(histograms[i].first, &out);
+  for (const prometheus::Histogram* h : {&prefill_seconds_, &decode_first_byte_seconds_, &decode_seconds_}) {
+    h->Render("", &out);
   }
   out += "# HELP ember_router:upstream_in_flight Requests in flight on each upstream instance.\n";
   out += "# TYPE ember_router:upstream_in_flight gauge\n";
@@ -115,7 +74,7 @@ std::string RouterMetrics::Render(const Balancer* prefill, const Balancer* decod
     if (balancer == nullptr) continue;
     for (size_t i = 0; i < balancer->size(); ++i) {
       out += fmt::format("ember_router:upstream_in_flight{{phase=\"{}\",url=\"{}\"}} {}\n", PhaseName(phase),
-                         LabelValue(balancer->url(i)), balancer->in_flight(i));
+                         prometheus::EscapeLabelValue(balancer->url(i)), balancer->in_flight(i));
     }
   }
   return out;

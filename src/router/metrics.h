@@ -11,25 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "http/prometheus.h"
+
 namespace ember::router {
 
 class Balancer;
-
-// Cumulative buckets in seconds, as Prometheus expects them.
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void Observe(double seconds);
-  // `name`'s _bucket, _sum and _count lines.
-  void Render(const std::string& name, std::string* out) const;
-
- private:
-  const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // one per bound, then +Inf; not cumulative
-  double sum_ = 0;
-  uint64_t count_ = 0;
-};
 
 enum class Phase { kPrefill, kDecode };
 const char* PhaseName(Phase phase);
@@ -67,9 +53,9 @@ class RouterMetrics {
   std::atomic<uint64_t> fallbacks_{0};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> kv_bytes_{0};
-  Histogram prefill_seconds_;
-  Histogram decode_first_byte_seconds_;
-  Histogram decode_seconds_;
+  prometheus::Histogram prefill_seconds_;
+  prometheus::Histogram decode_first_byte_seconds_;
+  prometheus::Histogram decode_seconds_;
 };
 
 }  // namespace ember::router
