@@ -4,9 +4,6 @@
 // back through the router; without a working prefill instance the decode instance computes the
 // prompt itself.
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -18,6 +15,7 @@
 #include "router/router_server.h"
 #include "tools/ember/commands.h"
 #include "tools/ember/common.h"
+#include "tools/ember/shutdown_signals.h"
 
 namespace ember::tools {
 namespace {
@@ -38,12 +36,7 @@ struct RouterFlags {
 std::chrono::milliseconds Ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
 int RunRouter(RouterFlags& f) {
-  // SIGINT/SIGTERM are taken by a watcher thread; every other thread inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ShutdownSignals signals;  // before any thread starts
 
   router::RouterOptions& o = f.options;
   if (o.api_key.empty() && !f.api_key_env.empty()) {
@@ -57,31 +50,14 @@ int RunRouter(RouterFlags& f) {
   o.limits.body_timeout = Ms(f.body_timeout_s);
   o.shutdown_timeout = Ms(f.shutdown_timeout_s);
   o.max_response_bytes = static_cast<size_t>(f.max_response_mb * (1u << 20));
-  // A client connection and its upstream connection each take a descriptor: the soft limit (often
-  // 1024) goes up to the hard one.
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  // A client connection and its upstream connection each take a descriptor.
+  RaiseDescriptorLimit(2 * o.max_connections);
 
   auto server = router::RouterServer::Create(o);
   if (!server.ok()) return Fail(server.status());
   auto port = (*server)->Bind();
   if (!port.ok()) return Fail(port.status());
-  std::atomic<bool> exiting{false};
-  std::thread watcher([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    if (exiting) return;
-    EMBER_LOG_INFO("received {}: finishing requests in flight (at most {} s; a second signal exits now)",
-                   received == SIGINT ? "SIGINT" : "SIGTERM", f.shutdown_timeout_s);
-    (*server)->Stop();
-    sigwait(&signals, &received);
-    if (exiting) return;
-    std::fprintf(stderr, "received a second signal: exiting at once\n");
-    _exit(128 + received);
-  });
+  signals.Watch(f.shutdown_timeout_s, [&] { (*server)->Stop(); });
   const router::RouterContext& context = (*server)->context();
   for (size_t i = 0; i < context.prefill.balancer.size(); ++i) {
     EMBER_LOG_INFO("prefill instance {}", context.prefill.balancer.url(i));
@@ -93,11 +69,7 @@ int RunRouter(RouterFlags& f) {
                  o.host, *port, o.api_key.empty() ? "" : " (API key required)");
   std::fflush(stderr);
   const Status served = (*server)->Serve();
-  exiting = true;
-  if (watcher.joinable()) {
-    pthread_kill(watcher.native_handle(), SIGTERM);
-    watcher.join();
-  }
+  signals.Stop();
   server->reset();
   EMBER_LOG_INFO("router stopped");
   return served.ok() ? 0 : Fail(served);

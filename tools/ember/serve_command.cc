@@ -1,8 +1,5 @@
 // ember serve MODEL: the OpenAI-compatible server (src/server) over a LocalEngine.
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +22,7 @@
 #include "tools/ember/common.h"
 #include "tools/ember/parallel_ranks.h"
 #include "tools/ember/engine_options.h"
+#include "tools/ember/shutdown_signals.h"
 
 namespace ember::tools {
 namespace {
@@ -81,29 +79,8 @@ Status ApplyGenerationConfig(const ServeOptions& o, SamplingParams* defaults) {
   return Status::Ok();
 }
 
-// Each connection holds a descriptor: the soft limit (often 1024) is raised towards the hard one
-// so that --max-connections can be reached (with room for the model files and the listener).
-void RaiseDescriptorLimit(size_t max_connections) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
-  if (limit.rlim_cur >= want) return;
-  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
-  setrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < want) {
-    EMBER_LOG_WARN("the descriptor limit ({}) is below --max-connections {}: connections past it wait in the "
-                   "accept queue", static_cast<uint64_t>(limit.rlim_cur), max_connections);
-  }
-}
-
 int RunServe(ServeOptions& o) {
-  // SIGINT/SIGTERM are taken by a watcher thread; every other thread inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  ShutdownSignals signals;  // before any thread starts
   if (Status s = o.flags.Finish(); !s.ok()) return Fail(s);
   RaiseDescriptorLimit(o.server.max_connections);
   if (o.server.api_key.empty() && !o.api_key_env.empty()) {
@@ -188,13 +165,7 @@ int RunServe(ServeOptions& o) {
   if (!port.ok()) return Fail(port.status());
   async_engine.Start();
   http.set_ready(true);
-  std::atomic<bool> exiting{false};
-  std::thread watcher([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    if (exiting) return;
-    EMBER_LOG_INFO("received {}: finishing requests in flight (at most {} s; a second signal exits now)",
-                   received == SIGINT ? "SIGINT" : "SIGTERM", o.server.shutdown_timeout_s);
+  signals.Watch(o.server.shutdown_timeout_s, [&] {
     http.Stop();
     if (Parallel() != nullptr) {
       // Under mpirun a signal usually means the job is ending: mpirun stops every rank when one
@@ -209,23 +180,13 @@ int RunServe(ServeOptions& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
-    sigwait(&signals, &received);
-    if (exiting) return;
-    // The second signal: the operator does not want to wait.
-    std::fprintf(stderr, "received a second signal: exiting at once\n");
-    _exit(128 + received);
   });
   EMBER_LOG_INFO("serving '{}' (output parser: {}) on http://{}:{}{}", context.config.served_model_name, parser,
                  o.server.host, *port, o.server.api_key.empty() ? "" : " (API key required)");
   std::fflush(stderr);
   const Status served = http.Serve();
+  signals.Stop();
   async_engine.Stop();
-  exiting = true;
-  if (watcher.joinable()) {
-    // The watcher may still wait for a (first or second) signal.
-    pthread_kill(watcher.native_handle(), SIGTERM);
-    watcher.join();
-  }
   EMBER_LOG_INFO("server stopped");
   return served.ok() ? 0 : Fail(served);
 }
