@@ -7,8 +7,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -16,7 +14,7 @@
 #include "disagg/ucx_kv_connector.h"
 #include "engine/kv_transfer_params.h"
 #include "model/kv_store.h"
-#include "unit/model/random_dense_decoder.h"
+#include "unit/model/filled_kv_store.h"
 
 namespace ember::disagg {
 namespace {
@@ -26,40 +24,11 @@ constexpr int64_t kBlockSize = 4;
 constexpr int64_t kTokens = 23;
 constexpr int64_t kEntries = 6;
 
-// Group 0 full attention, group 1 a sliding window of 5 (the random decoder's layers).
 kv::KvCacheConfig Config(int64_t block_size = kBlockSize) {
-  test::RandomDenseDecoder random;
-  auto config = kv::PlanKvGroups(random.model().KvLayerSpecs(), block_size, kv::KvDtype::kBF16);
-  EXPECT_TRUE(config.ok());
-  config->num_blocks = 1 + 2 * kEntries + 4;
-  return *config;
+  return test::RandomDecoderKvConfig(kv::KvDtype::kBF16, block_size, kEntries);
 }
-
-Tables ConsecutiveTables(int32_t first) {
-  Tables tables(2);
-  for (int g = 0; g < 2; ++g) {
-    tables[g].resize(kEntries);
-    std::iota(tables[g].begin(), tables[g].end(), first + g * kEntries);
-  }
-  return tables;
-}
-
-KvStore FilledStore(const kv::KvCacheConfig& config, int seed) {
-  auto store = KvStore::Create(config);
-  EXPECT_TRUE(store.ok());
-  const int64_t width = config.num_kv_heads * config.head_dim;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> k(store->num_slots() * width), v(k.size());
-  std::vector<int64_t> slots(store->num_slots());
-  std::iota(slots.begin(), slots.end(), 0);
-  for (size_t layer = 0; layer < config.group_of_layer.size(); ++layer) {
-    for (float& x : k) x = normal(rng);
-    for (float& x : v) x = normal(rng);
-    store->Write(static_cast<int64_t>(layer), k.data(), v.data(), store->num_slots(), slots.data());
-  }
-  return std::move(*store);
-}
+Tables ConsecutiveTables(int32_t first) { return test::ConsecutiveKvTables(first, kEntries); }
+KvStore FilledStore(const kv::KvCacheConfig& config, int seed) { return test::FilledKvStore(config, seed); }
 
 std::unique_ptr<UcxKvConnector> Start(KvRole role, const kv::KvCacheConfig& kv, double timeout_s = 10.0) {
   KvTransferConfig config;

@@ -13,7 +13,7 @@
 
 #include "model/kv_store.h"
 #include "kv/kv_transfer.h"
-#include "random_dense_decoder.h"
+#include "filled_kv_store.h"
 
 namespace ember {
 namespace {
@@ -23,43 +23,11 @@ constexpr int64_t kBlockSize = 4;
 constexpr int64_t kTokens = 23;  // 6 entries, the last holding 3 tokens
 constexpr int64_t kEntries = 6;
 
-// The random decoder's KV config: group 0 full attention (layers 1, 3), group 1 sliding window 5
-// (layers 0, 2).
 kv::KvCacheConfig Config(kv::KvDtype dtype = kv::KvDtype::kF32, int64_t block_size = kBlockSize) {
-  test::RandomDenseDecoder random;
-  auto config = kv::PlanKvGroups(random.model().KvLayerSpecs(), block_size, dtype);
-  EXPECT_TRUE(config.ok());
-  config->num_blocks = 1 + 2 * kEntries + 4;
-  return *config;
+  return test::RandomDecoderKvConfig(dtype, block_size, kEntries);
 }
-
-// Group g holds blocks first + g * kEntries ... in order.
-Tables ConsecutiveTables(int32_t first) {
-  Tables tables(2);
-  for (int g = 0; g < 2; ++g) {
-    tables[g].resize(kEntries);
-    std::iota(tables[g].begin(), tables[g].end(), first + g * kEntries);
-  }
-  return tables;
-}
-
-// A store whose every slot of every layer holds random K/V rows.
-KvStore FilledStore(const kv::KvCacheConfig& config) {
-  auto store = KvStore::Create(config);
-  EXPECT_TRUE(store.ok());
-  const int64_t width = config.num_kv_heads * config.head_dim;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal;
-  std::vector<float> k(store->num_slots() * width), v(k.size());
-  std::vector<int64_t> slots(store->num_slots());
-  std::iota(slots.begin(), slots.end(), 0);
-  for (size_t layer = 0; layer < config.group_of_layer.size(); ++layer) {
-    for (float& x : k) x = normal(rng);
-    for (float& x : v) x = normal(rng);
-    store->Write(static_cast<int64_t>(layer), k.data(), v.data(), store->num_slots(), slots.data());
-  }
-  return std::move(*store);
-}
+Tables ConsecutiveTables(int32_t first) { return test::ConsecutiveKvTables(first, kEntries); }
+KvStore FilledStore(const kv::KvCacheConfig& config) { return test::FilledKvStore(config, 5); }
 
 // True while no import has written to an f32 store made by KvStore::Create (all zeros).
 bool Untouched(const KvStore& store) {
