@@ -1,6 +1,7 @@
 #include "disagg/kv_transfer_config.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "formats/json_fields.h"
@@ -31,6 +32,12 @@ std::string_view KvRoleName(KvRole role) {
     case KvRole::kBoth: return "kv_both";
   }
   return "?";
+}
+
+bool KvTransferConfig::AllowsProducer(const std::string& host, int32_t port) const {
+  if (allowed_producers.empty()) return true;
+  const std::string address = fmt::format("{}:{}", host, port);
+  return std::find(allowed_producers.begin(), allowed_producers.end(), address) != allowed_producers.end();
 }
 
 Expected<KvTransferConfig> ParseKvTransferConfig(std::string_view text) {
@@ -81,6 +88,16 @@ Expected<KvTransferConfig> ParseKvTransferConfig(std::string_view text) {
     EMBER_RETURN_IF_ERROR(Seconds(extra_fields, "hold_timeout_s", &config.hold_timeout_s));
     EMBER_RETURN_IF_ERROR(Seconds(extra_fields, "pull_timeout_s", &config.pull_timeout_s));
     EMBER_RETURN_IF_ERROR(Seconds(extra_fields, "connect_timeout_s", &config.connect_timeout_s));
+    EMBER_RETURN_IF_ERROR(extra_fields.StringList("allowed_producers", &config.allowed_producers, /*required=*/false));
+    for (const std::string& address : config.allowed_producers) {
+      const size_t colon = address.rfind(':');
+      if (colon == std::string::npos || colon == 0 || address.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+          colon + 1 == address.size()) {
+        return InvalidArgument(fmt::format("{}: kv_connector_extra_config \"allowed_producers\" holds \"{}\": give "
+                                           "\"host:port\" entries (the producers' kv_ip and kv_port)",
+                                           kWhere, address));
+      }
+    }
     EMBER_RETURN_IF_ERROR(extra_fields.RejectUnknown());
   }
   EMBER_RETURN_IF_ERROR(fields.RejectUnknown());

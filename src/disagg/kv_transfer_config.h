@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -28,7 +29,13 @@ struct KvTransferConfig {
   double hold_timeout_s = 120.0;  // producer: held KV nobody pulled is freed after this
   double pull_timeout_s = 30.0;   // consumer: a pull not done by then computes the prompt locally
   double connect_timeout_s = 5.0; // consumer: a producer that does not answer its handshake by then fails
+  // Consumer: the producers ("host:port") it may pull from; empty: any. A request's
+  // kv_transfer_params name the address the consumer connects to, so a consumer that clients can
+  // reach past the router should list its producers: another address is never contacted (the
+  // prompt is computed here instead).
+  std::vector<std::string> allowed_producers;
 
+  bool AllowsProducer(const std::string& host, int32_t port) const;
   bool is_producer() const { return role != KvRole::kConsumer; }
   bool is_consumer() const { return role != KvRole::kProducer; }
 };

@@ -417,6 +417,7 @@ void UcxKvConnector::Impl::RunCommands() {
     } else if (auto* pull = std::get_if<PullCommand>(&command)) {
       BeginPull(std::move(*pull));
     } else if (auto* release = std::get_if<ReleaseCommand>(&command)) {
+      if (!config_.AllowsProducer(release->from.host, release->from.port)) continue;
       std::string error;
       Peer* peer = Connect(release->from.host, release->from.port, &error);
       const ReleaseMessage msg{release->from.transfer_id, release->from.tokens_hash};
@@ -815,6 +816,10 @@ void UcxKvConnector::Impl::BeginPull(PullCommand command) {
   for (const KvDestSpan& span : CoalesceKvSpans<uint8_t>(pull.into.spans)) {
     pull.iov.push_back({span.bytes.data(), span.bytes.size()});
     pull.expected_bytes += static_cast<int64_t>(span.bytes.size());
+  }
+  if (!config_.AllowsProducer(pull.from.host, pull.from.port)) {
+    FailPull(pull, fmt::format("{} is not among this consumer's allowed_producers", pull.peer));
+    return;
   }
   std::string error;
   Peer* peer = Connect(pull.from.host, pull.from.port, &error);

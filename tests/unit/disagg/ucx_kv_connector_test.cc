@@ -245,6 +245,32 @@ TEST(UcxKvConnectorTest, CancelledPullEndsWithAnError) {
   EXPECT_FALSE(cancelled.pulls[0].status.ok());
 }
 
+TEST(UcxKvConnectorTest, AProducerOutsideAllowedProducersIsNeverContacted) {
+  const kv::KvCacheConfig config = Config();
+  const KvStore source = FilledStore(config, 6);
+  auto producer = Start(KvRole::kProducer, config);
+  ASSERT_TRUE(producer);
+  KvTransferConfig only_other;
+  only_other.role = KvRole::kConsumer;
+  only_other.allowed_producers = {"10.0.0.9:14579"};
+  auto consumer = UcxKvConnector::Create(only_other, config);
+  ASSERT_TRUE(consumer.ok());
+  auto exported = source.ExportSpans(ConsecutiveTables(1), kTokens);
+  ASSERT_TRUE(exported.ok());
+  auto where = producer->Hold(1, std::move(*exported), 5);
+  ASSERT_TRUE(where.ok());
+  auto dest = KvStore::Create(config);
+  ASSERT_TRUE(dest.ok());
+  auto into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
+  ASSERT_TRUE(into.ok());
+  (*consumer)->StartPull(2, *where, 0, 1, std::move(*into));
+  KvConnector::Events refused = WaitFor(**consumer, OnePull);
+  ASSERT_EQ(refused.pulls.size(), 1u);
+  EXPECT_NE(refused.pulls[0].status.message().find("allowed_producers"), std::string::npos)
+      << refused.pulls[0].status.ToString();
+  EXPECT_EQ(producer->Stats().bytes_sent, 0);
+}
+
 TEST(KvTransferConfigTest, ParsesVllmShapeAndRefusesTypos) {
   auto config = ParseKvTransferConfig(
       R"({"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_port":0,)"
@@ -259,6 +285,15 @@ TEST(KvTransferConfigTest, ParsesVllmShapeAndRefusesTypos) {
   EXPECT_FALSE(ParseKvTransferConfig(R"({"kv_connector":"UcxConnector","kv_role":"kv_both","kv_prot":1})").ok());
   EXPECT_FALSE(ParseKvTransferConfig(R"({"kv_connector":"UcxConnector","kv_role":"kv_both","kv_port":70000})").ok());
   EXPECT_FALSE(ParseKvTransferConfig("[1]").ok());
+  auto allowed = ParseKvTransferConfig(
+      R"({"kv_connector":"UcxConnector","kv_role":"kv_consumer","kv_connector_extra_config":)"
+      R"({"allowed_producers":["10.0.0.1:14579"]}})");
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_TRUE(allowed->AllowsProducer("10.0.0.1", 14579));
+  EXPECT_FALSE(allowed->AllowsProducer("10.0.0.1", 14580));
+  EXPECT_FALSE(ParseKvTransferConfig(R"({"kv_connector":"UcxConnector","kv_role":"kv_consumer",)"
+                                     R"("kv_connector_extra_config":{"allowed_producers":["10.0.0.1"]}})")
+                   .ok());
 }
 
 }  // namespace
