@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "engine/kv_connector.h"
@@ -84,6 +85,24 @@ RemoteKv HeldFor(const std::vector<int32_t>& prompt) {
   return where;
 }
 
+// A consumer engine over the fake model, its connector recording what it is asked.
+struct Consumer {
+  explicit Consumer(kv::KvCacheConfig kv) : h(Config(false, true), std::move(kv)) { h.core().set_kv_connector(&connector); }
+  // A request for `prompt` that brings `from` (by default: a producer's hold of this very prompt).
+  RequestIndex AddPulling(const std::vector<int32_t>& prompt, int32_t max_tokens,
+                          std::optional<RemoteKv> from = std::nullopt) {
+    RequestInput input = Input(prompt, max_tokens);
+    input.kv_transfer.remote_prefill = from ? *from : HeldFor(prompt);
+    return h.Add(std::move(input));
+  }
+  void PullEnds(RequestIndex r, Status status, int64_t bytes = 10) {
+    connector.events.pulls.push_back({r, std::move(status), bytes});
+  }
+
+  RecordingConnector connector;  // outlives the core that points at it
+  EngineHarness h;
+};
+
 TEST(DisaggregationTest, ProducerHoldsThePromptKvUntilReleased) {
   EngineHarness h(Config(true, false), HybridKv(4, 64, 8));
   RecordingConnector connector;
@@ -117,12 +136,9 @@ TEST(DisaggregationTest, OnlyAProducerTakesDoRemoteDecodeAndOnlyAConsumerAPull) 
 
 TEST(DisaggregationTest, ConsumerDecodesFromPulledKvLikeAColocatedRun) {
   const std::vector<int32_t> prompt = Prompt(22, 2);
-  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  Consumer c(HybridKv(4, 64, 8));
+  auto& [connector, h] = c;
+  const RequestIndex r = c.AddPulling(prompt, 5);
   h.Step();
   ASSERT_TRUE(connector.pulls.contains(r));
   EXPECT_EQ(connector.pulls[r].first_token, 0);
@@ -132,7 +148,7 @@ TEST(DisaggregationTest, ConsumerDecodesFromPulledKvLikeAColocatedRun) {
   EXPECT_EQ(h.core().Stats().num_waiting_for_remote_kv, 1);
   h.Step();
   EXPECT_TRUE(h.executor().positions(r).empty());
-  connector.events.pulls.push_back({r, Status::Ok(), 100});
+  c.PullEnds(r, Status::Ok());
   h.RunToCompletion(20);
   // Only the last prompt token and the decodes were computed here.
   ASSERT_FALSE(h.executor().positions(r).empty());
@@ -143,14 +159,11 @@ TEST(DisaggregationTest, ConsumerDecodesFromPulledKvLikeAColocatedRun) {
 
 TEST(DisaggregationTest, AFailedPullComputesThePromptHere) {
   const std::vector<int32_t> prompt = Prompt(22, 3);
-  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  Consumer c(HybridKv(4, 64, 8));
+  auto& h = c.h;
+  const RequestIndex r = c.AddPulling(prompt, 5);
   h.Step();
-  connector.events.pulls.push_back({r, IoError("producer gone"), 0});
+  c.PullEnds(r, IoError("producer gone"), 0);
   h.RunToCompletion(20);
   EXPECT_EQ(h.executor().positions(r).front(), 0);
   EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
@@ -159,12 +172,9 @@ TEST(DisaggregationTest, AFailedPullComputesThePromptHere) {
 
 TEST(DisaggregationTest, KvOfAnotherPromptIsNeverPulled) {
   const std::vector<int32_t> prompt = Prompt(22, 4);
-  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(Prompt(22, 5));  // same length, other ids
-  const RequestIndex r = h.Add(std::move(input));
+  Consumer c(HybridKv(4, 64, 8));
+  auto& [connector, h] = c;
+  const RequestIndex r = c.AddPulling(prompt, 5, HeldFor(Prompt(22, 5)));  // same length, other ids
   h.RunToCompletion(20);
   EXPECT_TRUE(connector.pulls.empty());
   EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
@@ -173,38 +183,32 @@ TEST(DisaggregationTest, KvOfAnotherPromptIsNeverPulled) {
 
 TEST(DisaggregationTest, AnAbortWhilePullingFreesTheBlocksOnlyWhenThePullEnds) {
   const std::vector<int32_t> prompt = Prompt(22, 6);
-  EngineHarness h(Config(false, true), HybridKv(4, 64, 8));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  Consumer c(HybridKv(4, 64, 8));
+  auto& [connector, h] = c;
+  const RequestIndex r = c.AddPulling(prompt, 5);
   h.Step();
   ASSERT_TRUE(h.core().AbortRequest(r));
   h.Step();
   EXPECT_EQ(h.result(r).reason, FinishReason::kAbort);
   ASSERT_EQ(connector.cancelled, std::vector<RequestIndex>{r});
   EXPECT_GT(h.core().kv_cache().usage(), 0.0);  // the transport may still write them
-  connector.events.pulls.push_back({r, IoError("cancelled"), 0});
+  c.PullEnds(r, IoError("cancelled"), 0);
   h.Step();
   h.ExpectAllReleased();
 }
 
 TEST(DisaggregationTest, APrefixCachedHereIsNotPulledAgain) {
   const std::vector<int32_t> prompt = Prompt(22, 7);
-  EngineHarness h(Config(false, true), FullOnlyKv(4, 64));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
+  Consumer c(FullOnlyKv(4, 64));
+  auto& [connector, h] = c;
   std::vector<int32_t> shorter(prompt.begin(), prompt.begin() + 13);
   h.Add(Input(shorter, 1));  // caches 3 full blocks of the same prefix
   h.RunToCompletion(20);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  const RequestIndex r = c.AddPulling(prompt, 5);
   h.Step();
   ASSERT_TRUE(connector.pulls.contains(r));
   EXPECT_EQ(connector.pulls[r].first_token, 12);
-  connector.events.pulls.push_back({r, Status::Ok(), 10});
+  c.PullEnds(r, Status::Ok());
   h.RunToCompletion(20);
   EXPECT_EQ(h.executor().positions(r).front(), 21);
   EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 5));
@@ -216,16 +220,13 @@ TEST(DisaggregationTest, ALongPromptTakesOnlyItsWindowsBlocksForThePull) {
   // 8) only the 3 its last query reads. Blocks for every position of every group (45) would not
   // fit this pool of 30; the window's do.
   const std::vector<int32_t> prompt = Prompt(61, 8);
-  EngineHarness h(Config(false, true), HybridKv(4, 30, 8));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
-  RequestInput input = Input(prompt, 3);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  Consumer c(HybridKv(4, 30, 8));
+  auto& [connector, h] = c;
+  const RequestIndex r = c.AddPulling(prompt, 3);
   h.Step();
   ASSERT_TRUE(connector.pulls.contains(r));
   EXPECT_LE(h.core().kv_cache().usage(), 21.0 / 29.0);
-  connector.events.pulls.push_back({r, Status::Ok(), 10});
+  c.PullEnds(r, Status::Ok());
   h.RunToCompletion(20);
   EXPECT_EQ(h.executor().positions(r).front(), 60);
   EXPECT_EQ(h.result(r).tokens, Colocated(prompt, 3));
@@ -234,14 +235,11 @@ TEST(DisaggregationTest, ALongPromptTakesOnlyItsWindowsBlocksForThePull) {
 
 TEST(DisaggregationTest, AConsumerWithThePromptCachedReleasesTheHold) {
   const std::vector<int32_t> prompt = Prompt(17, 9);  // 16 held positions: 4 full blocks
-  EngineHarness h(Config(false, true), FullOnlyKv(4, 64));
-  RecordingConnector connector;
-  h.core().set_kv_connector(&connector);
+  Consumer c(FullOnlyKv(4, 64));
+  auto& [connector, h] = c;
   h.Add(Input(prompt, 4));  // caches the 4 blocks
   h.RunToCompletion(20);
-  RequestInput input = Input(prompt, 5);
-  input.kv_transfer.remote_prefill = HeldFor(prompt);
-  const RequestIndex r = h.Add(std::move(input));
+  const RequestIndex r = c.AddPulling(prompt, 5);
   h.RunToCompletion(20);
   EXPECT_TRUE(connector.pulls.empty());
   EXPECT_EQ(connector.released_remote, std::vector<uint64_t>{77});
