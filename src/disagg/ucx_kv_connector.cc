@@ -560,7 +560,10 @@ void UcxKvConnector::Impl::ApplyCompletions() {
 }
 
 void UcxKvConnector::Impl::HandleInbound() {
-  for (const auto& [ep, status] : std::exchange(ep_errors_, {})) {
+  for (const auto& error : std::exchange(ep_errors_, {})) {
+    // Not a structured binding: clang 14 (the sanitizer builds) cannot capture one in a lambda.
+    const ucp_ep_h ep = error.first;
+    const ucs_status_t status = error.second;
     auto peer = std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p.second.ep == ep; });
     if (peer != peers_.end()) {
       const std::string address = peer->first;
