@@ -3,8 +3,9 @@
 
 Builds a random `MuseSparkForConditionalGeneration` whose audio tower has the real structure
 (patch sizes (16, 6, 5, 4) = 1920 samples per token, kernel 7, mlp_ratio 4, depths [2, 2, 2, 2])
-at small widths, with a text model as small as its config allows (the audio features need only its
-embedding norm's eps). Every weight comes from a fixed seed and is rounded to bfloat16-representable
+at small widths, and a one-layer dense text model (hidden 64, vocab 64, weights drawn with
+make_muse_golden.py's rules) whose logits for a prompt with <|audio|> placeholders check where the
+features enter. Every weight comes from a fixed seed and is rounded to bfloat16-representable
 values; the model runs in float32. Writes tests/golden/muse_spark_audio/:
 
   config.json, model.safetensors   save_pretrained of the bf16 model (model.audio_tower.* bf16)
@@ -13,6 +14,8 @@ values; the model runs in float32. Writes tests/golden/muse_spark_audio/:
   encoder.f32         f32 [tokens, out_hidden_size]: audio_tower(...).last_hidden_state
   features.f32        f32 [tokens, out_hidden_size]: get_audio_features(...).pooler_output, the rows
                       that replace the <audio> placeholders' embeddings (the text embed_norm applied)
+  logits.f32          f32 [prompt, vocab]: the whole model's logits for golden.json's prompt_ids, whose
+                      audio_token_id positions take the features
   golden.json         sizes, file names, versions, and the measured float32-vs-float64 noise
 
 The clip is prepared by transformers' own MuseSparkFeatureExtractor (right zero-padding to a
@@ -36,6 +39,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("MKL_NUM_THREADS", "2")
@@ -65,6 +69,8 @@ DEPTHS = [2, 2, 2, 2]
 MLP_RATIO = 4.0
 KERNEL = 7
 OUT_HIDDEN = 64  # = the text model's hidden size
+PROMPT_BEFORE = [3, 17, 29]  # text ids around the clip's placeholders
+PROMPT_AFTER = [42, 7, 11, 58]
 AUDIO_EPS = 1e-6
 TEXT_EPS = 1e-5
 
@@ -95,6 +101,16 @@ def build_config() -> MuseSparkConfig:
                            out_hidden_size=8, projector_hidden_size=8)
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_muse_golden import text_weight_std  # noqa: E402  (the text fixtures' init rules)
+
+
+def text_std(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
+    if name.startswith(("model.vision_tower.", "model.vision_adapter.", "model.vision_projection.")):
+        return 0.0, 0.02  # never run here
+    return text_weight_std(name, shape, SimpleNamespace(hidden_size=OUT_HIDDEN))
+
+
 def audio_std(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
     """(mean, std) for an audio-tower tensor: activations stay O(1) through every stage."""
     if name.endswith("norm.weight"):
@@ -116,7 +132,8 @@ def make_model() -> MuseSparkForConditionalGeneration:
     for name, t in sorted(model.state_dict(keep_vars=True).items()):
         if not t.is_floating_point():
             continue
-        mean, std = audio_std(name, tuple(t.shape)) if name.startswith("model.audio_tower.") else (0.0, 0.02)
+        shape = tuple(t.shape)
+        mean, std = audio_std(name, shape) if name.startswith("model.audio_tower.") else text_std(name, shape)
         vals = torch.randn(t.shape, generator=gen, dtype=torch.float32) * std + mean
         t.data.copy_(vals.to(torch.bfloat16).to(torch.float32))
     return model
@@ -213,6 +230,18 @@ def main() -> None:
     if encoder.shape != (values.shape[1] // spt, OUT_HIDDEN) or features.shape != (tokens, OUT_HIDDEN):
         fail(f"unexpected shapes {tuple(encoder.shape)} {tuple(features.shape)}")
 
+    # The whole model on a prompt whose <|audio|> placeholders take the features.
+    audio_id = model.config.audio_token_id
+    prompt = PROMPT_BEFORE + [audio_id] * tokens + PROMPT_AFTER
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt]), input_values=values, input_values_mask=mask,
+                       use_cache=False).logits[0].clone()
+        no_audio = model(input_ids=torch.tensor([prompt]), use_cache=False).logits[0]
+    effect = float((logits - no_audio).abs().max() / logits.abs().max())
+    print(f"logits {tuple(logits.shape)}; the audio moves them by {effect:.3g} of the largest")
+    if effect < 0.05:
+        fail("the audio features barely change the logits: the fixture would not catch a wrong feature")
+
     # Float32 noise floor: the same module in float64, and the independent float64 version.
     sd32 = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model64 = make_model().to(torch.float64)
@@ -248,8 +277,10 @@ def main() -> None:
         reloaded = MuseSparkForConditionalGeneration.from_pretrained(tmp, dtype=torch.float32).eval()
         with torch.no_grad():
             again = reloaded.model.get_audio_features(values, mask).pooler_output
-        if not torch.equal(again, features):
-            fail("reloading the saved directory changed the features")
+            again_logits = reloaded(input_ids=torch.tensor([prompt]), input_values=values, input_values_mask=mask,
+                                    use_cache=False).logits[0]
+        if not torch.equal(again, features) or not torch.equal(again_logits, logits):
+            fail("reloading the saved directory changed the features or the logits")
         (out_dir / "config.json").write_text((Path(tmp) / "config.json").read_text())
         (out_dir / "model.safetensors").write_bytes((Path(tmp) / "model.safetensors").read_bytes())
 
@@ -258,6 +289,7 @@ def main() -> None:
         s.numpy().astype("<f4").tofile(out_dir / f"stage{i}.f32")
     encoder.numpy().astype("<f4").tofile(out_dir / "encoder.f32")
     features.numpy().astype("<f4").tofile(out_dir / "features.f32")
+    logits.numpy().astype("<f4").tofile(out_dir / "logits.f32")
     golden = {
         "num_samples": NUM_SAMPLES,
         "sample_rate": SAMPLE_RATE,
@@ -268,6 +300,11 @@ def main() -> None:
         "out_hidden_size": OUT_HIDDEN,
         "stage_shapes": [list(s.shape) for s in stages],
         "text_rms_norm_eps": cfg["text_config"]["rms_norm_eps"],
+        "prompt_ids": prompt,
+        "audio_token_id": audio_id,
+        "vocab_size": int(logits.shape[1]),
+        "logits_file": "logits.f32",
+        "audio_effect_on_logits": effect,
         "audio_tensors": len(audio_names),
         "f32_vs_torch_f64": noise_torch64,
         "f32_vs_independent_f64": noise_independent,

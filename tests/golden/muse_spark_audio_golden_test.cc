@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "model/audio/muse_spark_audio.h"
+#include "model/causal_lm.h"
 #include "support/golden_logits.h"
+#include "support/single_sequence.h"
 
 namespace ember {
 namespace {
@@ -131,6 +133,45 @@ TEST(MuseSparkAudioGoldenTest, PrefixGivesTheSameLeadingTokens) {
   const int64_t h = encoder->config().out_hidden_size;
   const std::vector<float> lead(whole->features.begin(), whole->features.begin() + 2 * h);
   EXPECT_LT(WorstRowRelative(prefix->features, lead, h), 1e-6f);
+}
+
+// The features enter the text model at the <|audio|> positions as input embeddings (not normed
+// again), and the logits of the whole prompt match transformers' forward with input_values.
+// The one-layer text model adds little f32 noise: ember lands 4e-6 (of the row's largest |logit|)
+// from the reference, the bound is 1e-4; features without the embed norm land at 1.2e-2, and the
+// audio moves the reference logits by ~1 (golden.json's audio_effect_on_logits).
+TEST(MuseSparkAudioGoldenTest, LogitsWithAudioPlaceholdersMatchReference) {
+  const nlohmann::json g = Golden();
+  auto encoder = LoadFixture();
+  ASSERT_NE(encoder, nullptr);
+  const std::vector<float> wave = test::ReadFloats(kDir + "/waveform.f32");
+  auto audio = encoder->Encode(wave.data(), static_cast<int64_t>(wave.size()));
+  ASSERT_TRUE(audio.ok()) << audio.status().ToString();
+
+  auto model = LoadModel(kDir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<int64_t> prompt = g["prompt_ids"].get<std::vector<int64_t>>();
+  const int64_t audio_id = g["audio_token_id"].get<int64_t>();
+  ASSERT_EQ(audio_id, encoder->config().audio_token_id);
+  std::vector<int32_t> ids, rows;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    // transformers embeds placeholders as id 0 before replacing them (MuseSparkModel.forward).
+    ids.push_back(prompt[i] == audio_id ? 0 : static_cast<int32_t>(prompt[i]));
+    if (prompt[i] == audio_id) rows.push_back(static_cast<int32_t>(i));
+  }
+  ASSERT_EQ(static_cast<int64_t>(rows.size()), audio->tokens);
+  const int64_t n = static_cast<int64_t>(ids.size()), vocab = g["vocab_size"].get<int64_t>();
+  auto sequence = test::SingleSequence::Create(model->get(), n, kv::KvDtype::kF32);
+  ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
+  sequence->set_input_embeddings(rows, audio->features);
+  std::vector<float> logits;
+  ASSERT_TRUE(sequence->Append(ids.data(), n, /*all_logits=*/true, &logits).ok());
+  const std::vector<float> ref = test::ReadFloats(kDir + "/" + g["logits_file"].get<std::string>());
+  ASSERT_EQ(logits.size(), ref.size());
+  const float error = WorstRowRelative(logits, ref, vocab);
+  EXPECT_LT(error, 1e-4f);
+  std::printf("[ audio ] logits over %lld positions (%zu audio): worst row-relative error %.3g\n",
+              static_cast<long long>(n), rows.size(), error);
 }
 
 TEST(MuseSparkAudioGoldenTest, RefusesWhatItCannotRun) {
