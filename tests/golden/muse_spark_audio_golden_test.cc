@@ -13,6 +13,7 @@
 
 #include "model/audio/muse_spark_audio.h"
 #include "model/causal_lm.h"
+#include "model/weight_source.h"
 #include "support/golden_logits.h"
 #include "support/single_sequence.h"
 
@@ -172,6 +173,31 @@ TEST(MuseSparkAudioGoldenTest, LogitsWithAudioPlaceholdersMatchReference) {
   EXPECT_LT(error, 1e-4f);
   std::printf("[ audio ] logits over %lld positions (%zu audio): worst row-relative error %.3g\n",
               static_cast<long long>(n), rows.size(), error);
+}
+
+// Other shapes of the pyramid on random weights: a kernel of 1 (no carried rows), one stage, an
+// mlp_ratio that truncates; chunked still equals whole.
+TEST(MuseSparkAudioGoldenTest, OtherShapesOnRandomWeights) {
+  for (int64_t kernel : {1, 3}) {
+    MuseSparkAudioConfig c;
+    c.patch_sizes = {5};
+    c.hidden_sizes = {12};
+    c.depths = {3};
+    c.mlp_ratio = 1.5;
+    c.conv_kernel_size = kernel;
+    c.out_hidden_size = 16;
+    EXPECT_EQ(c.IntermediateSize(0), 18);
+    auto encoder = MuseSparkAudioEncoder::Load(c, std::make_unique<RandomWeightSource>(11, 0.3f));
+    ASSERT_TRUE(encoder.ok()) << encoder.status().ToString();
+    std::vector<float> clip(23);
+    for (size_t i = 0; i < clip.size(); ++i) clip[i] = std::sin(0.7f * static_cast<float>(i));
+    auto whole = (*encoder)->Encode(clip.data(), 23);
+    auto chunked = (*encoder)->Encode(clip.data(), 23, 2);
+    ASSERT_TRUE(whole.ok() && chunked.ok());
+    EXPECT_EQ(whole->tokens, 5);
+    EXPECT_LT(WorstRowRelative(chunked->features, whole->features, 16), 1e-6f) << "kernel " << kernel;
+    for (float v : whole->features) ASSERT_TRUE(std::isfinite(v));
+  }
 }
 
 TEST(MuseSparkAudioGoldenTest, RefusesWhatItCannotRun) {

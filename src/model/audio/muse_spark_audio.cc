@@ -348,7 +348,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
       for (const Block& b : s.blocks) {
         // Depthwise causal conv over [carry; x]: out[t, ch] = bias[ch] + sum_k w[ch, k] pad[t + k, ch].
         std::vector<float>& state = carry[block_index++];
-        std::memcpy(pad.data(), state.data(), kpad * h * sizeof(float));
+        if (kpad > 0) std::memcpy(pad.data(), state.data(), kpad * h * sizeof(float));
         std::memcpy(pad.data() + kpad * h, x.data(), rows * h * sizeof(float));
         const int64_t kk = c.conv_kernel_size;
         const float* wt = b.conv_weight.data();
@@ -364,7 +364,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
             for (int64_t ch = 0; ch < h; ++ch) o[ch] += bias[ch];
           }
         }, RowChunk(h * kk));
-        std::memcpy(state.data(), pad.data() + rows * h, kpad * h * sizeof(float));
+        if (kpad > 0) std::memcpy(state.data(), pad.data() + rows * h, kpad * h * sizeof(float));
         // x += fc2(gelu(fc1(norm(conv))))
         Norm(conv.data(), rows, h, c.rms_norm_eps, b.norm_gain.data(), conv.data());
         Linear(conv.data(), rows, b.fc1, b.fc1_bias, mid.data());
