@@ -53,7 +53,10 @@ Status SingleSequence::Append(const int32_t* tokens, int64_t count, bool all_log
   }
   batch_.logits_indices.resize(all_logits ? count : 1);
   std::iota(batch_.logits_indices.begin(), batch_.logits_indices.end(), static_cast<int32_t>(all_logits ? 0 : count - 1));
-  EMBER_RETURN_IF_ERROR(model_->Forward(batch_, kv_, &output_));
+  const Status status = model_->Forward(batch_, kv_, &output_);
+  batch_.embedding_rows.clear();
+  batch_.input_embeddings.clear();
+  EMBER_RETURN_IF_ERROR(status);
   logits->swap(output_.logits);
   num_tokens_ = end;
   return Status::Ok();

@@ -37,6 +37,13 @@ class SingleSequence {
   void set_hidden_state_layers(std::vector<int32_t> layers) { batch_.hidden_state_layers = std::move(layers); }
   const std::vector<float>& hidden_states() const { return output_.hidden_states; }
 
+  // For the next Append only: rows (indices into its tokens, increasing) that take `embeddings`
+  // ([rows.size(), hidden_size]) in place of their tokens' embeddings (ForwardBatch::embedding_rows).
+  void set_input_embeddings(std::vector<int32_t> rows, std::vector<float> embeddings) {
+    batch_.embedding_rows = std::move(rows);
+    batch_.input_embeddings = std::move(embeddings);
+  }
+
  private:
   SingleSequence(CausalLM* model, KvStore kv, int64_t capacity);
 
