@@ -2,12 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "core/check.h"
+#include "core/cpu_features.h"
+#include "core/isa.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 
 namespace ember::kernels {
+namespace cpu {
+// cpu/avx512/swiglu_avx512.cc: Silu(g) * up with glibc's expf replicated in vector lanes.
+void SwiGluLibmExpAvx512(const float* gate, const float* up, int64_t count, float* out);
+int64_t ExpfLibmAvx512(const float* x, int64_t count, float* out);
+}  // namespace cpu
+
 namespace {
 
 // Sum of squares in f64-free f32 with 8 partial sums: vectorisable and stable enough for rows of
@@ -48,7 +58,7 @@ void ForEachSpan(int64_t count, FunctionRef<void(int64_t, int64_t)> fn) {
 // silu(gate) * up for [begin, end): libm's expf per element as Silu calls it, then the division
 // and product (IEEE-exact, so Silu's bits) in a loop the compiler vectorizes: the quotient goes
 // through a local buffer, which aliases neither input (out may be gate).
-void SwiGluSpan(const float* gate, const float* up, int64_t begin, int64_t end, float* out) {
+void SwiGluSpanScalar(const float* gate, const float* up, int64_t begin, int64_t end, float* out) {
   constexpr int64_t kStep = 256;
   float t[kStep];
   for (int64_t i0 = begin; i0 < end; i0 += kStep) {
@@ -58,6 +68,47 @@ void SwiGluSpan(const float* gate, const float* up, int64_t begin, int64_t end, 
     for (int64_t i = 0; i < len; ++i) t[i] = std::exp(-g[i]);
     for (int64_t i = 0; i < len; ++i) t[i] = g[i] / (1.0f + t[i]) * u[i];
     std::copy(t, t + len, out + i0);
+  }
+}
+
+// Whether the avx512 replica of libm's expf gives this process's expf bits: checked once on
+// every binade of its range (both signs, a few mantissas each) and on pseudo-random inputs. A
+// libm with another algorithm fails and SwiGlu keeps the scalar calls (the same results, slower).
+bool LibmExpReplicaMatches() {
+  static const bool matches = [] {
+    if (!HostCpuFeatures().HasAvx512Set()) return false;
+    std::vector<float> x;
+    for (uint32_t e = 0x3fu; e <= 0x85u; ++e) {  // 2^-64 <= |x| < 128 (88 and up: libm's special path)
+      for (uint32_t m : {0u, 1u, 0x2aaaaau, 0x400000u, 0x555555u, 0x7fffffu}) {
+        for (uint32_t sign : {0u, 0x80000000u}) {
+          const uint32_t bits = sign | (e << 23) | m;
+          float v;
+          std::memcpy(&v, &bits, sizeof(v));
+          x.push_back(v);
+        }
+      }
+    }
+    uint32_t state = 12345;
+    for (int i = 0; i < 8192; ++i) {
+      state = state * 1664525u + 1013904223u;
+      x.push_back((static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 170.0f);
+    }
+    std::vector<float> got(x.size(), 0.0f);
+    if (cpu::ExpfLibmAvx512(x.data(), static_cast<int64_t>(x.size()), got.data()) < 0) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::exp(x[i]);
+      if (std::fabs(x[i]) < 88.0f && std::memcmp(&want, &got[i], sizeof(want)) != 0) return false;
+    }
+    return true;
+  }();
+  return matches;
+}
+
+void SwiGluSpan(const float* gate, const float* up, int64_t begin, int64_t end, float* out) {
+  if (ActiveIsa() >= Isa::kAvx512 && LibmExpReplicaMatches()) {
+    cpu::SwiGluLibmExpAvx512(gate + begin, up + begin, end - begin, out + begin);
+  } else {
+    SwiGluSpanScalar(gate, up, begin, end, out);
   }
 }
 
