@@ -76,6 +76,8 @@ def run_llama_bench(binary: str, extra: list[str], model: pathlib.Path, kind: st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ember", default=str(ROOT / "build/release/tools/ember/ember"))
+    ap.add_argument("--ember-base", help="a second ember binary (e.g. main's build) run as engine 'ember@base', "
+                    "alternated with the others: an A/B of two ember builds inside the same run")
     ap.add_argument("--ik", help="ik_llama.cpp's llama-bench")
     ap.add_argument("--llama", help="mainline llama.cpp's llama-bench")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
@@ -89,12 +91,14 @@ def main() -> None:
     args = ap.parse_args()
 
     engines: list[tuple[str, object]] = [("ember", None)]
+    if args.ember_base:
+        engines.append(("ember@base", None))
     if args.ik:
         engines.append(("ik_llama.cpp", shlex.split(args.peer_args) + shlex.split(args.ik_args)))
     if args.llama:
         engines.append(("llama.cpp", shlex.split(args.peer_args)))
     tests = [parse_test(t) for t in args.tests]
-    binaries = {"ember": args.ember, "ik_llama.cpp": args.ik, "llama.cpp": args.llama}
+    binaries = {"ember": args.ember, "ember@base": args.ember_base, "ik_llama.cpp": args.ik, "llama.cpp": args.llama}
 
     runs: dict[str, list[float]] = {}
     for rnd in range(args.rounds):
@@ -106,8 +110,8 @@ def main() -> None:
                 for kind, n in tests:
                     order = engines[rnd % len(engines):] + engines[:rnd % len(engines)]
                     for engine, extra in order:
-                        if engine == "ember":
-                            ts = run_ember(args.ember, model, kind, n, threads, args.reps)
+                        if engine.startswith("ember"):
+                            ts = run_ember(binaries[engine], model, kind, n, threads, args.reps)
                         else:
                             ts = run_llama_bench(binaries[engine], extra, model, kind, n, threads, args.reps)
                         key = f"{model_name}|{threads}|{kind}{n}|{engine}"
@@ -136,6 +140,7 @@ def main() -> None:
                 ratios = [f"{best['ember'] / best[e]:.2f}" for e in names[1:]]
                 lines.append(f"| {model_name} | {threads} | {kind}{n} | " + " | ".join(cells + ratios) + " |")
     out_dir = ROOT / "bench/results"
+    (out_dir / args.name).parent.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{args.name}.json").write_text(json.dumps(
         {"cpu": cpu, "args": vars(args), "runs": runs}, indent=1) + "\n")
     (out_dir / f"{args.name}.md").write_text("\n".join(lines) + "\n")

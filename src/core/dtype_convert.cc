@@ -82,7 +82,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/dtypes.h"
+#include "core/dtype_rows.h"
 
 namespace ember {
 namespace {
@@ -187,6 +189,16 @@ uint16_t F32ToF16(float value) {
   if (abs_bits == kF32Inf) return static_cast<uint16_t>(sign | 0x7c00u);
   const uint32_t code = RoundMagnitude(abs_bits, 10, 15);
   return static_cast<uint16_t>(sign | (code >= 0x7c00u ? 0x7c00u : code));
+}
+
+namespace internal {
+int64_t F32ToF16RowF16c(const float* x, int64_t n, uint16_t* out);  // dtype_convert_avx2.cc
+}  // namespace internal
+
+void F32ToF16Row(const float* x, int64_t n, uint16_t* out) {
+  static const bool f16c = HostCpuFeatures().HasAvx2Set();
+  int64_t i = f16c ? internal::F32ToF16RowF16c(x, n, out) : 0;
+  for (; i < n; ++i) out[i] = F32ToF16(x[i]);
 }
 
 // ---- fp8 e4m3 -----------------------------------------------------------------------------------

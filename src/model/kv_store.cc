@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "core/dtype_rows.h"
 
 namespace ember {
 
@@ -100,10 +101,10 @@ void KvStore::WriteRows(const float* src, int64_t count, const int64_t* slot_map
       const int64_t row = slot * heads + h;
       switch (dtype_) {
         case DType::kF32: std::memcpy(dst + row * d * 4, x, static_cast<size_t>(d) * 4); break;
-        case DType::kF16:
+        case DType::kF16: F32ToF16Row(x, d, reinterpret_cast<uint16_t*>(dst) + row * d); break;
         case DType::kBF16: {
           auto* out = reinterpret_cast<uint16_t*>(dst) + row * d;
-          for (int64_t j = 0; j < d; ++j) out[j] = dtype_ == DType::kF16 ? F32ToF16(x[j]) : F32ToBF16(x[j]);
+          for (int64_t j = 0; j < d; ++j) out[j] = F32ToBF16(x[j]);
           break;
         }
         case DType::kF8E4M3: {

@@ -6,6 +6,7 @@
 //
 // Set EMBER_DTYPES_EXHAUSTIVE=1 to also run every encoder on all 2^32 f32 inputs against those
 // references (about 5 minutes on 2 cores; skipped otherwise).
+#include "core/dtype_rows.h"
 #include "core/dtypes.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +112,26 @@ TEST(DtypesHardware, F16MatchesF16C) {
   for (int i = 0; i < 1 << 20; ++i) {
     const float x = FromBits(bits_dist(rng));  // includes NaNs with random payloads
     ASSERT_EQ(F32ToF16(x), HwF32ToF16(x)) << "bits " << Hex(Bits(x));
+  }
+}
+
+// F32ToF16Row (F16C where the host has it, scalar tail) is F32ToF16 element by element, at every
+// length and offset (the 8-wide body and the tail).
+TEST(DtypesHardware, F16RowMatchesScalar) {
+  const std::vector<float> boundary =
+      BoundaryInputs([](uint32_t c) { return F16ToF32(static_cast<uint16_t>(c)); }, 0x7bff);
+  std::mt19937 rng(778);
+  std::uniform_int_distribution<uint32_t> bits_dist;
+  std::vector<float> inputs = boundary;
+  for (int i = 0; i < 1 << 16; ++i) inputs.push_back(FromBits(bits_dist(rng)));
+  std::vector<uint16_t> out(inputs.size());
+  F32ToF16Row(inputs.data(), static_cast<int64_t>(inputs.size()), out.data());
+  for (size_t i = 0; i < inputs.size(); ++i) ASSERT_EQ(out[i], F32ToF16(inputs[i])) << "bits " << Hex(Bits(inputs[i]));
+  for (int64_t n = 0; n <= 19; ++n) {
+    std::vector<uint16_t> part(static_cast<size_t>(n) + 1, 0xabcd);
+    F32ToF16Row(inputs.data() + 3, n, part.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(part[i], F32ToF16(inputs[3 + i])) << "n " << n << " i " << i;
+    ASSERT_EQ(part[n], 0xabcd) << "wrote past n " << n;
   }
 }
 

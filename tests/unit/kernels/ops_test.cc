@@ -2,13 +2,34 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "core/isa.h"
+#include "core/thread_pool.h"
 #include "kernels/ops.h"
 
 namespace ember::kernels {
+namespace cpu {
+int64_t ExpfLibmAvx512(const float* x, int64_t count, float* out);  // cpu/avx512/swiglu_avx512.cc
+}  // namespace cpu
 namespace {
+
+uint32_t Bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof(b));
+  return b;
+}
+float FromBits(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof(x));
+  return x;
+}
 
 std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -113,6 +134,74 @@ TEST(OpsTest, SwiGluAndSoftcap) {
   EXPECT_FLOAT_EQ(logits[0], 0.0f);
   EXPECT_NEAR(logits[1], 20.0 * std::tanh(50.0 / 20.0), 1e-5);
   EXPECT_NEAR(logits[2], -20.0, 1e-5);
+}
+
+// SwiGlu gives the bits of Silu(g) * up with libm's expf (ops.cc) under every variant, at every
+// thread count, in place or not, and on libm's special inputs (|g| >= 88, inf, nan).
+TEST(OpsTest, SwiGluIsLibmSiluBitForBit) {
+  std::vector<float> gate = Random(5000, 31, 4.0f);
+  const std::vector<float> up = Random(5000, 32);
+  std::mt19937 rng(33);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 2000; ++i) gate.push_back(FromBits(bits(rng)));
+  for (float x : {88.0f, -88.0f, 87.99f, -87.99f, 100.0f, -104.0f, -1e30f, 1e30f, INFINITY, -INFINITY, NAN, 0.0f,
+                  -0.0f, 1e-40f, -1e-40f}) {
+    gate.push_back(x);
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> up_all(up);
+  while (static_cast<int64_t>(up_all.size()) < n) up_all.push_back(static_cast<float>(up_all.size() % 7) - 3.0f);
+  std::vector<float> want(gate.size());
+  for (int64_t i = 0; i < n; ++i) want[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up_all[i];
+  const Isa saved = ActiveIsa();
+  for (const Isa isa : AvailableIsas()) {
+    ASSERT_TRUE(SelectIsa(IsaName(isa)).ok());
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(std::string(IsaName(isa)) + " threads " + std::to_string(threads));
+      ThreadPool::SetGlobalThreads(threads);
+      for (int64_t count : {n, int64_t{1}, int64_t{17}, int64_t{4097}}) {
+        std::vector<float> out(static_cast<size_t>(count));
+        SwiGlu(gate.data(), up_all.data(), 1, count, out.data());
+        std::vector<float> in_place(gate.begin(), gate.begin() + count);
+        SwiGlu(in_place.data(), up_all.data(), 1, count, in_place.data());
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(Bits(out[i]), Bits(want[i])) << "g = " << gate[i] << " i " << i;
+          ASSERT_EQ(Bits(in_place[i]), Bits(want[i])) << "in place, g = " << gate[i];
+        }
+      }
+    }
+  }
+  ThreadPool::SetGlobalThreads(0);
+  ASSERT_TRUE(SelectIsa(IsaName(saved)).ok());
+}
+
+// The avx512 replica of glibc's expf against this process's expf on its main path (|x| < 88),
+// sampled; EMBER_EXHAUSTIVE_EXPF=1 runs every such f32 (~2.2e9, a minute or so).
+TEST(OpsTest, LibmExpfReplicaMatchesExpf) {
+  if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "no AVX-512";
+  const bool exhaustive = std::getenv("EMBER_EXHAUSTIVE_EXPF") != nullptr;
+  std::vector<float> x, got;
+  int64_t mismatches = 0, checked = 0;
+  auto flush = [&] {
+    got.assign(x.size(), 0.0f);
+    ASSERT_GE(cpu::ExpfLibmAvx512(x.data(), static_cast<int64_t>(x.size()), got.data()), 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!(std::fabs(x[i]) < 88.0f)) continue;
+      ++checked;
+      const float want = std::exp(x[i]);
+      if (Bits(want) != Bits(got[i]) && ++mismatches < 10) ADD_FAILURE() << "x bits " << Bits(x[i]);
+    }
+    x.clear();
+  };
+  const uint32_t step = exhaustive ? 1u : 4093u;  // a prime: every mantissa pattern drifts through
+  for (uint64_t b = 0; b < 0x42b00000u; b += step) {
+    x.push_back(FromBits(static_cast<uint32_t>(b)));
+    x.push_back(FromBits(static_cast<uint32_t>(b) | 0x80000000u));
+    if (x.size() >= 1 << 16) flush();
+  }
+  flush();
+  EXPECT_EQ(mismatches, 0) << "of " << checked;
+  EXPECT_GT(checked, 500000);
 }
 
 }  // namespace
