@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 
+#include "core/int_math.h"
+
 namespace ember {
 namespace {
 
@@ -12,7 +14,6 @@ using quant::BlockScaledMatrix;
 using quant::Fp8ScaleKind;
 using quant::WeightFormat;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 float ScalarF32(const TensorView& t, int64_t i) {
   return t.dtype == DType::kBF16 ? BF16ToF32(t.As<uint16_t>()[i]) : t.As<float>()[i];

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <deque>
 
+#include "core/int_math.h"
 #include "core/thread_pool.h"
 #include "model/quantized_linear.h"
 
@@ -17,7 +18,6 @@ using quant::WeightFormat;
 
 constexpr std::initializer_list<DType> kDenseDTypes = {DType::kBF16, DType::kF32};
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 float ScalarF32(const TensorView& t, int64_t i) {
   return t.dtype == DType::kBF16 ? BF16ToF32(t.As<uint16_t>()[i]) : t.As<float>()[i];

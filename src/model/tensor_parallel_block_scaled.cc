@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/int_math.h"
 #include "model/quantized_weights.h"
 #include "model/tensor_parallel.h"
 
@@ -15,8 +16,6 @@ using quant::BlockScaledMatrix;
 using quant::Fp8ScaleKind;
 using quant::WeightFormat;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 bool Fp8Blocks(const BlockScaledMatrix& m) {
   return m.format == WeightFormat::kFp8E4m3 && m.fp8_scale_kind == Fp8ScaleKind::kBlock128;
@@ -62,7 +61,7 @@ OwnedBlockScaledMatrix Copy(const BlockScaledMatrix& m, int64_t row0, int64_t ro
     scale_offset = 4 * (col0 / quant::kFp8ScaleBlock);
   }
   // Codes, then the scales from a 64-byte boundary (FP8's f32 scales must be 4-byte aligned).
-  const int64_t scales_at = RoundUp(rows * code_bytes, 64);
+  const int64_t scales_at = RoundUpTo(rows * code_bytes, 64);
   auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(scales_at + scale_rows * scale_bytes));
   uint8_t* dst = bytes->data();
   for (int64_t r = 0; r < rows; ++r) {

@@ -8,12 +8,12 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/int_math.h"
 #include "quant/block_scaled_packed.h"
 
 namespace ember::quant {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 float LoadF32(const void* base, int64_t byte_offset) {
   float v;

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
+#include "core/int_math.h"
+
 namespace ember::recipe {
 
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t BytesOf(const ComponentBytes& bytes, Component c) { return bytes[static_cast<int>(c)]; }
 
