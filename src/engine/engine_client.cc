@@ -72,12 +72,13 @@ void InProcessEngineClient::Drain(std::vector<RequestOutput>& events) {
 std::vector<RequestOutput> InProcessEngineClient::Step() {
   std::vector<RequestOutput> events;
   Drain(events);
-  // KV holds and pulls end on the connector's thread; their blocks are freed here even when no
-  // request is left to step.
-  core_->ApplyKvConnectorEvents();
   if (core_->HasUnfinished()) {
-    std::vector<RequestOutput> stepped = core_->Step();
+    std::vector<RequestOutput> stepped = core_->Step();  // applies the KV connector's events first
     events.insert(events.end(), std::make_move_iterator(stepped.begin()), std::make_move_iterator(stepped.end()));
+  } else {
+    // KV holds end on the connector's thread: their blocks are freed here even when no request is
+    // left to step.
+    core_->ApplyKvConnectorEvents();
   }
   return events;
 }

@@ -109,10 +109,10 @@ class Request {
 
   // Prefill/decode disaggregation (engine/kv_connector.h).
   const KvTransferRequest& kv_transfer() const { return input_.kv_transfer; }
-  // A consumer's pull of the prompt KV: wanted at admission (the request names a producer), in
-  // flight, arrived (its blocks hold the KV, or the pull failed and it computes from its prefix-cache
-  // hit) and then none; none too once it is known not to need one.
-  enum class KvPull : uint8_t { kNone, kWanted, kInFlight, kArrived };
+  // A consumer's pull of the prompt KV that is still to be scheduled: wanted at admission (the
+  // request names a producer), arrived once its blocks hold the KV; none otherwise (no pull, one in
+  // flight: status kWaitingForRemoteKv, or one that failed and left it to compute its prompt).
+  enum class KvPull : uint8_t { kNone, kWanted, kArrived };
   KvPull kv_pull() const { return kv_pull_; }
   void set_kv_pull(KvPull pull) { kv_pull_ = pull; }
 

@@ -439,7 +439,7 @@ bool Scheduler::StartRemotePrefill(Request* req) {
   req->set_num_cached_tokens(hit.num_tokens);
   req->set_num_computed_tokens(hit.num_tokens);
   req->set_status(RequestStatus::kWaitingForRemoteKv);
-  req->set_kv_pull(Request::KvPull::kInFlight);
+  req->set_kv_pull(Request::KvPull::kNone);
   ++num_pulling_;
   pulls_to_start_.push_back({req->index(), remote, hit.num_tokens, req->kv_transfer().num_pulls});
   return true;
