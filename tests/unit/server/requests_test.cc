@@ -1,5 +1,7 @@
 #include "server/protocol/requests.h"
 
+#include "server/protocol/kv_transfer_params.h"
+
 #include <gtest/gtest.h>
 
 namespace ember::server {
@@ -272,6 +274,56 @@ TEST(ApiErrorTest, OpenAiShape) {
   EXPECT_EQ(FromStatus(ResourceExhausted("full")).http_status, 429);
   EXPECT_EQ(FromStatus(OutOfRange("long")).http_status, 400);
   EXPECT_EQ(FromStatus(Internal("bug")).http_status, 500);
+}
+
+// kv_transfer_params (disaggregation): a producer's answer round-trips; anything malformed a
+// hostile or broken client could send is a 400 naming the field, never a request that pulls.
+TEST(CompletionRequestTest, KvTransferParams) {
+  RemoteKv where;
+  where.engine_id = "p";
+  where.host = "10.0.0.1";
+  where.port = 14579;
+  where.transfer_id = 0xfedcba9876543210ULL;
+  where.num_tokens = 21;
+  where.tokens_hash = 0x0123456789abcdefULL;
+  where.num_bytes = 4096;
+  json body = {{"prompt", "x"}, {"kv_transfer_params", KvTransferParamsJson(where)}};
+  const CompletionRequest c = Ok(ParseCompletionRequest(body));
+  ASSERT_TRUE(c.common.kv_transfer.remote_prefill.has_value());
+  const RemoteKv& got = *c.common.kv_transfer.remote_prefill;
+  EXPECT_EQ(got.host, where.host);
+  EXPECT_EQ(got.port, where.port);
+  EXPECT_EQ(got.transfer_id, where.transfer_id);
+  EXPECT_EQ(got.tokens_hash, where.tokens_hash);
+  EXPECT_EQ(got.num_tokens, where.num_tokens);
+  EXPECT_FALSE(c.common.kv_transfer.do_remote_decode);
+
+  EXPECT_TRUE(Ok(ParseCompletionRequest(json{{"prompt", "x"}, {"kv_transfer_params", {{"do_remote_decode", true}}}}))
+                  .common.kv_transfer.do_remote_decode);
+  const json bad[] = {
+      json::array({1}),
+      {{"do_remote_decode", "yes"}},
+      {{"do_remote_decode", true}, {"do_remote_prefill", true}},
+      {{"do_remote_prefill", true}},
+  };
+  for (const json& params : bad) {
+    EXPECT_EQ(Err(ParseCompletionRequest(json{{"prompt", "x"}, {"kv_transfer_params", params}})).param,
+              "kv_transfer_params")
+        << params.dump();
+  }
+  // Each field of a producer's answer broken in turn.
+  const std::pair<const char*, json> broken[] = {
+      {"remote_port", 70000},        {"remote_port", "14579"},       {"remote_transfer_id", "xyz"},
+      {"remote_transfer_id", 5},     {"remote_tokens_hash", ""},     {"remote_num_tokens", 0},
+      {"remote_num_tokens", -3},     {"remote_host", ""},            {"remote_transfer_id", "1ffffffffffffffff"},
+  };
+  for (const auto& [field, value] : broken) {
+    json params = KvTransferParamsJson(where);
+    params[field] = value;
+    EXPECT_EQ(Err(ParseCompletionRequest(json{{"prompt", "x"}, {"kv_transfer_params", params}})).param,
+              "kv_transfer_params")
+        << field << " = " << value.dump();
+  }
 }
 
 }  // namespace
