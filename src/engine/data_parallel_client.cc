@@ -48,6 +48,11 @@ void DataParallelEngineClient::Drain(std::vector<RequestOutput>& events) {
                                        "structured outputs are not supported with --data-parallel-size > 1"));
       continue;
     }
+    if (!input.mm_features.empty()) {
+      events.push_back(RejectedRequest(index, input,
+                                       "image, video and audio inputs are not supported with --data-parallel-size > 1"));
+      continue;
+    }
     for (size_t d = 0; d < cores_.size(); ++d) {
       loads[d].num_unfinished = cores_[d]->scheduler().num_unfinished();
       loads[d].cached_prefix_tokens = cores_[d]->kv_cache().CachedPrefixTokens(input.prompt_token_ids,

@@ -31,6 +31,7 @@ std::string_view FinishReasonName(FinishReason reason) {
 Request::Request(RequestIndex index, RequestInput input, uint64_t arrival_seq, uint64_t default_seed)
     : index_(index),
       input_(std::move(input)),
+      block_content_(BlockContentOf(input_.mm_features)),
       seed_(input_.sampling.seed.value_or(default_seed)),
       arrival_seq_(arrival_seq),
       tokens_(std::move(input_.prompt_token_ids)),  // the prompt lives only in tokens_

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/kv_transfer_params.h"
+#include "engine/multimodal_feature.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler_output.h"
 #include "engine/spec_decode.h"
@@ -48,6 +49,9 @@ struct RequestInput {
   SamplingParams sampling;
   int32_t priority = 0;                  // priority policy: lower value is served first
   uint64_t cache_salt_key = 0;           // hash of the cache salt: requests with different keys never share KV
+  // Images, video and audio whose encoder features replace the prompt's placeholder embeddings
+  // (engine/multimodal_feature.h), in prompt order, ranges disjoint and inside the prompt.
+  std::vector<MultiModalFeature> mm_features;
   KvTransferRequest kv_transfer;         // prefill/decode disaggregation (engine/kv_transfer_params.h)
   int32_t eos_token_id = -1;             // the tokenizer's EOS; -1 when there is none
   std::optional<Clock::time_point> arrival_time;  // when the HTTP request arrived; Add() stamps it if unset
@@ -73,6 +77,10 @@ class Request {
   int32_t priority() const { return input_.priority; }
   uint64_t arrival_seq() const { return arrival_seq_; }
   uint64_t cache_salt_key() const { return input_.cache_salt_key; }
+  const std::vector<MultiModalFeature>& mm_features() const { return input_.mm_features; }
+  // What the request's prefix-cache block hashes cover besides its tokens: its salt and its
+  // multimodal content (so one image's placeholders never match another image's blocks).
+  kv::BlockKeys block_keys() const { return kv::BlockKeys(input_.cache_salt_key, block_content_); }
   int32_t eos_token_id() const { return input_.eos_token_id; }
   uint64_t seed() const { return seed_; }  // sampling().seed, or the engine's default_seed
 
@@ -148,6 +156,7 @@ class Request {
  private:
   RequestIndex index_;
   RequestInput input_;
+  std::vector<kv::ExtraContent> block_content_;  // BlockContentOf(input_.mm_features)
   uint64_t seed_;
   uint64_t arrival_seq_;
   std::vector<int32_t> tokens_;  // prompt then output

@@ -84,6 +84,34 @@ Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager* kv)
   EMBER_CHECK(kv_ != nullptr);
 }
 
+namespace {
+
+// The runner trusts a request's multimodal ranges (it fills batch rows from them), so they are
+// checked here like token ids: inside the prompt, in order, disjoint, with an input to encode.
+// KV never moves between instances for them: the KV connector matches prompts by token ids, which
+// are the same for every image of one size.
+Status CheckMultiModalFeatures(const RequestInput& input) {
+  if (input.mm_features.empty()) return Status::Ok();
+  if (input.kv_transfer.do_remote_decode || input.kv_transfer.remote_prefill) {
+    return InvalidArgument("kv_transfer_params cannot be combined with image, video or audio inputs");
+  }
+  const int64_t prompt_len = static_cast<int64_t>(input.prompt_token_ids.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < input.mm_features.size(); ++i) {
+    const MultiModalFeature& f = input.mm_features[i];
+    const bool mask_ok = f.is_embed.empty() || static_cast<int64_t>(f.is_embed.size()) == f.length;
+    if (f.offset < end || f.length <= 0 || f.offset + f.length > prompt_len || !mask_ok || f.input == nullptr ||
+        (mask_ok && f.num_embeds() == 0)) {
+      return InvalidArgument(fmt::format("multimodal input {} ({} at [{}, {})) does not fit the prompt of {} tokens",
+                                         i, ModalityName(f.modality), f.offset, f.offset + f.length, prompt_len));
+    }
+    end = f.offset + f.length;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Scheduler::Add(RequestIndex index, RequestInput input) {
   const int64_t prompt_len = static_cast<int64_t>(input.prompt_token_ids.size());
   if (prompt_len == 0) return InvalidArgument("the prompt is empty: send at least one token");
@@ -115,6 +143,7 @@ Status Scheduler::Add(RequestIndex index, RequestInput input) {
     return InvalidArgument("kv_transfer_params asks for do_remote_prefill, but this instance is no KV consumer: start "
                            "it with --kv-transfer-config '{\"kv_connector\":\"UcxConnector\",\"kv_role\":\"kv_consumer\"}'");
   }
+  EMBER_RETURN_IF_ERROR(CheckMultiModalFeatures(input));
   auto req = std::make_unique<Request>(index, std::move(input), next_arrival_seq_++, MixSeed(config_.seed, index));
   if (const std::optional<RemoteKv>& remote = req->kv_transfer().remote_prefill) {
     // The KV a producer holds is only ever this prompt's: same length, same ids. Anything else
@@ -150,6 +179,7 @@ SchedulerStats Scheduler::Stats() const {
   stats.num_preemptions = num_preemptions_;
   stats.prefix_cache = kv_->prefix_cache_stats();
   stats.spec_decode = spec_counters_;
+  stats.multimodal = multimodal_;
   return stats;
 }
 
@@ -386,7 +416,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     // Prompt logprobs need every prompt position computed, so such a request takes no cache hit.
     const kv::CacheHit hit = req->sampling().prompt_logprobs
                                  ? kv::CacheHit{}
-                                 : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
+                                 : kv_->FindCachedPrefix(req->all_token_ids(), req->block_keys());
     EMBER_CHECK(hit.num_tokens < req->num_tokens());
     req->set_num_computed_tokens(hit.num_tokens);
     int64_t n = TokensToSchedule(*req, std::min(plan.budget, plan.prefill_budget));
@@ -414,7 +444,7 @@ bool Scheduler::StartRemotePrefill(Request* req) {
   const RemoteKv& remote = *req->kv_transfer().remote_prefill;
   const kv::CacheHit hit = req->sampling().prompt_logprobs
                                ? kv::CacheHit{}
-                               : kv_->FindCachedPrefix(req->all_token_ids(), req->cache_salt_key());
+                               : kv_->FindCachedPrefix(req->all_token_ids(), req->block_keys());
   if (hit.num_tokens >= remote.num_tokens) {
     req->set_kv_pull(Request::KvPull::kNone);  // already here: the usual path takes the hit
     remote_releases_.push_back(remote);
@@ -542,6 +572,7 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
       data.block_ids = kv_->Blocks(req->index());
       data.num_computed_tokens = req->num_computed_tokens();
       data.cache_salt_key = req->cache_salt_key();
+      data.mm_features = req->mm_features();
       out.new_reqs.push_back(std::move(data));
     } else {
       out.cached_reqs.push_back(
@@ -568,6 +599,7 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
                 scheduled.step_id);
     EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
   }
+  multimodal_.Add(output.multimodal);
   constexpr double kProposeDecay = 0.9;
   // The proposer's per-step cost when it drafts (a step that drafted nothing says nothing about
   // it), without one-off catch-ups.
@@ -604,7 +636,7 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     const bool sampled = i < output.sampled_token_ids.size() && !output.sampled_token_ids[i].empty();
     if (!sampled) {
       // A partial prefill: its newly full blocks are reusable as soon as their K/V exists.
-      kv_->CacheFullBlocks(req->index(), req->all_token_ids(), req->num_computed_tokens(), req->cache_salt_key());
+      kv_->CacheFullBlocks(req->index(), req->all_token_ids(), req->num_computed_tokens(), req->block_keys());
       continue;
     }
     RollBackRejected(req, output.sampled_token_ids[i].size());
@@ -658,7 +690,7 @@ RequestOutput Scheduler::AppendTokens(Request* req, const std::vector<int32_t>& 
   req->draft().Check(req->all_token_ids(), &req->acceptance(), &engine_acceptance_);
   // A stop inside an accepted draft leaves computed positions past the last kept token.
   const int64_t computed = std::min(req->num_computed_tokens(), req->num_tokens());
-  kv_->CacheFullBlocks(req->index(), req->all_token_ids(), computed, req->cache_salt_key());
+  kv_->CacheFullBlocks(req->index(), req->all_token_ids(), computed, req->block_keys());
   RequestOutput event;
   if (stop) {
     event = Finish(req, stop->reason, {}, stop->stop_token);

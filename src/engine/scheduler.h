@@ -106,6 +106,7 @@ struct SchedulerStats {
   kv::PrefixCacheStats prefix_cache;
   SpecDecodeCounters spec_decode;
   KvTransferStats kv_transfer;  // disaggregation: the connector's counters (EngineCore::Stats)
+  MultiModalStepStats multimodal;  // since the scheduler started: encoder work and cache hits
   // Data parallelism: per rank, in rank order (the fields above are their sums, kv_usage their
   // mean); empty with one scheduler.
   std::vector<DataParallelRankStats> data_parallel_ranks;
@@ -243,6 +244,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   AcceptanceStats engine_acceptance_;  // every request's drafts, verified or not
   SpecDecodeCounters spec_counters_;
+  MultiModalStepStats multimodal_;  // summed from the runner's outputs
   // Moving average of the proposer's cost per step, or per position of the longest draft where
   // config_.propose_cost_per_position.
   double propose_seconds_ = 0.0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/multimodal_feature.h"
 #include "engine/sampling_params.h"
 #include "kv/kv_cache_manager.h"
 
@@ -23,6 +24,10 @@ struct NewRequestData {  // first schedule of a request, or its resumption after
   int64_t num_computed_tokens = 0;   // prefix-cache hit length (block aligned)
   uint64_t cache_salt_key = 0;       // prefix-cache isolation (Request::cache_salt_key): a proposer
                                      // that caches per-prefix state keys it by this too
+  // The prompt's multimodal inputs: the runner encodes each (or takes it from its encoder cache)
+  // and feeds the features at the placeholder positions. In-process only: parallel ranks refuse
+  // them (parallel/step_codec.cc).
+  std::vector<MultiModalFeature> mm_features;
 };
 
 struct CachedRequestData {  // a request the runner already knows: only what changed
@@ -54,6 +59,19 @@ struct SchedulerOutput {
   bool empty() const { return scheduled_reqs.empty(); }
 };
 
+// Multimodal work of one step (runner/multimodal): inputs encoded, inputs taken from the encoder
+// cache, placeholder rows filled, and the towers' time; summed by the scheduler into its stats.
+struct MultiModalStepStats {
+  int64_t items_encoded = 0;
+  int64_t cache_hits = 0;
+  int64_t embeddings = 0;
+  double encode_seconds = 0.0;
+  void Add(const MultiModalStepStats& o) {
+    items_encoded += o.items_encoded, cache_hits += o.cache_hits, embeddings += o.embeddings;
+    encode_seconds += o.encode_seconds;
+  }
+};
+
 // Runner -> scheduler: what the step produced (§9.2).
 struct TokenLogprobs {
   float logprob = 0.0f;              // of the sampled token
@@ -83,6 +101,7 @@ struct ModelRunnerOutput {
   // cost the plan uses, kept in the step time the guard measures.
   double propose_catch_up_seconds = 0.0;
   double execute_seconds = 0.0;  // the whole Execute, proposer included (EngineCore measures it)
+  MultiModalStepStats multimodal;
 };
 
 }  // namespace ember

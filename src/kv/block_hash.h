@@ -17,12 +17,34 @@ struct BlockHash {
   friend bool operator==(const BlockHash&, const BlockHash&) = default;
 };
 
-// Hash of one full block: `tokens` are exactly block_size ids.
-BlockHash HashBlock(const BlockHash& parent, std::span<const int32_t> tokens, uint64_t extra_key);
+// Content that positions [start, end) of a request stand for besides their token ids: a
+// multimodal input whose placeholder tokens are the same for every image (or clip) of one size.
+// Every block the range overlaps covers `hash` and where the range starts relative to the block,
+// so the same placeholders over another image never share blocks (vLLM's mm extra keys).
+struct ExtraContent {
+  int64_t start = 0;
+  int64_t end = 0;
+  BlockHash hash;
+  friend bool operator==(const ExtraContent&, const ExtraContent&) = default;
+};
+
+// What a request's block hashes cover besides its token ids: the cache-salt key (requests with
+// different keys never share blocks) and its multimodal content, sorted by start.
+struct BlockKeys {
+  uint64_t salt = 0;
+  std::span<const ExtraContent> content;
+  BlockKeys(uint64_t salt = 0, std::span<const ExtraContent> content = {})  // NOLINT: a salt alone is the common case
+      : salt(salt), content(content) {}
+};
+
+// Hash of one full block: `tokens` are exactly block_size ids; `content` is the extra content
+// that overlaps the block, `block_start` the block's first position.
+BlockHash HashBlock(const BlockHash& parent, std::span<const int32_t> tokens, uint64_t salt,
+                    std::span<const ExtraContent> content = {}, int64_t block_start = 0);
 
 // Appends to `hashes` the chained hashes of every full block of `tokens` that it lacks, so a
 // request's chain grows incrementally. The first block's parent is the all-zero hash.
-void ExtendBlockHashes(std::span<const int32_t> tokens, int64_t block_size, uint64_t extra_key,
+void ExtendBlockHashes(std::span<const int32_t> tokens, int64_t block_size, const BlockKeys& keys,
                        std::vector<BlockHash>& hashes);
 
 }  // namespace ember::kv

@@ -1,5 +1,6 @@
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 
@@ -20,7 +21,8 @@ class KvCacheManager::Impl {
   PrefixCacheStats stats_;
   // Each running request's chain of full-block hashes, grown as its tokens are computed.
   struct Chain {
-    uint64_t extra_key = 0;
+    uint64_t salt = 0;
+    std::vector<ExtraContent> content;  // the request's, copied: the caller's span may move
     std::vector<BlockHash> hashes;
   };
   std::unordered_map<uint64_t, Chain> chains_;
@@ -35,7 +37,7 @@ KvCacheManager& KvCacheManager::operator=(KvCacheManager&&) noexcept = default;
 const KvCacheConfig& KvCacheManager::config() const { return impl_->config_; }
 int KvCacheManager::num_groups() const { return impl_->coordinator_.num_groups(); }
 
-CacheHit KvCacheManager::Lookup(std::span<const int32_t> tokens, uint64_t extra_key) const {
+CacheHit KvCacheManager::Lookup(std::span<const int32_t> tokens, const BlockKeys& keys) const {
   if (!impl_->options_.enable_prefix_caching) {
     CacheHit none;
     none.blocks.per_group.resize(num_groups());
@@ -46,20 +48,20 @@ CacheHit KvCacheManager::Lookup(std::span<const int32_t> tokens, uint64_t extra_
   const int64_t max_blocks = tokens.empty() ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / bs;
   std::vector<BlockHash> hashes;
   hashes.reserve(max_blocks);
-  ExtendBlockHashes(tokens.first(max_blocks * bs), bs, extra_key, hashes);
+  ExtendBlockHashes(tokens.first(max_blocks * bs), bs, keys, hashes);
   return impl_->coordinator_.FindLongestHit(hashes, max_blocks);
 }
 
-CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key) {
-  CacheHit hit = Lookup(tokens, extra_key);
+CacheHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens, const BlockKeys& keys) {
+  CacheHit hit = Lookup(tokens, keys);
   if (!impl_->options_.enable_prefix_caching) return hit;
   impl_->stats_.queries += static_cast<int64_t>(tokens.size());
   impl_->stats_.hits += hit.num_tokens;
   return hit;
 }
 
-int64_t KvCacheManager::CachedPrefixTokens(std::span<const int32_t> tokens, uint64_t extra_key) const {
-  return Lookup(tokens, extra_key).num_tokens;
+int64_t KvCacheManager::CachedPrefixTokens(std::span<const int32_t> tokens, const BlockKeys& keys) const {
+  return Lookup(tokens, keys).num_tokens;
 }
 
 std::optional<KvBlocks> KvCacheManager::AllocateSlots(uint64_t request, int64_t num_computed_tokens,
@@ -72,17 +74,21 @@ std::optional<KvBlocks> KvCacheManager::AllocateSlots(uint64_t request, int64_t 
 }
 
 void KvCacheManager::CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
-                                     uint64_t extra_key) {
+                                     const BlockKeys& keys) {
   if (!impl_->options_.enable_prefix_caching) return;
   EMBER_CHECK(num_computed_tokens >= 0 && num_computed_tokens <= static_cast<int64_t>(tokens.size()),
               "request {}: {} computed tokens of {}", request, num_computed_tokens, tokens.size());
   const auto [it, inserted] = impl_->chains_.try_emplace(request);
   Impl::Chain& chain = it->second;
-  if (inserted) chain.extra_key = extra_key;
-  EMBER_CHECK(chain.extra_key == extra_key, "request {} changed its extra key", request);
+  if (inserted) {
+    chain.salt = keys.salt;
+    chain.content.assign(keys.content.begin(), keys.content.end());
+  }
+  EMBER_CHECK(chain.salt == keys.salt && std::ranges::equal(chain.content, keys.content),
+              "request {} changed its block keys", request);
   const int64_t bs = impl_->config_.block_size;
   const int64_t num_full = num_computed_tokens / bs;
-  ExtendBlockHashes(tokens.first(num_full * bs), bs, extra_key, chain.hashes);
+  ExtendBlockHashes(tokens.first(num_full * bs), bs, BlockKeys(chain.salt, chain.content), chain.hashes);
   impl_->coordinator_.CacheFullBlocks(request, chain.hashes, num_full);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/block_hash.h"
 #include "kv/spec.h"
 
 namespace ember::kv {
@@ -45,14 +46,14 @@ class KvCacheManager {
   const KvCacheConfig& config() const;
   int num_groups() const;
 
-  // Prefix-cache lookup for a request that holds no blocks yet. `extra_key` (e.g. a hash of the
-  // cache salt) separates requests that must not share blocks. Takes no references, so the hit is
+  // Prefix-cache lookup for a request that holds no blocks yet. `keys` (the cache salt's hash,
+  // multimodal content) separate requests that must not share blocks. Takes no references, so the hit is
   // valid only until the next AllocateSlots/Free/ResetPrefixCache: look up right before
   // allocating. Empty (and not counted in the stats) when prefix caching is off.
-  CacheHit FindCachedPrefix(std::span<const int32_t> tokens, uint64_t extra_key);
+  CacheHit FindCachedPrefix(std::span<const int32_t> tokens, const BlockKeys& keys);
   // How many of `tokens` FindCachedPrefix would find cached now, without counting the lookup in
   // the stats (0 when prefix caching is off): a data-parallel front end's routing hint.
-  int64_t CachedPrefixTokens(std::span<const int32_t> tokens, uint64_t extra_key) const;
+  int64_t CachedPrefixTokens(std::span<const int32_t> tokens, const BlockKeys& keys) const;
 
   // Makes the request able to hold num_computed_tokens + num_new_tokens (+ num_lookahead) token
   // slots in every group. On a request's first call, `hit` (from FindCachedPrefix, or null) is
@@ -67,8 +68,9 @@ class KvCacheManager {
 
   // After a step: registers the request's blocks that are now full (tokens[0 .. num_computed))
   // under their chained hashes so later requests can reuse them.
+  // `keys` must be the ones the request was looked up with (its chain keeps the first call's).
   void CacheFullBlocks(uint64_t request, std::span<const int32_t> tokens, int64_t num_computed_tokens,
-                       uint64_t extra_key);
+                       const BlockKeys& keys);
 
   // Returns every block the request holds (cached ones stay reusable until evicted, LRU); the
   // request's next AllocateSlots is a first call again. A request holding nothing is ignored.
@@ -93,7 +95,7 @@ class KvCacheManager {
   Status CheckInvariants() const;
 
  private:
-  CacheHit Lookup(std::span<const int32_t> tokens, uint64_t extra_key) const;
+  CacheHit Lookup(std::span<const int32_t> tokens, const BlockKeys& keys) const;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
+
 namespace ember::parallel {
 namespace {
 
@@ -15,7 +17,7 @@ constexpr uint32_t kMagic = 0x53574d45;
 constexpr uint32_t kVersion = 2;
 // "EMRO": a data-parallel rank's ModelRunnerOutput.
 constexpr uint32_t kOutputMagic = 0x4f524d45;
-constexpr uint32_t kOutputVersion = 1;
+constexpr uint32_t kOutputVersion = 2;
 
 // A new field must be encoded: update step_codec.cc and this size. (Sizes of the x86-64 and
 // AArch64 libstdc++ layouts; a field that fits in padding does not change them, which is why each
@@ -24,11 +26,11 @@ constexpr uint32_t kOutputVersion = 1;
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
 static_assert(sizeof(SamplingParams) == 152, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(kv::KvBlocks) == 24, "a new field must be encoded: update step_codec.cc and this size");
-static_assert(sizeof(NewRequestData) == 256, "a new field must be encoded: update step_codec.cc and this size");
+static_assert(sizeof(NewRequestData) == 280, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(CachedRequestData) == 64, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(SchedulerOutput) == 208, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(TokenLogprobs) == 56, "a new field must be encoded: update step_codec.cc and this size");
-static_assert(sizeof(ModelRunnerOutput) == 176, "a new field must be encoded: update step_codec.cc and this size");
+static_assert(sizeof(ModelRunnerOutput) == 208, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(WorkerStep) == 264, "a new field must be encoded: update step_codec.cc and this size");
 #endif
 
@@ -238,7 +240,10 @@ void Get(Reader& r, kv::KvBlocks& b) { b.per_group = r.I32Lists("block ids"); }
 
 void Put(Writer& w, const NewRequestData& d) {
   const auto& [req, prompt_token_ids, output_token_ids, sampling, eos_token_id, block_ids, num_computed_tokens,
-               cache_salt_key] = d;
+               cache_salt_key, mm_features] = d;
+  // Encoder inputs stay on rank 0: a multi-rank engine loads no towers, so its frontend refuses
+  // media before a request gets here.
+  EMBER_CHECK(mm_features.empty(), "request {}: multimodal inputs cannot be sent to worker ranks", req);
   w.U64(req);
   w.I32s(prompt_token_ids);
   w.I32s(output_token_ids);
@@ -432,7 +437,7 @@ Expected<WorkerStep> DecodeWorkerStep(std::span<const uint8_t> bytes) {
 
 std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output) {
   const auto& [step_id, reqs, sampled_token_ids, logprobs, prompt_logprobs, draft_token_ids, draft_confidences,
-               propose_seconds, propose_catch_up_seconds, execute_seconds] = output;
+               propose_seconds, propose_catch_up_seconds, execute_seconds, multimodal] = output;
   Writer w;
   w.U32(kOutputMagic);
   w.U32(kOutputVersion);
@@ -446,6 +451,11 @@ std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output) {
   w.U64(std::bit_cast<uint64_t>(propose_seconds));
   w.U64(std::bit_cast<uint64_t>(propose_catch_up_seconds));
   w.U64(std::bit_cast<uint64_t>(execute_seconds));
+  const auto& [items_encoded, cache_hits, embeddings, encode_seconds] = multimodal;
+  w.I64(items_encoded);
+  w.I64(cache_hits);
+  w.I64(embeddings);
+  w.U64(std::bit_cast<uint64_t>(encode_seconds));
   return std::move(w).Take();
 }
 
@@ -469,6 +479,10 @@ Expected<ModelRunnerOutput> DecodeRunnerOutput(std::span<const uint8_t> bytes) {
   o.propose_seconds = std::bit_cast<double>(r.U64("propose_seconds"));
   o.propose_catch_up_seconds = std::bit_cast<double>(r.U64("propose_catch_up_seconds"));
   o.execute_seconds = std::bit_cast<double>(r.U64("execute_seconds"));
+  o.multimodal.items_encoded = r.I64("multimodal.items_encoded");
+  o.multimodal.cache_hits = r.I64("multimodal.cache_hits");
+  o.multimodal.embeddings = r.I64("multimodal.embeddings");
+  o.multimodal.encode_seconds = std::bit_cast<double>(r.U64("multimodal.encode_seconds"));
   if (r.ok() && r.remaining() != 0) r.Fail(fmt::format("{} bytes after the end", r.remaining()));
   if (!r.ok()) return InvalidArgument(r.error());
   const size_t n = o.reqs.size();

@@ -139,6 +139,10 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
       return InvalidArgument("speculative decoding is not supported with --data-parallel-size > 1");
     }
   }
+  if (o.multimodal_encoder != nullptr && (hooks.wrap_executor || hooks.data_parallel_size > 1)) {
+    return InvalidArgument("image, video and audio towers run in single-process engines only: add "
+                           "--language-model-only to serve the text model over several ranks");
+  }
   const int64_t model_max = model->info().max_position_embeddings;
   int64_t max_model_len = o.max_model_len > 0 ? o.max_model_len : model_max;
   if (model_max > 0 && max_model_len > model_max) {
@@ -201,6 +205,16 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   engine->kv_ = std::make_unique<KvStore>(std::move(store));
   engine->eos_token_ids_ = eos;
   engine->runner_ = std::make_unique<ModelRunner>(engine->model_.get(), engine->kv_.get(), std::move(eos));
+  if (o.multimodal_encoder != nullptr) {
+    engine->multimodal_encoder_ = o.multimodal_encoder;
+    engine->runner_->set_multimodal_encoder(engine->multimodal_encoder_.get(), o.encoder_cache_bytes);
+    std::string modalities;
+    for (Modality m : {Modality::kImage, Modality::kVideo, Modality::kAudio}) {
+      if (o.multimodal_encoder->Accepts(m)) modalities += fmt::format("{}{}", modalities.empty() ? "" : ", ", ModalityName(m));
+    }
+    engine->plan_.multimodal = fmt::format("multimodal inputs: {}; encoder cache {} MiB", modalities,
+                                           o.encoder_cache_bytes >> 20);
+  }
   if (!o.speculative_config.empty()) {
     EMBER_RETURN_IF_ERROR(SetUpSpeculation(o, *engine->model_, *engine->kv_, *engine->runner_, s,
                                            &engine->plan_.speculation));
@@ -277,6 +291,7 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
   };
   if (!p.speculation.empty()) lines.push_back(p.speculation);
   if (!p.kv_transfer.empty()) lines.push_back(p.kv_transfer);
+  if (!p.multimodal.empty()) lines.push_back(p.multimodal);
   return lines;
 }
 

@@ -17,6 +17,7 @@
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
 #include "runner/model_runner.h"
+#include "runner/multimodal/encoder.h"
 
 namespace ember {
 
@@ -41,6 +42,10 @@ struct EngineOptions {
   // --kv-transfer-config (vLLM's JSON, disagg/kv_transfer_config.h): prefill/decode disaggregation
   // roles over UCX; empty: none.
   std::string kv_transfer_config;
+  // The model's towers for image, video and audio inputs (runner/multimodal); null: text only.
+  std::shared_ptr<const MultiModalEncoder> multimodal_encoder;
+  // The encoder cache's budget: encoder outputs kept by content hash for reuse.
+  int64_t encoder_cache_bytes = int64_t{256} << 20;
 };
 
 // The memory plan, for the startup log and `ember recipe`.
@@ -55,6 +60,7 @@ struct EnginePlan {
   int64_t max_concurrency_at_max_len = 0;  // full-length sequences that fit at once
   std::string speculation;                 // how speculative decoding runs, "" when off
   std::string kv_transfer;                 // the disaggregation role and address, "" when off
+  std::string multimodal;                  // the modalities the towers take and the encoder cache, "" when none
 };
 
 // How a multi-process engine (src/parallel) joins in. Every rank builds the same LocalEngine over
@@ -111,6 +117,7 @@ class LocalEngine {
   std::unique_ptr<DataParallelExecutor> data_parallel_executor_;
   std::unique_ptr<EngineClient> client_;
   std::unique_ptr<KvConnector> kv_connector_;  // --kv-transfer-config's; outlives nothing it serves
+  std::shared_ptr<const MultiModalEncoder> multimodal_encoder_;  // read by runner_
   EnginePlan plan_;
   std::vector<int32_t> eos_token_ids_;
 };

@@ -14,9 +14,14 @@ ModelRunner::ModelRunner(CausalLM* model, KvStore* kv, std::vector<int32_t> eos_
       kv_(kv),
       states_(static_cast<int>(kv->config().groups.size())),
       sampler_(model->info().vocab_size, eos_token_ids),
-      masks_(model->info().vocab_size, eos_token_ids) {}
+      masks_(model->info().vocab_size, eos_token_ids),
+      embedder_(std::make_unique<MultiModalEmbedder>(nullptr, 0)) {}
 
 void ModelRunner::set_proposer(std::unique_ptr<spec::Proposer> proposer) { proposer_ = std::move(proposer); }
+
+void ModelRunner::set_multimodal_encoder(const MultiModalEncoder* encoder, int64_t cache_bytes) {
+  embedder_ = std::make_unique<MultiModalEmbedder>(encoder, cache_bytes);
+}
 
 ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   ModelRunnerOutput result;
@@ -40,6 +45,10 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
       BuildForwardBatch(inputs, output.num_scheduled_tokens, output.scheduled_spec_tokens, kv_->config().block_size);
   const std::span<const int32_t> tap_layers = proposer_ ? proposer_->TargetHiddenStateLayers() : std::span<const int32_t>();
   built.batch.hidden_state_layers.assign(tap_layers.begin(), tap_layers.end());
+  // The frontend preprocessed and sized every input with the encoder's own rules (and sends none
+  // to a model without towers), so a failure here is ember's bug, as a bad token id would be.
+  const Status embedded = embedder_->AddEmbeddings(inputs, built.batch, result.multimodal);
+  EMBER_CHECK(embedded.ok(), "{}", embedded.message());
 
   // Grammar masks of constrained requests are computed while the forward pass runs.
   sampled_.assign(requests.size(), nullptr);
@@ -183,7 +192,7 @@ void ModelRunner::ShareHiddenStates(const std::vector<RunnerRequest*>& requests,
     // The diff's num_computed_tokens: where this step's rows start.
     states.first_position = requests[i]->num_computed_tokens;
     states.tokens = requests[i]->tokens;
-    states.cache_salt_key = requests[i]->cache_salt_key;
+    states.block_keys = kv::BlockKeys(requests[i]->cache_salt_key, requests[i]->block_content);
     proposer_->ObserveTargetHiddenStates(requests[i]->req, states);
   }
   proposer_->FinishObservations();

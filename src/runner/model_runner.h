@@ -17,6 +17,7 @@
 #include "model/kv_store.h"
 #include "runner/batch_builder.h"
 #include "runner/constraint_masks.h"
+#include "runner/multimodal/embedder.h"
 #include "runner/request_state.h"
 #include "runner/sampler/sampler.h"
 #include "runner/step_forward.h"
@@ -55,6 +56,10 @@ class ModelRunner : public Executor {
   // other ranks' collectives meet. Call it after Execute of the rank's (token-less) output.
   void ExecuteWithoutTokens();
 
+  // Multimodal inputs: the towers that encode them (null: none; it outlives the runner) and the
+  // encoder cache's budget in bytes.
+  void set_multimodal_encoder(const MultiModalEncoder* encoder, int64_t cache_bytes);
+
   // Speculative decoding: drafts for the requests the scheduler asks for (num_tokens_to_propose).
   void set_proposer(std::unique_ptr<spec::Proposer> proposer);
   spec::Proposer* proposer() { return proposer_.get(); }
@@ -87,6 +92,7 @@ class ModelRunner : public Executor {
   ForwardOutput forward_;  // reused across steps
   StepForward step_forward_;  // one batch, or micro-batches through pipeline stages
   std::unique_ptr<spec::Proposer> proposer_;
+  std::unique_ptr<MultiModalEmbedder> embedder_;  // always set; without an encoder it takes no media
   std::vector<SamplerRow> rows_;      // reused across steps
   std::vector<DraftToVerify> checks_; // reused across steps
   std::vector<RunnerRequest*> sampled_;  // per scheduled request: itself when it samples this step, else null

@@ -28,6 +28,8 @@ Status RequestStates::Apply(const SchedulerOutput& output) {
     r.block_ids = n.block_ids.per_group;
     r.num_computed_tokens = n.num_computed_tokens;
     r.cache_salt_key = n.cache_salt_key;
+    r.mm_features = n.mm_features;
+    r.block_content = BlockContentOf(n.mm_features);
     requests_[n.req] = std::move(r);
   }
   for (const CachedRequestData& c : output.cached_reqs) {

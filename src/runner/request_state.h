@@ -24,6 +24,8 @@ struct RunnerRequest {
   std::vector<std::vector<kv::BlockId>> block_ids;  // per KV group
   int64_t num_computed_tokens = 0;
   uint64_t cache_salt_key = 0;
+  std::vector<MultiModalFeature> mm_features;  // in prompt order (NewRequestData::mm_features)
+  std::vector<kv::ExtraContent> block_content;  // BlockContentOf(mm_features): the prefix-cache keys
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

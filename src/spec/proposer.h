@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/block_hash.h"
+
 namespace ember::spec {
 
 using RequestId = uint64_t;  // the engine's RequestIndex
@@ -65,10 +67,11 @@ struct TargetHiddenStates {
   int64_t num_rows = 0;              // verified positions: a prefill chunk, or 1 + accepted drafts
   int64_t first_position = 0;
   // The request's tokens (prompt then output) through at least first_position + num_rows, and
-  // its prefix-cache isolation key: what a proposer that caches per-prefix state keys it by
-  // (positions before first_position may have come from the target's prefix cache).
+  // its prefix-cache keys (salt, multimodal content): what a proposer that caches per-prefix
+  // state keys it by (positions before first_position may have come from the target's prefix
+  // cache). Both valid during the call only.
   std::span<const int32_t> tokens;
-  uint64_t cache_salt_key = 0;
+  kv::BlockKeys block_keys;
 
   std::span<const float> Row(size_t tap, int64_t i) const {
     return data.subspan(static_cast<size_t>((static_cast<int64_t>(tap) * num_batch_rows + first_row + i) * hidden_size),

@@ -108,7 +108,7 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
     // rows are projected.
     const int64_t known = std::min<int64_t>(static_cast<int64_t>(states.tokens.size()),
                                             states.first_position + states.num_rows);
-    kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.cache_salt_key, state.hashes);
+    kv::ExtendBlockHashes(states.tokens.first(known), cache_->block_size(), states.block_keys, state.hashes);
   }
 
   // The rows wait as features (the taps concatenated) until the request drafts or enough wait.
@@ -190,7 +190,7 @@ void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenSta
   const int64_t position = states.first_position;
   if (cache_ && context.size() == 0 && position % cache_->block_size() == 0 &&
       static_cast<int64_t>(states.tokens.size()) >= position) {
-    kv::ExtendBlockHashes(states.tokens.first(position), cache_->block_size(), states.cache_salt_key, state.hashes);
+    kv::ExtendBlockHashes(states.tokens.first(position), cache_->block_size(), states.block_keys, state.hashes);
     if (cache_->Restore(state.hashes, position, context)) {
       state.next_block_to_store = position / cache_->block_size();
       return;

@@ -40,5 +40,34 @@ TEST(BlockHash, ChainsExtendIncrementallyAndDependOnTheWholePrefix) {
   for (size_t j = 0; j < all.size(); ++j) EXPECT_NE(changed[j], all[j]) << j;
 }
 
+TEST(BlockHash, ExtraContentChangesOnlyTheBlocksItOverlapsAndTheirSuccessors) {
+  // Positions 10..21 are one image's placeholders: the same ids for any image of that size.
+  std::vector<int32_t> tokens(40, 5);
+  const std::vector<ExtraContent> image_a = {{10, 22, BlockHash{1, 2}}};
+  const std::vector<ExtraContent> image_b = {{10, 22, BlockHash{3, 4}}};
+  std::vector<BlockHash> text, a, a_again, b;
+  ExtendBlockHashes(tokens, 8, BlockKeys(0), text);
+  ExtendBlockHashes(tokens, 8, BlockKeys(0, image_a), a);
+  ExtendBlockHashes(tokens, 8, BlockKeys(0, image_a), a_again);
+  ExtendBlockHashes(tokens, 8, BlockKeys(0, image_b), b);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, a_again);
+  EXPECT_EQ(a[0], text[0]);  // block 0 ([0, 8)) holds none of the image
+  for (size_t j = 1; j < a.size(); ++j) {
+    EXPECT_NE(a[j], text[j]) << j;  // blocks 1 and 2 overlap it; later ones chain from them
+    EXPECT_NE(a[j], b[j]) << j;     // another image, same placeholders
+  }
+  // Where the content starts within the block matters too (the same hash one position later).
+  const std::vector<ExtraContent> shifted = {{11, 23, BlockHash{1, 2}}};
+  std::vector<BlockHash> moved;
+  ExtendBlockHashes(tokens, 8, BlockKeys(0, shifted), moved);
+  EXPECT_NE(moved[1], a[1]);
+  // Content without tokens in a full block yet changes nothing: a chain grown step by step equals
+  // the whole one.
+  std::vector<BlockHash> grown;
+  for (size_t n = 0; n <= tokens.size(); n += 5) ExtendBlockHashes(std::span(tokens).first(n), 8, BlockKeys(0, image_a), grown);
+  EXPECT_EQ(grown, a);
+}
+
 }  // namespace
 }  // namespace ember::kv

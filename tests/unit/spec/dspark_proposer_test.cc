@@ -65,7 +65,7 @@ void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, i
   s.num_rows = count;
   s.first_position = first;
   s.tokens = tokens;
-  s.cache_salt_key = cache_salt_key;
+  s.block_keys = kv::BlockKeys(cache_salt_key);
   p.ObserveTargetHiddenStates(req, s);
 }
 

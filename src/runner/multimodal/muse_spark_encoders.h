@@ -1,0 +1,38 @@
+// Muse Spark's towers behind MultiModalEncoder: the audio encoder (model/audio) for audio inputs
+// and the vision tower with its adapter and projection (model/vision) for images and video
+// frames. Loaded from a MuseSparkForConditionalGeneration checkpoint directory; a tower whose
+// config section or tensors are absent is simply not there (its modality is refused upstream).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runner/multimodal/encoder.h"
+
+namespace ember {
+
+class MuseSparkAudioEncoder;
+
+struct MultiModalLoadOptions {
+  bool audio = true;
+  bool vision = true;
+};
+
+class MuseSparkEncoders : public MultiModalEncoder {
+ public:
+  // The towers of the model directory `dir` that `options` asks for and the checkpoint has; null
+  // (not an error) when it has none, e.g. a text-only model.
+  static Expected<std::unique_ptr<MuseSparkEncoders>> Load(const std::string& dir, const MultiModalLoadOptions& options);
+  ~MuseSparkEncoders() override;
+
+  bool Accepts(Modality modality) const override;
+  Expected<std::vector<float>> Encode(const EncoderInput& input) const override;
+  int64_t hidden_size() const override { return hidden_size_; }
+
+ private:
+  MuseSparkEncoders() = default;
+  std::unique_ptr<MuseSparkAudioEncoder> audio_;
+  int64_t hidden_size_ = 0;
+};
+
+}  // namespace ember
