@@ -74,16 +74,36 @@ inline uint8_t Cmyk(int c, int nk) {
   return static_cast<uint8_t>(std::clamp(nk - (((tmp >> 8) + tmp) >> 8), 0, 255));
 }
 
-// Everything that lives across the setjmp is declared before it (no destructor is skipped by
-// longjmp); the decode itself touches only C state and the preallocated vectors.
-Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits& limits) {
-  jpeg_decompress_struct cinfo;
-  JpegError err;
-  jpeg_source_mgr src;
+// What the JPEG decode fills in; owned by the caller so that the function holding the setjmp
+// has only C state and pointers in its frame (a longjmp skips no destructor and clobbers nothing).
+struct JpegJob {
+  std::span<const uint8_t> bytes;
+  const MediaLimits* limits = nullptr;
   RgbImage image;
   std::vector<uint8_t> row;
   std::vector<uint8_t> exif;
   std::string failure;
+};
+
+// String work for the setjmp functions happens in these out-of-line helpers, so that no string
+// temporaries live in a frame a longjmp returns to (GCC's -Wclobbered, and no skipped destructor).
+[[gnu::noinline]] void SetFailure(std::string* failure, std::string message) { *failure = std::move(message); }
+[[gnu::noinline]] void PrefixFailure(std::string* failure, const char* prefix, const char* detail) {
+  if (failure->rfind("the ", 0) != 0) *failure = std::string(prefix) + (failure->empty() ? detail : *failure);
+}
+
+// Records `status`'s message as the failure; true when there is one. The Status is destroyed on
+// return, before the caller longjmps.
+[[gnu::noinline]] bool Failed(Status status, std::string* failure) {
+  if (status.ok()) return false;
+  *failure = status.message();
+  return true;
+}
+
+bool DecodeJpegInto(JpegJob* job) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  jpeg_source_mgr src;
   std::memset(&cinfo, 0, sizeof(cinfo));
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = JpegErrorExit;
@@ -91,8 +111,8 @@ Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits&
   err.message[0] = 0;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
-    if (failure.empty()) failure = fmt::format("the JPEG image is corrupt: {}", err.message);
-    return InvalidArgument(failure);
+    if (job->failure.empty()) PrefixFailure(&job->failure, "the JPEG image is corrupt: ", err.message);
+    return false;
   }
   jpeg_create_decompress(&cinfo);
   src.init_source = JpegInitSource;
@@ -100,19 +120,18 @@ Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits&
   src.skip_input_data = JpegSkipInputData;
   src.resync_to_restart = jpeg_resync_to_restart;
   src.term_source = JpegTermSource;
-  src.next_input_byte = bytes.data();
-  src.bytes_in_buffer = bytes.size();
+  src.next_input_byte = job->bytes.data();
+  src.bytes_in_buffer = job->bytes.size();
   cinfo.src = &src;
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
-  if (Status s = CheckDimensions(cinfo.image_width, cinfo.image_height, limits, "JPEG"); !s.ok()) {
-    failure = s.message();
+  if (Failed(CheckDimensions(cinfo.image_width, cinfo.image_height, *job->limits, "JPEG"), &job->failure)) {
     std::longjmp(err.jump, 1);
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   if (cinfo.num_components != 1 && cinfo.num_components != 3 && !cmyk) {
-    failure = fmt::format("the JPEG image has {} colour components; 1 (grey), 3 (YCbCr/RGB) or 4 (CMYK) are "
-                          "supported", cinfo.num_components);
+    SetFailure(&job->failure, fmt::format("the JPEG image has {} colour components; 1 (grey), 3 (YCbCr/RGB) or "
+                                          "4 (CMYK) are supported", cinfo.num_components));
     std::longjmp(err.jump, 1);
   }
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // grey is replicated to RGB by libjpeg
@@ -120,20 +139,22 @@ Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits&
   cinfo.do_fancy_upsampling = TRUE;
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
     if (m->marker == JPEG_APP0 + 1 && m->data_length >= 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
-      exif.assign(m->data, m->data + m->data_length);
+      job->exif.assign(m->data, m->data + m->data_length);
       break;
     }
   }
   jpeg_start_decompress(&cinfo);
+  RgbImage& image = job->image;
   image.width = cinfo.output_width;
   image.height = cinfo.output_height;
   image.pixels.resize(static_cast<size_t>(image.width * image.height * 3));
-  row.resize(static_cast<size_t>(image.width) * 4);
+  job->row.resize(static_cast<size_t>(image.width) * 4);
+  const uint8_t* row = job->row.data();
   // An Adobe APP14 marker means PIL reads the CMYK as inverted ("CMYK;I").
   const bool inverted = cmyk && cinfo.saw_Adobe_marker;
   while (cinfo.output_scanline < cinfo.output_height) {
     uint8_t* out = image.pixels.data() + static_cast<size_t>(cinfo.output_scanline) * image.width * 3;
-    JSAMPROW dest = cmyk ? row.data() : out;
+    JSAMPROW dest = cmyk ? job->row.data() : out;
     jpeg_read_scanlines(&cinfo, &dest, 1);
     if (cmyk) {
       for (int64_t x = 0; x < image.width; ++x) {
@@ -146,7 +167,15 @@ Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits&
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
-  return ApplyExifOrientation(std::move(image), ExifOrientation(exif));
+  return true;
+}
+
+Expected<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const MediaLimits& limits) {
+  JpegJob job;
+  job.bytes = bytes;
+  job.limits = &limits;
+  if (!DecodeJpegInto(&job)) return InvalidArgument(job.failure);
+  return ApplyExifOrientation(std::move(job.image), ExifOrientation(job.exif));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,48 +195,54 @@ void PngRead(png_structp png, png_bytep out, png_size_t n) {
 }
 void PngError(png_structp png, png_const_charp message) {
   auto* r = static_cast<PngReader*>(png_get_error_ptr(png));
-  if (r->failure.empty()) r->failure = message;
+  if (r->failure.empty()) SetFailure(&r->failure, message);
   png_longjmp(png, 1);
 }
 void PngWarning(png_structp, png_const_charp) {}
 
-Expected<RgbImage> DecodePng(std::span<const uint8_t> bytes, const MediaLimits& limits) {
+// As JpegJob: the caller owns everything; DecodePngInto's frame holds only C state.
+struct PngJob {
   PngReader reader;
-  reader.bytes = bytes;
+  const MediaLimits* limits = nullptr;
   RgbImage image;
   std::vector<uint8_t> rgba;
   std::vector<png_bytep> rows;
   std::vector<uint8_t> exif;
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, PngError, PngWarning);
-  if (png == nullptr) return Internal("png_create_read_struct failed");
+  bool alpha = false;
+};
+
+bool DecodePngInto(PngJob* job) {
+  PngReader* reader = &job->reader;
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, reader, PngError, PngWarning);
+  if (png == nullptr) {
+    SetFailure(&reader->failure, "png_create_read_struct failed");
+    return false;
+  }
   png_infop info = png_create_info_struct(png);
   if (info == nullptr) {
     png_destroy_read_struct(&png, nullptr, nullptr);
-    return Internal("png_create_info_struct failed");
+    SetFailure(&reader->failure, "png_create_info_struct failed");
+    return false;
   }
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_read_struct(&png, &info, nullptr);
-    return InvalidArgument(reader.failure.rfind("the ", 0) == 0 ? reader.failure
-                                                                : fmt::format("the PNG image is corrupt: {}",
-                                                                              reader.failure));
+    PrefixFailure(&reader->failure, "the PNG image is corrupt: ", "unknown error");
+    return false;
   }
-  png_set_read_fn(png, &reader, PngRead);
+  png_set_read_fn(png, reader, PngRead);
   // libpng's own limits as a second line: the dimension check below is the one that reports.
-  png_set_user_limits(png, static_cast<png_uint_32>(limits.max_image_side),
-                      static_cast<png_uint_32>(limits.max_image_side));
+  png_set_user_limits(png, static_cast<png_uint_32>(job->limits->max_image_side),
+                      static_cast<png_uint_32>(job->limits->max_image_side));
   png_set_chunk_malloc_max(png, 64u << 20);
   png_read_info(png, info);
   png_uint_32 width = 0, height = 0;
   int bit_depth = 0, color_type = 0, interlace = 0;
   png_get_IHDR(png, info, &width, &height, &bit_depth, &color_type, &interlace, nullptr, nullptr);
-  if (Status s = CheckDimensions(width, height, limits, "PNG"); !s.ok()) {
-    reader.failure = s.message();
-    png_longjmp(png, 1);
-  }
-  bool alpha = (color_type & PNG_COLOR_MASK_ALPHA) != 0;
+  if (Failed(CheckDimensions(width, height, *job->limits, "PNG"), &reader->failure)) png_longjmp(png, 1);
+  job->alpha = (color_type & PNG_COLOR_MASK_ALPHA) != 0;
   if (png_get_valid(png, info, PNG_INFO_tRNS)) {
     png_set_tRNS_to_alpha(png);
-    alpha = true;
+    job->alpha = true;
   }
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -216,32 +251,41 @@ Expected<RgbImage> DecodePng(std::span<const uint8_t> bytes, const MediaLimits& 
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const int channels = png_get_channels(png, info);
-  if (channels != (alpha ? 4 : 3) || png_get_rowbytes(png, info) != size_t(width) * channels) {
-    reader.failure = fmt::format("the PNG image decodes to {} channels, expected {}", channels, alpha ? 4 : 3);
+  if (channels != (job->alpha ? 4 : 3) || png_get_rowbytes(png, info) != size_t(width) * channels) {
+    SetFailure(&reader->failure,
+               fmt::format("the PNG image decodes to {} channels, expected {}", channels, job->alpha ? 4 : 3));
     png_longjmp(png, 1);
   }
-  image.width = width;
-  image.height = height;
-  image.pixels.resize(size_t(width) * height * 3);
-  uint8_t* target = image.pixels.data();
-  if (alpha) {
-    rgba.resize(size_t(width) * height * 4);
-    target = rgba.data();
+  job->image.width = width;
+  job->image.height = height;
+  job->image.pixels.resize(size_t(width) * height * 3);
+  uint8_t* target = job->image.pixels.data();
+  if (job->alpha) {
+    job->rgba.resize(size_t(width) * height * 4);
+    target = job->rgba.data();
   }
-  rows.resize(height);
-  for (png_uint_32 y = 0; y < height; ++y) rows[y] = target + size_t(y) * width * channels;
-  png_read_image(png, rows.data());
+  job->rows.resize(height);
+  for (png_uint_32 y = 0; y < height; ++y) job->rows[y] = target + size_t(y) * width * channels;
+  png_read_image(png, job->rows.data());
   png_read_end(png, info);
 #ifdef PNG_eXIf_SUPPORTED
   png_uint_32 exif_size = 0;
   png_bytep exif_data = nullptr;
   if (png_get_eXIf_1(png, info, &exif_size, &exif_data) != 0 && exif_data != nullptr) {
-    exif.assign(exif_data, exif_data + exif_size);
+    job->exif.assign(exif_data, exif_data + exif_size);
   }
 #endif
   png_destroy_read_struct(&png, &info, nullptr);
-  if (alpha) CompositeOverWhite(rgba.data(), int64_t(width) * height, image.pixels.data());
-  return ApplyExifOrientation(std::move(image), ExifOrientation(exif));
+  return true;
+}
+
+Expected<RgbImage> DecodePng(std::span<const uint8_t> bytes, const MediaLimits& limits) {
+  PngJob job;
+  job.reader.bytes = bytes;
+  job.limits = &limits;
+  if (!DecodePngInto(&job)) return InvalidArgument(job.reader.failure);
+  if (job.alpha) CompositeOverWhite(job.rgba.data(), job.image.width * job.image.height, job.image.pixels.data());
+  return ApplyExifOrientation(std::move(job.image), ExifOrientation(job.exif));
 }
 
 // ---------------------------------------------------------------------------------------------
