@@ -185,6 +185,12 @@ void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
   metrics_->kv_transfer_received.Add(static_cast<double>(kv.transfers_received - last_kv_.transfers_received));
   metrics_->kv_transfer_pull_failures.Add(static_cast<double>(kv.pulls_failed - last_kv_.pulls_failed));
   metrics_->kv_transfer_holds_expired.Add(static_cast<double>(kv.holds_expired - last_kv_.holds_expired));
+  const MultiModalStepStats& mm = stats.multimodal;
+  metrics_->mm_items_encoded.Add(static_cast<double>(mm.items_encoded - last_mm_.items_encoded));
+  metrics_->mm_encoder_cache_hits.Add(static_cast<double>(mm.cache_hits - last_mm_.cache_hits));
+  metrics_->mm_embeddings.Add(static_cast<double>(mm.embeddings - last_mm_.embeddings));
+  metrics_->mm_encode_seconds.Add(mm.encode_seconds - last_mm_.encode_seconds);
+  last_mm_ = mm;
   last_kv_ = kv;
   last_spec_ = spec;
   last_preemptions_ = stats.num_preemptions;

@@ -100,6 +100,7 @@ class AsyncEngine {
   std::unordered_map<RequestIndex, std::shared_ptr<RequestStream>> streams_;  // guarded by streams_mu_
   // Previous totals, to turn the scheduler's cumulative counters into metric increments.
   KvTransferStats last_kv_;
+  MultiModalStepStats last_mm_;
   int64_t last_preemptions_ = 0, last_prefix_queries_ = 0, last_prefix_hits_ = 0;
   SpecDecodeCounters last_spec_;
   std::unordered_map<RequestIndex, Clock::time_point> last_token_time_;  // engine thread only

@@ -34,6 +34,7 @@ void GenerationJob::Submit(size_t i) {
   input.priority = c.spec.priority;
   input.cache_salt_key = c.spec.cache_salt_key;
   input.kv_transfer = c.spec.kv_transfer;
+  input.mm_features = c.spec.mm_features;
   input.eos_token_id = context_->model.eos_token_id;
   c.req = context_->engine->Submit(std::move(input), stream_);
   c.submitted = true;

@@ -24,6 +24,7 @@ struct ChoiceSpec {
   uint64_t cache_salt_key = 0;
   int prompt_index = 0;     // which prompt of the call (completions accept several)
   KvTransferRequest kv_transfer;  // disaggregation (engine/kv_transfer_params.h)
+  std::vector<MultiModalFeature> mm_features;  // the prompt's media (server/multimodal), in prompt order
 };
 
 struct ChoiceDelta {

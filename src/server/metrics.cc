@@ -20,7 +20,7 @@ std::string ServerMetrics::Render() const {
            &prompt_tokens, &generation_tokens, &num_preemptions, &spec_decode_num_drafts,
            &spec_decode_num_draft_tokens, &spec_decode_num_accepted_tokens, &spec_decode_accepted_per_pos, &spec_decode_drafts_per_len, &kv_transfer_held, &kv_transfer_waiting, &kv_transfer_sent_bytes, &kv_transfer_received_bytes,
            &kv_transfer_sent, &kv_transfer_received, &kv_transfer_pull_failures, &kv_transfer_holds_expired,
-           &requests_success, &requests_failed,
+           &mm_items_encoded, &mm_encoder_cache_hits, &mm_embeddings, &mm_encode_seconds, &requests_success, &requests_failed,
            &time_to_first_token, &inter_token_latency, &e2e_request_latency, &request_queue_time,
            static_cast<const Metric*>(expert_load.get())}) {
     m->Render(labels, &out);

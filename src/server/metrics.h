@@ -74,6 +74,12 @@ struct ServerMetrics {
                                     "Consumer: pulls that failed; the prompt was computed here instead."};
   Counter kv_transfer_holds_expired{"ember:kv_transfer_holds_expired_total",
                                     "Producer: held KV nobody pulled within hold_timeout_s."};
+  // Multimodal inputs (images, video, audio) through the runner's encoders.
+  Counter mm_items_encoded{"ember:mm_items_encoded_total", "Media items run through an encoder."};
+  Counter mm_encoder_cache_hits{"ember:mm_encoder_cache_hits_total",
+                                "Media items whose encoder output came from the encoder cache."};
+  Counter mm_embeddings{"ember:mm_embedding_positions_total", "Prompt positions filled with encoder output."};
+  Counter mm_encode_seconds{"ember:mm_encode_seconds_total", "Time the encoders ran."};
   Counter requests_success{"ember:request_success_total", "Requests that finished normally."};
   Counter requests_failed{"ember:request_failure_total", "Requests rejected or aborted."};
   Histogram time_to_first_token{"ember:time_to_first_token_seconds", "Arrival to first generated token.",

@@ -11,6 +11,7 @@
 #include "server/admission.h"
 #include "server/async_engine.h"
 #include "server/metrics.h"
+#include "server/multimodal/mm_processor.h"
 #include "server/output_parsers/output_parser.h"
 #include "structured/compiler.h"
 #include "tokenizer/chat_template.h"
@@ -43,6 +44,7 @@ struct ServerConfig {
   int io_threads = 1;
   int handler_threads = 2;
   bool enable_prefix_caching = true;    // lets n > 1 share the prompt's blocks
+  bool language_model_only = false;     // --language-model-only: the towers were not loaded
   SamplingParams default_sampling;      // the model's generation config; requests override
 };
 
@@ -58,6 +60,9 @@ struct ServingModel {
   // requests answer 400.
   structured::ConstraintCompiler* constraints = nullptr;
   int64_t created_unix = 0;                     // for /v1/models
+  // Image, video and audio parts of chat requests (null: the model takes text only, or the towers
+  // were not loaded: --language-model-only).
+  std::unique_ptr<MultiModalProcessor> multimodal;
 };
 
 struct ServingContext {

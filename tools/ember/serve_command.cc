@@ -22,6 +22,7 @@
 #include "tools/ember/common.h"
 #include "tools/ember/parallel_ranks.h"
 #include "tools/ember/engine_options.h"
+#include "tools/ember/multimodal_options.h"
 #include "tools/ember/shutdown_signals.h"
 
 namespace ember::tools {
@@ -36,6 +37,7 @@ struct ServeOptions {
   std::string api_key_env;
   std::string chat_template;  // --chat-template: a file, or the template itself; empty: the model's
   std::string expert_load_metrics = "on";  // --expert-load-metrics on|off
+  MultiModalFlags multimodal;
 };
 
 // vLLM's --chat-template: the path of a Jinja file, or the template given inline.
@@ -111,6 +113,16 @@ int RunServe(ServeOptions& o) {
   }
 
   o.flags.engine.model_path = o.model;
+  auto mm_options = o.multimodal.Options();
+  if (!mm_options.ok()) return Fail(mm_options.status());
+  auto encoder = LoadMultiModalEncoder(o.model, o.multimodal, Parallel() != nullptr);
+  if (!encoder.ok()) return Fail(encoder.status());
+  o.flags.engine.multimodal_encoder = *encoder;
+  if (*encoder) {
+    auto cache_bytes = o.multimodal.EncoderCacheBytes();
+    if (!cache_bytes.ok()) return Fail(cache_bytes.status());
+    o.flags.engine.encoder_cache_bytes = *cache_bytes;
+  }
   auto engine = CreateEngine(std::move(*model), o.flags.engine);
   if (!engine.ok()) return Fail(engine.status());
   for (const std::string& line : (*engine)->DescribePlan()) EMBER_LOG_INFO("{}", line);
@@ -131,6 +143,16 @@ int RunServe(ServeOptions& o) {
   context.model.output_parser = server::MakeOutputParser(parser);
   if (!context.model.output_parser) {
     return Fail(InvalidArgument(fmt::format("unknown --tool-call-parser '{}'", parser)));
+  }
+  context.config.language_model_only = o.multimodal.language_model_only;
+  if (*encoder) {
+    std::vector<Modality> accepted;
+    for (Modality m : {Modality::kImage, Modality::kVideo, Modality::kAudio}) {
+      if ((*encoder)->Accepts(m)) accepted.push_back(m);
+    }
+    auto processor = server::MultiModalProcessor::Create(o.model, **tokenizer, accepted, *mm_options);
+    if (!processor.ok()) return Fail(processor.status());
+    context.model.multimodal = std::move(*processor);
   }
   context.model.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
   for (size_t i = 1; i < eos.size(); ++i) context.model.extra_stop_token_ids.push_back(static_cast<int32_t>(eos[i]));
@@ -256,6 +278,7 @@ void RegisterServeCommand(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   AddEngineOptions(cmd, &o->flags);
+  AddMultiModalOptions(cmd, &o->multimodal);
   cmd->callback([o] { SetExitCode(RunServe(*o)); });
 }
 

@@ -191,8 +191,43 @@ void ReadPrompt(const json& p, FieldReader& r, CompletionRequest* c) {
   }
 }
 
-// Checks roles and content; content parts must be text ({"type": "text", "text": ...}) until
-// ember has multimodal inputs, and stay a list (the template decides how to read them).
+// The shape of one content part: text, or an OpenAI / vLLM media part whose URL or data is a
+// string (what it holds is checked when the media is fetched and decoded, server/multimodal).
+std::optional<ApiError> CheckContentPart(const json& part, const std::string& where) {
+  const std::string type = StringMember(part, "type");
+  auto needs = [&](const char* member, const char* inner, const char* shape) -> std::optional<ApiError> {
+    const bool ok = part.is_object() && part.contains(member) &&
+                    (part[member].is_object() ? IsObjectWithStringMember(part[member], inner)
+                                              : part[member].is_string() && std::string_view(inner) == "url");
+    if (ok) return std::nullopt;
+    return BadRequest(fmt::format("{}: a {} part must be {}", where, type, shape), "messages");
+  };
+  if (type == "text") {
+    if (IsObjectWithStringMember(part, "text")) return std::nullopt;
+    return BadRequest(where + ": a text part must be {\"type\": \"text\", \"text\": ...}", "messages");
+  }
+  if (type == "image_url") return needs("image_url", "url", "{\"type\": \"image_url\", \"image_url\": {\"url\": ...}}");
+  if (type == "video_url") return needs("video_url", "url", "{\"type\": \"video_url\", \"video_url\": {\"url\": ...}}");
+  if (type == "audio_url") return needs("audio_url", "url", "{\"type\": \"audio_url\", \"audio_url\": {\"url\": ...}}");
+  if (type == "input_audio") {
+    if (auto e = needs("input_audio", "data", "{\"type\": \"input_audio\", \"input_audio\": {\"data\": BASE64, \"format\": ...}}")) {
+      return e;
+    }
+    const json& audio = part["input_audio"];
+    if (audio.contains("format") && !audio["format"].is_string()) {
+      return BadRequest(where + ": input_audio.format must be a string such as \"wav\" or \"mp3\"", "messages");
+    }
+    return std::nullopt;
+  }
+  return BadRequest(fmt::format("{}: content part type '{}' is not one of text, image_url, input_audio, video_url, "
+                                "audio_url",
+                                where, SafeText(type)),
+                    "messages");
+}
+
+// Checks roles and content; content parts are text or media (image_url, input_audio, video_url,
+// audio_url), and stay a list (the template decides how to read them; whether the model takes
+// media is the chat route's check).
 std::optional<ApiError> NormalizeMessages(json& messages) {
   if (!messages.is_array() || messages.empty()) return BadRequest("'messages' must be a non-empty array", "messages");
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -218,12 +253,8 @@ std::optional<ApiError> NormalizeMessages(json& messages) {
     json& content = m["content"];
     if (content.is_string()) continue;
     if (!content.is_array()) return BadRequest(where + ".content must be a string or an array of parts", "messages");
-    for (const json& part : content) {
-      if (StringMember(part, "type") != "text" || !IsObjectWithStringMember(part, "text")) {
-        return BadRequest(where + ".content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported; "
-                                  "image, audio and video inputs are not available yet",
-                          "messages");
-      }
+    for (size_t j = 0; j < content.size(); ++j) {
+      if (auto e = CheckContentPart(content[j], fmt::format("{}.content[{}]", where, j))) return e;
     }
   }
   return std::nullopt;
@@ -299,16 +330,30 @@ const std::vector<Field<CompletionRequest>>& CompletionFields() {
   return fields;
 }
 
-json TextPartsSchema() {
+json ContentPartsSchema() {
+  auto part = [](const char* type, const char* member, json inner) {
+    return json{{"type", "object"},
+                {"properties", {{"type", {{"const", type}}}, {member, std::move(inner)}}},
+                {"required", {"type", member}}};
+  };
+  auto url = [] {
+    return json{{"anyOf", json::array({{{"type", "string"}},
+                                       {{"type", "object"},
+                                        {"properties", {{"url", {{"type", "string"}}}}},
+                                        {"required", {"url"}}}})}};
+  };
+  const json audio = {{"type", "object"},
+                      {"properties", {{"data", {{"type", "string"}}}, {"format", {{"type", "string"}}}}},
+                      {"required", {"data"}}};
   return {{"type", "array"},
-          {"items",
-           {{"type", "object"},
-            {"properties", {{"type", {{"const", "text"}}}, {"text", {{"type", "string"}}}}},
-            {"required", {"type", "text"}}}}};
+          {"items", {{"anyOf", json::array({part("text", "text", {{"type", "string"}}), part("image_url", "image_url", url()),
+                                            part("input_audio", "input_audio", audio),
+                                            part("video_url", "video_url", url()),
+                                            part("audio_url", "audio_url", url())})}}}};
 }
 
 json MessagesSchema() {
-  const json content = {{"anyOf", json::array({{{"type", "string"}}, TextPartsSchema()})}};
+  const json content = {{"anyOf", json::array({{{"type", "string"}}, ContentPartsSchema()})}};
   const json tool_calls = {
       {"type", "array"},
       {"items",
@@ -377,9 +422,11 @@ const std::vector<Field<ChatPrompt>>& ChatPromptFields() {
                          if (auto error = NormalizeMessages(c->messages)) r.Fail(*error);
                        },
                        MessagesSchema},
-       "the conversation; content is a string or text parts (no images, audio or video yet), given to templates "
-       "that loop over parts as the list and to the others joined by \"\\n\"; null members are absent and an "
-       "assistant's missing content is \"\"",
+       "the conversation; content is a string or a list of parts: text, image_url, input_audio, video_url and "
+       "audio_url (media for models that take it: data: URLs, or file:// under --allowed-local-media-path). "
+       "Templates that loop over parts get the list (media parts as {\"type\": \"image\"|\"video\"|\"audio\"}), "
+       "the others the texts joined by \"\\n\" with each media part's placeholder in place; null members are "
+       "absent and an assistant's missing content is \"\"",
        {}, /*required=*/true},
       {"tools", CustomField<ChatPrompt>{ReadTools, ToolsSchema}, "functions the model may call"},
       {"add_generation_prompt", &ChatPrompt::add_generation_prompt, "end the prompt with the assistant's turn"},
@@ -428,6 +475,26 @@ const std::vector<Field<ChatCompletionRequest>>& ChatFields() {
       {"logprobs", &ChatCompletionRequest::logprobs, "log probabilities of the chosen tokens"},
       {"top_logprobs", &ChatCompletionRequest::top_logprobs, "and of this many top tokens; needs logprobs: true",
        {.min = 0, .max = SamplingParams::kMaxLogprobs}, false, {{"logprobs", true}}},
+      {"mm_processor_kwargs",
+       CustomField<ChatCompletionRequest>{
+           [](const json& v, FieldReader& r, ChatCompletionRequest* c) {
+             const char* kShape = "'mm_processor_kwargs' must be an object whose only member is use_audio_in_video (a "
+                                  "boolean)";
+             if (!v.is_object()) return r.Fail(BadRequest(kShape, "mm_processor_kwargs"));
+             for (const auto& [key, value] : v.items()) {
+               if (key != "use_audio_in_video" || !value.is_boolean()) {
+                 return r.Fail(BadRequest(kShape, "mm_processor_kwargs"));
+               }
+               c->use_audio_in_video = value.get<bool>();
+             }
+           },
+           [] {
+             return json{{"type", "object"},
+                         {"properties", {{"use_audio_in_video", {{"type", "boolean"}}}}},
+                         {"additionalProperties", false}};
+           }},
+       "multimodal processing options: use_audio_in_video feeds each video's audio track to the audio encoder after "
+       "its frames"},
   };
   return fields;
 }

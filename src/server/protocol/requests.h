@@ -81,6 +81,9 @@ struct ChatCompletionRequest {
   std::optional<int32_t> max_completion_tokens;
   bool logprobs = false;
   std::optional<int32_t> top_logprobs;
+  // mm_processor_kwargs {"use_audio_in_video": true}: each video's audio track goes through the
+  // audio encoder too, after its frames.
+  bool use_audio_in_video = false;
 };
 
 // POST /tokenize, vLLM's two shapes: `prompt` (TokenizeCompletionRequest) or `messages`

@@ -6,6 +6,41 @@ namespace ember::server {
 
 using json = nlohmann::ordered_json;
 
+namespace {
+
+// The modality a media part's type names, or none for text.
+std::optional<Modality> MediaModality(const std::string& type) {
+  if (type == "image_url") return Modality::kImage;
+  if (type == "video_url") return Modality::kVideo;
+  if (type == "audio_url" || type == "input_audio") return Modality::kAudio;
+  return std::nullopt;
+}
+
+}  // namespace
+
+json TemplateContent(const json& content, bool wants_parts, const MultiModalProcessor* multimodal) {
+  if (wants_parts) {
+    // As vLLM hands parts to templates: a media part is {"type": "image"} (or video, audio).
+    json parts = json::array();
+    for (const json& part : content) {
+      const std::optional<Modality> m = MediaModality(part["type"].get<std::string>());
+      parts.push_back(m ? json{{"type", ModalityName(*m)}} : part);
+    }
+    return parts;
+  }
+  // Parts joined by "\n", each media part as the placeholder the processor expands.
+  std::string text;
+  bool first = true;
+  for (const json& part : content) {
+    const std::optional<Modality> m = MediaModality(part["type"].get<std::string>());
+    if (m && multimodal == nullptr) continue;
+    if (!first) text += "\n";
+    text += m ? multimodal->PlaceholderText(*m) : part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
 std::variant<std::string, ApiError> RenderChatPrompt(const ServingModel& model, const ChatPrompt& chat,
                                                      bool with_tools) {
   if (model.chat_template == nullptr) {
@@ -14,9 +49,10 @@ std::variant<std::string, ApiError> RenderChatPrompt(const ServingModel& model, 
   const Tokenizer& tokenizer = *model.tokenizer;
   ChatTemplateInputs inputs;
   inputs.messages = chat.messages;
-  if (!model.chat_template->wants_content_parts()) {
-    for (json& m : inputs.messages) {
-      if (m.contains("content") && m["content"].is_array()) m["content"] = ContentText(m["content"]);
+  const bool wants_parts = model.chat_template->wants_content_parts();
+  for (json& m : inputs.messages) {
+    if (m.contains("content") && m["content"].is_array()) {
+      m["content"] = TemplateContent(m["content"], wants_parts, model.multimodal.get());
     }
   }
   if (with_tools) inputs.tools = chat.tools;

@@ -17,6 +17,13 @@ namespace ember::server {
 // by "\n" (vLLM's two content formats). `with_tools`: pass chat.tools to the template. A model
 // without a template, or a template error (continue_final_message whose text the render lacks
 // included), is a 400.
+// One message's content list as the template sees it: for templates that loop over parts, the
+// parts with each media part as {"type": "image"|"video"|"audio"} (vLLM's form); for the others,
+// the parts' texts joined by "\n" with each media part as `multimodal`'s placeholder text (media
+// parts are dropped when it is null: the route refuses them first).
+nlohmann::ordered_json TemplateContent(const nlohmann::ordered_json& content, bool wants_parts,
+                                       const MultiModalProcessor* multimodal);
+
 std::variant<std::string, ApiError> RenderChatPrompt(const ServingModel& model, const ChatPrompt& chat,
                                                      bool with_tools = true);
 

@@ -49,10 +49,12 @@ TEST(MetricsTest, PrometheusTextFormat) {
   // Disaggregation's counters.
   EXPECT_TRUE(Contains(text, "# TYPE ember:kv_transfer_received_bytes_total counter\n"));
   EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_waiting_for_remote_kv gauge\n"));
+  // Multimodal inputs' counters.
+  EXPECT_TRUE(Contains(text, "# TYPE ember:mm_encoder_cache_hits_total counter\n"));
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 31u);
+  EXPECT_EQ(types, 35u);
 }
 
 }  // namespace

@@ -1,0 +1,277 @@
+#include "server/multimodal/mm_processor.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+
+#include "media/audio_decode.h"
+#include "media/image_decode.h"
+#include "media/muse_image_processor.h"
+#include "media/muse_video_processor.h"
+
+namespace ember::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::array<Modality, 3> kModalities = {Modality::kImage, Modality::kVideo, Modality::kAudio};
+// The processor's placeholder tokens (MuseSparkProcessor: image_token, video_token, audio_token).
+constexpr std::array<const char*, 3> kPlaceholderTexts = {"<|patch|>", "<|video|>", "<|audio|>"};
+constexpr std::array<const char*, 3> kPlural = {"images", "videos", "audio inputs"};
+
+std::string StringAt(const json& part, const char* member, const char* inner) {
+  const json& v = part[member];
+  if (v.is_string()) return v.get<std::string>();
+  return v[inner].get<std::string>();
+}
+
+}  // namespace
+
+std::vector<MediaPart> CollectMediaParts(const json& messages) {
+  std::vector<MediaPart> parts;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& content = messages[i]["content"];
+    if (!content.is_array()) continue;
+    for (size_t j = 0; j < content.size(); ++j) {
+      const json& part = content[j];
+      const std::string type = part["type"].get<std::string>();
+      MediaPart m;
+      m.field = fmt::format("messages[{}].content[{}]", i, j);
+      if (type == "image_url") {
+        m.modality = Modality::kImage;
+        m.url = StringAt(part, "image_url", "url");
+      } else if (type == "video_url") {
+        m.modality = Modality::kVideo;
+        m.url = StringAt(part, "video_url", "url");
+      } else if (type == "audio_url") {
+        m.modality = Modality::kAudio;
+        m.url = StringAt(part, "audio_url", "url");
+      } else if (type == "input_audio") {
+        m.modality = Modality::kAudio;
+        m.audio_data = part["input_audio"]["data"].get<std::string>();
+        m.audio_format = part["input_audio"].value("format", "");
+      } else {
+        continue;
+      }
+      parts.push_back(std::move(m));
+    }
+  }
+  return parts;
+}
+
+Expected<std::unique_ptr<MultiModalProcessor>> MultiModalProcessor::Create(const std::string& dir,
+                                                                           const Tokenizer& tokenizer,
+                                                                           std::vector<Modality> accepted,
+                                                                           MultiModalOptions options) {
+  EMBER_ASSIGN_OR_RETURN(media::MuseProcessorConfig config, media::LoadMuseProcessorConfig(dir));
+  std::unique_ptr<MultiModalProcessor> p(new MultiModalProcessor(tokenizer, std::move(config), std::move(options)));
+  p->config_key_ = media::ProcessorConfigKey(p->config_);
+  for (Modality m : accepted) {
+    Placeholder& placeholder = p->placeholders_[Index(m)];
+    placeholder.text = kPlaceholderTexts[Index(m)];
+    const std::optional<int32_t> id = tokenizer.TokenId(placeholder.text);
+    if (!id || !tokenizer.IsSpecial(*id)) {
+      return InvalidArgument(fmt::format("the model takes {} but its tokenizer has no special token {}: use a "
+                                         "tokenizer with Muse Spark's multimodal tokens, or --language-model-only",
+                                         kPlural[Index(m)], placeholder.text));
+    }
+    placeholder.id = *id;
+    p->accepted_[Index(m)] = true;
+  }
+  return p;
+}
+
+bool MultiModalProcessor::Accepts(Modality modality) const { return accepted_[Index(modality)]; }
+
+std::variant<std::vector<uint8_t>, ApiError> MultiModalProcessor::Bytes(const MediaPart& part) const {
+  if (!part.url.empty() || part.audio_data.empty()) return FetchMedia(part.url, options_.access, part.field);
+  std::vector<uint8_t> bytes;
+  if (!DecodeBase64(part.audio_data, options_.access.max_media_bytes, &bytes)) {
+    const bool too_large = static_cast<int64_t>(part.audio_data.size()) / 4 * 3 > options_.access.max_media_bytes;
+    return BadRequest(too_large ? fmt::format("{}: the audio is larger than the server's limit of {} bytes per item "
+                                              "(--max-media-bytes)",
+                                              part.field, options_.access.max_media_bytes)
+                                : fmt::format("{}: input_audio.data is not valid base64", part.field),
+                      "messages");
+  }
+  if (bytes.empty()) return BadRequest(part.field + ": input_audio.data is empty", "messages");
+  return bytes;
+}
+
+MultiModalProcessor::Item MultiModalProcessor::Finish(Modality modality, const kv::BlockHash& hash,
+                                                      std::shared_ptr<EncoderInput> input,
+                                                      const std::string& replacement) const {
+  Item item;
+  item.tokens = tokenizer_.Encode(replacement, /*add_special=*/false, /*parse_special=*/true);
+  const int32_t id = placeholders_[Index(modality)].id;
+  // The feature's range runs from its first placeholder to its last; a video's timestamps and
+  // separators inside it are text (is_embed false), its start and end tokens lie outside.
+  const auto first = std::find(item.tokens.begin(), item.tokens.end(), id);
+  const auto last = std::find(item.tokens.rbegin(), item.tokens.rend(), id).base();
+  MultiModalFeature& f = item.feature;
+  f.modality = modality;
+  f.hash = hash;
+  f.offset = first - item.tokens.begin();
+  f.length = last - first;
+  if (std::any_of(first, last, [id](int32_t t) { return t != id; })) {
+    for (auto it = first; it != last; ++it) f.is_embed.push_back(*it == id);
+  }
+  item.bytes = static_cast<int64_t>(input->data.size() * sizeof(float) + item.tokens.size() * sizeof(int32_t));
+  f.input = std::move(input);
+  return item;
+}
+
+Expected<MultiModalProcessor::Item> MultiModalProcessor::Preprocess(Modality modality,
+                                                                    const std::vector<uint8_t>& bytes,
+                                                                    const kv::BlockHash& hash) const {
+  auto input = std::make_shared<EncoderInput>();
+  input->modality = modality;
+  std::string replacement;
+  int64_t expected_rows = 0;
+  if (modality == Modality::kImage) {
+    EMBER_ASSIGN_OR_RETURN(media::RgbImage image, media::DecodeImage(bytes, options_.limits));
+    EMBER_ASSIGN_OR_RETURN(media::ProcessedVisual visual, media::ProcessImage(image, config_));
+    replacement = media::RenderImagePlaceholder(visual);
+    expected_rows = visual.num_tokens;
+    input->data = std::move(visual.pixel_values);
+    input->num_patches = visual.num_patches;
+    input->grid_thw = visual.grid_thw;
+  } else if (modality == Modality::kVideo) {
+    EMBER_ASSIGN_OR_RETURN(media::ProcessedVideo video, media::ProcessVideo(bytes, options_.limits, config_));
+    EMBER_ASSIGN_OR_RETURN(replacement, media::RenderVideoPlaceholder(video, config_));
+    expected_rows = video.visual.num_tokens;
+    input->data = std::move(video.visual.pixel_values);
+    input->num_patches = video.visual.num_patches;
+    input->grid_thw = video.visual.grid_thw;
+  } else {
+    EMBER_ASSIGN_OR_RETURN(media::DecodedAudio audio, media::DecodeAudio(bytes, options_.limits, config_.sampling_rate));
+    if (audio.samples.empty()) return InvalidArgument("the audio holds no samples");
+    expected_rows = media::NumAudioTokens(static_cast<int64_t>(audio.samples.size()), config_);
+    replacement = media::RenderAudioPlaceholder(expected_rows);
+    input->data = std::move(audio.samples);
+  }
+  Item item = Finish(modality, hash, std::move(input), replacement);
+  if (item.feature.num_embeds() != expected_rows) {
+    return Internal(fmt::format("the {} placeholder text became {} placeholder tokens, not {}: the tokenizer splits "
+                                "{}",
+                                ModalityName(modality), item.feature.num_embeds(), expected_rows,
+                                kPlaceholderTexts[Index(modality)]));
+  }
+  return item;
+}
+
+std::variant<MultiModalProcessor::ItemPtr, ApiError> MultiModalProcessor::Process(Modality modality,
+                                                                                 const std::vector<uint8_t>& bytes,
+                                                                                 const std::string& field) {
+  // The item is a function of the bytes, the modality and the processor's settings.
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  const uint8_t tag = static_cast<uint8_t>(modality);
+  XXH3_128bits_update(state, &tag, 1);
+  XXH3_128bits_update(state, config_key_.data(), config_key_.size());
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  const kv::BlockHash hash{h.low64, h.high64};
+  if (ItemPtr cached = FindCached(hash)) return cached;
+  Expected<Item> item = Preprocess(modality, bytes, hash);
+  if (!item.ok()) {
+    if (item.status().code() == StatusCode::kInternal) return FromStatus(item.status(), "messages");
+    return BadRequest(fmt::format("{}: {}", field, item.status().message()), "messages");
+  }
+  auto shared = std::make_shared<const Item>(std::move(*item));
+  Cache(hash, shared);
+  return shared;
+}
+
+MultiModalProcessor::ItemPtr MultiModalProcessor::FindCached(const kv::BlockHash& hash) {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(hash);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void MultiModalProcessor::Cache(const kv::BlockHash& hash, ItemPtr item) {
+  std::lock_guard lock(mu_);
+  if (item->bytes > options_.processed_cache_bytes || index_.contains(hash)) return;
+  while (cached_bytes_ + item->bytes > options_.processed_cache_bytes) {
+    cached_bytes_ -= lru_.back().second->bytes;
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  cached_bytes_ += item->bytes;
+  lru_.emplace_front(hash, std::move(item));
+  index_[hash] = lru_.begin();
+}
+
+std::variant<ExpandedPrompt, ApiError> MultiModalProcessor::Expand(const std::vector<int32_t>& prompt,
+                                                                   const std::vector<MediaPart>& parts,
+                                                                   bool use_audio_in_video) {
+  std::array<int64_t, 3> counts{};
+  for (const MediaPart& part : parts) {
+    const size_t m = Index(part.modality);
+    if (!accepted_[m]) {
+      return BadRequest(fmt::format("{}: this model does not take {}", part.field, kPlural[m]), "messages");
+    }
+    if (++counts[m] > options_.max_per_prompt[m]) {
+      return BadRequest(fmt::format("{}: at most {} {} per prompt (--limit-mm-per-prompt)", part.field,
+                                    options_.max_per_prompt[m], kPlural[m]),
+                        "messages");
+    }
+  }
+  if (use_audio_in_video && counts[Index(Modality::kVideo)] > 0 && !accepted_[Index(Modality::kAudio)]) {
+    return BadRequest("use_audio_in_video: this model does not take audio inputs", "mm_processor_kwargs");
+  }
+  // Each modality's parts, preprocessed, in order; a video's audio track rides with it.
+  std::array<std::vector<std::pair<ItemPtr, ItemPtr>>, 3> items;
+  for (const MediaPart& part : parts) {
+    auto bytes = Bytes(part);
+    if (auto* e = std::get_if<ApiError>(&bytes)) return *e;
+    const std::vector<uint8_t>& b = std::get<std::vector<uint8_t>>(bytes);
+    auto item = Process(part.modality, b, part.field);
+    if (auto* e = std::get_if<ApiError>(&item)) return *e;
+    ItemPtr audio;
+    if (use_audio_in_video && part.modality == Modality::kVideo) {
+      auto track = Process(Modality::kAudio, b, part.field + " (its audio track)");
+      if (auto* e = std::get_if<ApiError>(&track)) return *e;
+      audio = std::get<ItemPtr>(track);
+    }
+    items[Index(part.modality)].emplace_back(std::get<ItemPtr>(item), std::move(audio));
+  }
+  for (Modality m : kModalities) {
+    const Placeholder& placeholder = placeholders_[Index(m)];
+    if (placeholder.id < 0) continue;
+    const int64_t found = std::count(prompt.begin(), prompt.end(), placeholder.id);
+    if (found != counts[Index(m)]) {
+      return BadRequest(fmt::format("the rendered prompt holds {} {} placeholders for {} {}: each media part needs "
+                                    "exactly one (does the text contain {} itself, or does the chat template drop "
+                                    "media parts?)",
+                                    found, placeholder.text, counts[Index(m)], kPlural[Index(m)], placeholder.text),
+                        "messages");
+    }
+  }
+  ExpandedPrompt out;
+  std::array<size_t, 3> next{};
+  auto append = [&out](const Item& item) {
+    MultiModalFeature f = item.feature;
+    f.offset += static_cast<int64_t>(out.token_ids.size());
+    out.token_ids.insert(out.token_ids.end(), item.tokens.begin(), item.tokens.end());
+    out.features.push_back(std::move(f));
+  };
+  for (int32_t token : prompt) {
+    const auto m = std::find_if(kModalities.begin(), kModalities.end(),
+                                [&](Modality x) { return placeholders_[Index(x)].id == token; });
+    if (m == kModalities.end()) {
+      out.token_ids.push_back(token);
+      continue;
+    }
+    const auto& [item, audio] = items[Index(*m)][next[Index(*m)]++];
+    append(*item);
+    if (audio) append(*audio);
+  }
+  return out;
+}
+
+}  // namespace ember::server

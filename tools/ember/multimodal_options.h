@@ -1,0 +1,37 @@
+// `ember serve`'s multimodal flags, with vLLM's names: which towers load (--language-model-only),
+// how many items a prompt may hold (--limit-mm-per-prompt), where media may come from
+// (--allowed-local-media-path), and the bounds on each item and on the encoder cache.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "runner/multimodal/encoder.h"
+#include "server/multimodal/mm_processor.h"
+
+namespace ember::tools {
+
+struct MultiModalFlags {
+  bool language_model_only = false;
+  std::string limit_mm_per_prompt;     // JSON: {"image": N, "video": N, "audio": N}
+  std::string allowed_local_media_path;
+  std::string max_media_bytes = "16MiB";
+  std::string encoder_cache_size = "256MiB";
+  double max_media_seconds = 600;      // a video's or a clip's duration at most
+
+  // The server's processor options from the flags; errors name the flag.
+  Expected<server::MultiModalOptions> Options() const;
+  Expected<int64_t> EncoderCacheBytes() const;
+};
+
+void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* flags);
+
+// The model directory's towers unless --language-model-only (null: none to load, or a multi-rank
+// engine, which runs text only and says so in the log).
+Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const std::string& model,
+                                                                         const MultiModalFlags& flags,
+                                                                         bool parallel);
+
+}  // namespace ember::tools
