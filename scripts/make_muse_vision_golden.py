@@ -55,10 +55,13 @@ from transformers import (  # noqa: E402
     MuseSparkAudioConfig,
     MuseSparkConfig,
     MuseSparkForConditionalGeneration,
-    MuseSparkTextConfig,
     MuseSparkVisionConfig,
 )
 from transformers.models.muse_glimmer import MuseGlimmerImageProcessor, MuseGlimmerVideoProcessor  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_muse_audio_golden import max_rel, random_bf16_model, tiny_text_config  # noqa: E402  (the audio fixture's text model)
+from make_muse_golden import text_weight_std  # noqa: E402  (the text fixtures' init rules)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "tests" / "golden" / "muse_spark_vision"
@@ -90,13 +93,7 @@ def fail(msg: str) -> None:
 
 
 def build_config() -> MuseSparkConfig:
-    text = MuseSparkTextConfig(
-        vocab_size=64, hidden_size=TEXT_HIDDEN, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=8,
-        layer_types=["full_attention"], layer_rope_theta=[0.0],
-        num_local_experts=2, num_experts_per_tok=1, moe_hidden_size=32, moe_intermediate_size=32,
-        mlp_layer_types=["dense"], rms_norm_eps=TEXT_EPS, tie_word_embeddings=False,
-    )
+    text = tiny_text_config(TEXT_HIDDEN, TEXT_EPS)
     vision = MuseSparkVisionConfig(
         patch_size=PATCH, pos_emb_height=POS_SIDE, pos_emb_width=POS_SIDE, num_attention_heads=HEADS,
         num_hidden_layers=len(LAYER_TYPES), hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, hidden_act="gelu",
@@ -110,9 +107,6 @@ def build_config() -> MuseSparkConfig:
                            out_hidden_size=OUT_HIDDEN, projector_hidden_size=PROJECTOR,
                            projector_hidden_act="gelu")
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_muse_golden import text_weight_std  # noqa: E402  (the text fixtures' init rules)
 
 VISION_PREFIXES = ("model.vision_tower.", "model.vision_adapter.", "model.vision_projection.")
 
@@ -136,19 +130,9 @@ def other_std(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
     return text_weight_std(name, shape, SimpleNamespace(hidden_size=TEXT_HIDDEN))
 
 
-@torch.no_grad()
 def make_model() -> MuseSparkForConditionalGeneration:
-    torch.manual_seed(SEED)
-    model = MuseSparkForConditionalGeneration(build_config()).to(torch.float32).eval()
-    gen = torch.Generator().manual_seed(SEED)
-    for name, t in sorted(model.state_dict(keep_vars=True).items()):
-        if not t.is_floating_point():
-            continue
-        shape = tuple(t.shape)
-        mean, std = vision_std(name, shape) if name.startswith(VISION_PREFIXES) else other_std(name, shape)
-        vals = torch.randn(t.shape, generator=gen, dtype=torch.float32) * std + mean
-        t.data.copy_(vals.to(torch.bfloat16).to(torch.float32))
-    return model
+    return random_bf16_model(build_config(), SEED, lambda name, shape: vision_std(name, shape)
+                             if name.startswith(VISION_PREFIXES) else other_std(name, shape))
 
 
 def draw(h: int, w: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -262,12 +246,6 @@ def f64_forward(sd: dict[str, torch.Tensor], pixels: np.ndarray, grids: list[lis
     proj = a @ w("model.vision_projection.weight").T
     features = proj / np.sqrt((proj * proj).mean(-1, keepdims=True) + TEXT_EPS)
     return patch_embed, tower, features
-
-
-def max_rel(a: np.ndarray, b: np.ndarray) -> float:
-    """Worst |a - b| over a row, relative to that row's largest |b|, over all rows."""
-    a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
-    return float((np.abs(a - b).max(-1) / np.abs(b).max(-1)).max())
 
 
 @torch.no_grad()

@@ -1,10 +1,15 @@
 #include "model/encoder_ops.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "core/dtypes.h"
 #include "core/thread_pool.h"
+#include "formats/checkpoint.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/weight_source.h"
@@ -79,6 +84,22 @@ Expected<std::vector<float>> RequireF32(WeightSource& source, const std::string&
 
 Expected<TensorView> RequireMatrix(WeightSource& source, const std::string& name, int64_t out, int64_t in) {
   return source.Require(name, {DType::kBF16, DType::kF32}, Shape{out, in});
+}
+
+Expected<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("cannot open {}", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
+  return json;
+}
+
+Expected<std::unique_ptr<WeightSource>> OpenDirectoryWeights(const std::string& dir) {
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
+  std::shared_ptr<const Checkpoint> checkpoint = std::move(opened);
+  return MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir));
 }
 
 }  // namespace ember::encoder_ops

@@ -3,7 +3,10 @@
 // loaders of their tensors. All f32.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,11 @@ void GeluErf(float* x, int64_t count);
 Expected<std::vector<float>> RequireF32(WeightSource& source, const std::string& name, const Shape& shape);
 // The linear weight `name` [out, in], left as stored (bf16 or f32) for Linear.
 Expected<TensorView> RequireMatrix(WeightSource& source, const std::string& name, int64_t out, int64_t in);
+
+// A config.json (NotFound if it cannot be opened, InvalidArgument if it is not JSON).
+Expected<nlohmann::json> ReadJsonFile(const std::string& path);
+// The safetensors of a Hugging Face model directory, mapped, as a WeightSource.
+Expected<std::unique_ptr<WeightSource>> OpenDirectoryWeights(const std::string& dir);
 
 }  // namespace encoder_ops
 }  // namespace ember

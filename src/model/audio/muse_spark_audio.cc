@@ -5,11 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/thread_pool.h"
-#include "formats/checkpoint.h"
 #include "formats/json_fields.h"
 #include "kernels/ops.h"
 #include "model/encoder_ops.h"
@@ -155,12 +152,7 @@ Expected<MuseSparkAudioConfig> MuseSparkAudioConfig::FromJson(const nlohmann::js
 }
 
 Expected<MuseSparkAudioConfig> MuseSparkAudioConfig::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(fmt::format("cannot open {}", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
+  EMBER_ASSIGN_OR_RETURN(const nlohmann::json json, encoder_ops::ReadJsonFile(path));
   return FromJson(json, path);
 }
 
@@ -226,9 +218,8 @@ Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::Load(con
 
 Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::LoadDirectory(const std::string& dir) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig config, MuseSparkAudioConfig::FromFile(dir + "/config.json"));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
-  std::shared_ptr<const Checkpoint> checkpoint = std::move(opened);
-  return Load(config, MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir)));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, encoder_ops::OpenDirectoryWeights(dir));
+  return Load(config, std::move(weights));
 }
 
 // ---- forward ------------------------------------------------------------------------------------
