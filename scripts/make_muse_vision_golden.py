@@ -12,7 +12,7 @@ bfloat16-representable values; the model runs in float32. Writes tests/golden/mu
   config.json, model.safetensors   save_pretrained of the bf16 model
   image{0,1}.u8        the source images, raw RGB uint8 [H, W, 3] (before the processor)
   video.u8             the source video, raw RGB uint8 [frames, H, W, 3]
-  pixel_values.f32     f32 [92, 384]: MuseGlimmerImageProcessor(images) pixel_values (both images packed)
+  pixel_values.f32     f32 [112, 384]: MuseGlimmerImageProcessor(images) pixel_values (both images packed)
   pixel_values_videos.f32  f32 [72, 384]: MuseGlimmerVideoProcessor(video) pixel_values_videos
   {image,video}_patch_embed.f32   f32 [patches, hidden]: vision_tower.patch_embedder output
   {image,video}_tower.f32         f32 [tokens, hidden * merge^2]: vision_tower(...).last_hidden_state
@@ -83,7 +83,7 @@ TEXT_EPS = 1e-5
 OUT_HIDDEN = HIDDEN * MERGE * MERGE  # out_hidden_size: the pixel-shuffled width the adapter takes
 
 # Source media (H, W): the processor resizes them (LANCZOS, aspect kept) to whole merge blocks.
-IMAGE_SIZES = [(50, 83), (70, 33)]   # -> grids [1, 6, 10] (over a window both ways) and [1, 8, 4]
+IMAGE_SIZES = [(66, 83), (70, 33)]   # -> grids [1, 8, 10] (over a window both ways; 80 > 64 queries of a block) and [1, 8, 4]
 VIDEO_FRAMES, VIDEO_SIZE = 5, (30, 50)  # -> [3, 4, 6]: 5 frames padded to 6 (last repeated), 3 groups
 
 
@@ -276,7 +276,7 @@ def main() -> None:
     pixels_v, video_grid = video_in["pixel_values_videos"].to(torch.float32), video_in["video_grid_thw"]
     print(f"images {[i.shape for i in images]} -> pixel_values {tuple(pixels.shape)} grids {image_grid.tolist()}")
     print(f"video {video.shape} -> pixel_values_videos {tuple(pixels_v.shape)} grid {video_grid.tolist()}")
-    if image_grid.tolist() != [[1, 6, 10], [1, 8, 4]] or video_grid.tolist() != [[3, 4, 6]]:
+    if image_grid.tolist() != [[1, 8, 10], [1, 8, 4]] or video_grid.tolist() != [[3, 4, 6]]:
         fail("the processor gave other grids than the fixture is designed around")
 
     img_embed, img_tower, img_feats = run_tower(model, pixels, image_grid)

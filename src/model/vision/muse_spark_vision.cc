@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/json_fields.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/encoder_ops.h"
 #include "model/weight_source.h"
@@ -381,15 +382,22 @@ void ApplyRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const fl
   }, RowChunk(heads * head_dim));
 }
 
-// out [cols, rows] = x [rows, cols]^T, in tiles.
-void Transpose(const float* x, int64_t rows, int64_t cols, float* out) {
-  constexpr int64_t kTile = 32;
-  Pool().ParallelFor((cols + kTile - 1) / kTile, [&](int64_t begin, int64_t end) {
-    for (int64_t c0 = begin * kTile; c0 < std::min(end * kTile, cols); c0 += kTile) {
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        for (int64_t c = c0; c < std::min(c0 + kTile, cols); ++c) {
-          for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r) out[c * rows + r] = x[r * cols + c];
-        }
+// Per (segment, head): the segment's keys of that head as a contiguous [len, head_dim] block and
+// its values transposed, [head_dim, len], both at offset bounds[s] * d + head * len * head_dim,
+// so that attention's two products are plain row-major matmuls (q k^T and v^T p^T).
+void GatherSegmentHeads(const float* k, const float* v, int64_t heads, int64_t head_dim,
+                        const std::vector<int64_t>& bounds, float* kseg, float* vtseg) {
+  const int64_t d = heads * head_dim, segments = static_cast<int64_t>(bounds.size()) - 1;
+  Pool().ParallelFor(segments * heads, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t s = t / heads, h = t % heads, b = bounds[s], len = bounds[s + 1] - b;
+      float* ks = kseg + b * d + h * len * head_dim;
+      float* vs = vtseg + b * d + h * len * head_dim;
+      for (int64_t j = 0; j < len; ++j) {
+        const float* kj = k + (b + j) * d + h * head_dim;
+        const float* vj = v + (b + j) * d + h * head_dim;
+        std::copy(kj, kj + head_dim, ks + j * head_dim);
+        for (int64_t e = 0; e < head_dim; ++e) vs[e * len + j] = vj[e];
       }
     }
   });
@@ -397,13 +405,12 @@ void Transpose(const float* x, int64_t rows, int64_t cols, float* out) {
 
 // Bidirectional softmax attention inside each segment [bounds[s], bounds[s + 1]) of `rows`
 // tokens: out[i, head] = sum_j softmax_j(q_i . k_j * scale) v_j over the j of i's segment.
-// q, v [rows, heads * head_dim]; kt is k transposed, [heads * head_dim, rows], so that a query's
-// scores against a run of keys are a vector loop over the keys. One task = one head of one block
-// of kQueryBlock queries of one segment; tasks are independent, so they thread freely.
-void SegmentAttention(const float* q, const float* kt, const float* v, int64_t rows, int64_t heads, int64_t head_dim,
+// q and out are [rows, heads * head_dim]; kseg / vtseg come from GatherSegmentHeads. One task =
+// one head of one block of kQueryBlock queries of one segment; tasks are independent, so they
+// thread freely, and each runs its two products on the active ISA's single-threaded matmul.
+void SegmentAttention(const float* q, const float* kseg, const float* vtseg, int64_t heads, int64_t head_dim,
                       const std::vector<int64_t>& bounds, float* out) {
-  constexpr int64_t kQueryBlock = 16;
-  constexpr int64_t kKeyBlock = 512;  // scores of a query block against this many keys stay in L1/L2
+  constexpr int64_t kQueryBlock = 64;
   struct Task {
     int64_t seg_begin, seg_end, q_begin, q_end;
   };
@@ -417,50 +424,37 @@ void SegmentAttention(const float* q, const float* kt, const float* v, int64_t r
   }
   const int64_t d = heads * head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::KernelVariant& variant = kernels::ActiveVariant();
   Pool().ParallelFor(static_cast<int64_t>(tasks.size()) * heads, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(kQueryBlock * longest), acc(kQueryBlock * head_dim), sums(kQueryBlock);
+    std::vector<float> qb(kQueryBlock * head_dim), scores(kQueryBlock * longest), out_t(head_dim * kQueryBlock),
+        sums(kQueryBlock);
     for (int64_t t = begin; t < end; ++t) {
       const Task& task = tasks[t / heads];
       const int64_t h = t % heads, nq = task.q_end - task.q_begin, nk = task.seg_end - task.seg_begin;
-      // Scores, one key block at a time: s[r, j] = sum_e q[r, e] kt[e, j].
-      std::fill(scores.begin(), scores.begin() + nq * nk, 0.0f);
-      for (int64_t j0 = 0; j0 < nk; j0 += kKeyBlock) {
-        const int64_t j1 = std::min(j0 + kKeyBlock, nk);
-        for (int64_t e = 0; e < head_dim; ++e) {
-          const float* krow = kt + (h * head_dim + e) * rows + task.seg_begin;
-          for (int64_t r = 0; r < nq; ++r) {
-            const float qe = q[(task.q_begin + r) * d + h * head_dim + e];
-            float* s = scores.data() + r * nk;
-            for (int64_t j = j0; j < j1; ++j) s[j] += qe * krow[j];
-          }
-        }
+      const float* ks = kseg + task.seg_begin * d + h * nk * head_dim;
+      const float* vs = vtseg + task.seg_begin * d + h * nk * head_dim;
+      for (int64_t r = 0; r < nq; ++r) {
+        const float* qr = q + (task.q_begin + r) * d + h * head_dim;
+        std::copy(qr, qr + head_dim, qb.data() + r * head_dim);
       }
+      variant.matmul_f32(qb.data(), nq, head_dim, ks, 0, nk, scores.data(), nk);  // [nq, nk] = q k^T
       // Softmax numerators (scaled, max subtracted); the division waits for the output.
       for (int64_t r = 0; r < nq; ++r) {
-        float* s = scores.data() + r * nk;
+        float* sr = scores.data() + r * nk;
         float max = -INFINITY;
-        for (int64_t j = 0; j < nk; ++j) max = std::max(max, s[j] * scale);
+        for (int64_t j = 0; j < nk; ++j) max = std::max(max, sr[j] * scale);
         float sum = 0.0f;
         for (int64_t j = 0; j < nk; ++j) {
-          s[j] = std::exp(s[j] * scale - max);
-          sum += s[j];
+          sr[j] = std::exp(sr[j] * scale - max);
+          sum += sr[j];
         }
         sums[r] = sum;
       }
-      // acc[r] = sum_j p[r, j] v[j]: each value row is read once for the whole query block.
-      std::fill(acc.begin(), acc.begin() + nq * head_dim, 0.0f);
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* vj = v + (task.seg_begin + j) * d + h * head_dim;
-        for (int64_t r = 0; r < nq; ++r) {
-          const float p = scores[r * nk + j];
-          float* a = acc.data() + r * head_dim;
-          for (int64_t e = 0; e < head_dim; ++e) a[e] += p * vj[e];
-        }
-      }
+      variant.matmul_f32(vs, head_dim, nk, scores.data(), 0, nq, out_t.data(), nq);  // [hd, nq] = v^T p^T
       for (int64_t r = 0; r < nq; ++r) {
         const float inv = 1.0f / sums[r];
         float* o = out + (task.q_begin + r) * d + h * head_dim;
-        for (int64_t e = 0; e < head_dim; ++e) o[e] = acc[r * head_dim + e] * inv;
+        for (int64_t e = 0; e < head_dim; ++e) o[e] = out_t[e * nq + r] * inv;
       }
     }
   });
@@ -472,7 +466,7 @@ constexpr int64_t kMlpRows = 2048;
 }  // namespace
 
 struct MuseSparkVisionEncoder::Workspace {
-  std::vector<float> norm, q, k, kt, v, attn, proj, mid;
+  std::vector<float> norm, q, k, v, kseg, vtseg, attn, proj, mid;
   std::vector<float> cos, sin;  // [patches, head_dim / 2] per token, window order
 };
 
@@ -515,9 +509,9 @@ void MuseSparkVisionEncoder::RunLayer(const Layer& layer, const Layout& layout, 
   Linear(ws.norm.data(), n, layer.v, layer.v_bias.data(), ws.v.data());
   ApplyRope(ws.q.data(), n, heads, hd, ws.cos.data(), ws.sin.data());
   ApplyRope(ws.k.data(), n, heads, hd, ws.cos.data(), ws.sin.data());
-  Transpose(ws.k.data(), n, d, ws.kt.data());
-  SegmentAttention(ws.q.data(), ws.kt.data(), ws.v.data(), n, heads, hd,
-                   layer.window ? layout.window_bounds : layout.frame_bounds, ws.attn.data());
+  const std::vector<int64_t>& segments = layer.window ? layout.window_bounds : layout.frame_bounds;
+  GatherSegmentHeads(ws.k.data(), ws.v.data(), heads, hd, segments, ws.kseg.data(), ws.vtseg.data());
+  SegmentAttention(ws.q.data(), ws.kseg.data(), ws.vtseg.data(), heads, hd, segments, ws.attn.data());
   Linear(ws.attn.data(), n, layer.proj, layer.proj_bias.data(), ws.proj.data());
   kernels::AddInPlace(x, ws.proj.data(), n * d);
   // x += fc2(gelu(fc1(norm2(x)))), in passes of kMlpRows rows.
@@ -567,7 +561,7 @@ Expected<VisionEncoding> MuseSparkVisionEncoder::Encode(const float* pixel_value
   const Layout layout = Layout::Build(grid_thw, c.pos_emb_height);
   const int64_t n = layout.patches, half = hd / 2, quarter = hd / 4;
   Workspace ws;
-  for (auto* buffer : {&ws.norm, &ws.q, &ws.k, &ws.kt, &ws.v, &ws.attn, &ws.proj}) buffer->resize(n * d);
+  for (auto* buffer : {&ws.norm, &ws.q, &ws.k, &ws.v, &ws.kseg, &ws.vtseg, &ws.attn, &ws.proj}) buffer->resize(n * d);
   ws.mid.resize(std::min(n, kMlpRows) * c.intermediate_size);
 
   // Patch embedding + positions, ln_pre, then into window order.
