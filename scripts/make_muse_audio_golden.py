@@ -80,14 +80,20 @@ def fail(msg: str) -> None:
     sys.exit(1)
 
 
-def build_config() -> MuseSparkConfig:
-    text = MuseSparkTextConfig(
-        vocab_size=64, hidden_size=OUT_HIDDEN, intermediate_size=64, num_hidden_layers=1,
+def tiny_text_config(hidden: int = OUT_HIDDEN, eps: float = TEXT_EPS) -> MuseSparkTextConfig:
+    """The one dense full-attention layer (vocab 64) whose logits check where encoder rows enter;
+    shared with make_muse_vision_golden.py."""
+    return MuseSparkTextConfig(
+        vocab_size=64, hidden_size=hidden, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=8,
         layer_types=["full_attention"], layer_rope_theta=[0.0],
         num_local_experts=2, num_experts_per_tok=1, moe_hidden_size=32, moe_intermediate_size=32,
-        mlp_layer_types=["dense"], rms_norm_eps=TEXT_EPS, tie_word_embeddings=False,
+        mlp_layer_types=["dense"], rms_norm_eps=eps, tie_word_embeddings=False,
     )
+
+
+def build_config() -> MuseSparkConfig:
+    text = tiny_text_config()
     vision = MuseSparkVisionConfig(
         hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1,
         patch_size=1, patch_temporal=1, pos_emb_height=1, pos_emb_width=1, merge_size=1,
@@ -125,18 +131,25 @@ def audio_std(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
 
 
 @torch.no_grad()
-def make_model() -> MuseSparkForConditionalGeneration:
-    torch.manual_seed(SEED)
-    model = MuseSparkForConditionalGeneration(build_config()).to(torch.float32).eval()
-    gen = torch.Generator().manual_seed(SEED)
+def random_bf16_model(config: MuseSparkConfig, seed: int, init) -> MuseSparkForConditionalGeneration:
+    """A float32 model whose every tensor is drawn N(mean, std^2) with (mean, std) = init(name, shape),
+    from one seeded generator in name order, and rounded to bf16-representable values; shared with
+    make_muse_vision_golden.py."""
+    torch.manual_seed(seed)
+    model = MuseSparkForConditionalGeneration(config).to(torch.float32).eval()
+    gen = torch.Generator().manual_seed(seed)
     for name, t in sorted(model.state_dict(keep_vars=True).items()):
         if not t.is_floating_point():
             continue
-        shape = tuple(t.shape)
-        mean, std = audio_std(name, shape) if name.startswith("model.audio_tower.") else text_std(name, shape)
+        mean, std = init(name, tuple(t.shape))
         vals = torch.randn(t.shape, generator=gen, dtype=torch.float32) * std + mean
         t.data.copy_(vals.to(torch.bfloat16).to(torch.float32))
     return model
+
+
+def make_model() -> MuseSparkForConditionalGeneration:
+    return random_bf16_model(build_config(), SEED, lambda name, shape: audio_std(name, shape)
+                             if name.startswith("model.audio_tower.") else text_std(name, shape))
 
 
 def make_waveform() -> np.ndarray:

@@ -20,6 +20,8 @@
 namespace ember {
 namespace {
 
+using test::WorstRowRelative;
+
 // Tolerance, relative to each row's largest |reference value|. ember and torch both compute in
 // f32 on the same (bf16-representable) weights and differ only in the order of summation (blocked
 // SIMD dot products in the matmuls, the depthwise conv's taps, the norms' mean of squares): the
@@ -35,22 +37,6 @@ nlohmann::json Golden() {
   std::ifstream in(kDir + "/golden.json");
   EXPECT_TRUE(in.good()) << kDir << "/golden.json";
   return nlohmann::json::parse(in);
-}
-
-// Worst |ours - ref| over a row, relative to that row's largest |ref|, over all rows.
-float WorstRowRelative(const std::vector<float>& ours, const std::vector<float>& ref, int64_t width) {
-  EXPECT_EQ(ours.size(), ref.size());
-  if (ours.size() != ref.size() || width <= 0) return INFINITY;
-  float worst = 0.0f;
-  for (size_t r = 0; r < ref.size() / width; ++r) {
-    float diff = 0.0f, scale = 0.0f;
-    for (int64_t j = 0; j < width; ++j) {
-      diff = std::max(diff, std::abs(ours[r * width + j] - ref[r * width + j]));
-      scale = std::max(scale, std::abs(ref[r * width + j]));
-    }
-    worst = std::max(worst, diff / std::max(scale, 1e-30f));
-  }
-  return worst;
 }
 
 std::unique_ptr<MuseSparkAudioEncoder> LoadFixture() {

@@ -49,4 +49,19 @@ float WorstRelativeError(const float* ours, const float* ref, int64_t rows, int6
   return worst;
 }
 
+float WorstRowRelative(const std::vector<float>& ours, const std::vector<float>& ref, int64_t width) {
+  EXPECT_EQ(ours.size(), ref.size());
+  if (ours.size() != ref.size() || width <= 0) return INFINITY;
+  float worst = 0.0f;
+  for (size_t r = 0; r < ref.size() / width; ++r) {
+    float diff = 0.0f, scale = 0.0f;
+    for (int64_t j = 0; j < width; ++j) {
+      diff = std::max(diff, std::abs(ours[r * width + j] - ref[r * width + j]));
+      scale = std::max(scale, std::abs(ref[r * width + j]));
+    }
+    worst = std::max(worst, diff / std::max(scale, 1e-30f));
+  }
+  return worst;
+}
+
 }  // namespace ember::test

@@ -24,5 +24,8 @@ std::vector<float> ReadFloats(const std::string& path);
 GoldenLogits LoadGoldenLogits(const std::string& dir);
 // Worst |ours - ref| / max(1, max|ref|) over `rows` rows of `vocab` logits.
 float WorstRelativeError(const float* ours, const float* ref, int64_t rows, int64_t vocab);
+// Worst |ours - ref| over a row of `width`, relative to that row's largest |ref|, over all rows
+// (the encoders' fixtures); a gtest failure and infinity when the sizes differ.
+float WorstRowRelative(const std::vector<float>& ours, const std::vector<float>& ref, int64_t width);
 
 }  // namespace ember::test

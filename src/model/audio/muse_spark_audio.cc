@@ -5,18 +5,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "core/dtypes.h"
 #include "core/thread_pool.h"
-#include "formats/checkpoint.h"
 #include "formats/json_fields.h"
-#include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/encoder_ops.h"
 #include "model/weight_source.h"
 
 namespace ember {
+
+using encoder_ops::GeluErf;
+using encoder_ops::RequireF32;
+using encoder_ops::RequireMatrix;
+using encoder_ops::RmsNorm;
+using encoder_ops::RowChunk;
 
 // ---- config -------------------------------------------------------------------------------------
 
@@ -150,12 +152,7 @@ Expected<MuseSparkAudioConfig> MuseSparkAudioConfig::FromJson(const nlohmann::js
 }
 
 Expected<MuseSparkAudioConfig> MuseSparkAudioConfig::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(fmt::format("cannot open {}", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
+  EMBER_ASSIGN_OR_RETURN(const nlohmann::json json, encoder_ops::ReadJsonFile(path));
   return FromJson(json, path);
 }
 
@@ -172,27 +169,6 @@ struct MuseSparkAudioEncoder::Stage {
   std::vector<float> patch_bias, patch_gain;
   std::vector<Block> blocks;
 };
-
-namespace {
-
-Expected<std::vector<float>> RequireF32(WeightSource& source, const std::string& name, const Shape& shape) {
-  EMBER_ASSIGN_OR_RETURN(TensorView t, source.Require(name, {DType::kBF16, DType::kF32, DType::kF16}, shape));
-  std::vector<float> out(static_cast<size_t>(t.NumElements()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    switch (t.dtype) {
-      case DType::kF32: out[i] = t.As<float>()[i]; break;
-      case DType::kBF16: out[i] = BF16ToF32(t.As<uint16_t>()[i]); break;
-      default: out[i] = F16ToF32(t.As<uint16_t>()[i]); break;
-    }
-  }
-  return out;
-}
-
-Expected<TensorView> RequireMatrix(WeightSource& source, const std::string& name, int64_t out, int64_t in) {
-  return source.Require(name, {DType::kBF16, DType::kF32}, Shape{out, in});
-}
-
-}  // namespace
 
 MuseSparkAudioEncoder::~MuseSparkAudioEncoder() = default;
 
@@ -242,9 +218,8 @@ Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::Load(con
 
 Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::LoadDirectory(const std::string& dir) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig config, MuseSparkAudioConfig::FromFile(dir + "/config.json"));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
-  std::shared_ptr<const Checkpoint> checkpoint = std::move(opened);
-  return Load(config, MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir)));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, encoder_ops::OpenDirectoryWeights(dir));
+  return Load(config, std::move(weights));
 }
 
 // ---- forward ------------------------------------------------------------------------------------
@@ -253,38 +228,9 @@ namespace {
 
 ThreadPool& Pool() { return ThreadPool::Global(); }
 
-// Rows per ParallelFor chunk for a row op of width n: ~16k floats of work each.
-int64_t RowChunk(int64_t n) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(n, 1)); }
-
-// y[r] = x[r] W^T + bias.
+// Linear plus the stored bias.
 void Linear(const float* x, int64_t rows, const TensorView& w, const std::vector<float>& bias, float* y) {
-  kernels::MatMul(x, rows, w, y);
-  const int64_t n = w.shape[0];
-  const float* b = bias.data();
-  Pool().ParallelFor(rows, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* yr = y + r * n;
-      for (int64_t j = 0; j < n; ++j) yr[j] += b[j];
-    }
-  }, RowChunk(n));
-}
-
-// MuseSparkRMSNorm: x * (mean(x^2) + eps)^-1/2 * gain (gain null: weightless), rows threaded.
-void Norm(const float* x, int64_t rows, int64_t n, double eps, const float* gain, float* out) {
-  Pool().ParallelFor(rows, [&](int64_t begin, int64_t end) {
-    if (gain != nullptr) {
-      kernels::RmsNormGain(x + begin * n, end - begin, n, static_cast<float>(eps), gain, out + begin * n);
-    } else {
-      kernels::RmsNorm(x + begin * n, end - begin, n, static_cast<float>(eps), out + begin * n);
-    }
-  }, RowChunk(n));
-}
-
-// nn.functional.gelu (approximate="none"): 0.5 x (1 + erf(x / sqrt 2)), in place.
-void GeluErf(float* x, int64_t count) {
-  Pool().ParallelFor(count, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
-  }, int64_t{1} << 14);
+  encoder_ops::Linear(x, rows, w, bias.data(), y);
 }
 
 }  // namespace
@@ -343,7 +289,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
       // Linear + RMSNorm.
       rows /= p;
       Linear(x.data(), rows, s.patch_proj, s.patch_bias, y.data());
-      Norm(y.data(), rows, h, c.rms_norm_eps, s.patch_gain.data(), x.data());
+      RmsNorm(y.data(), rows, h, c.rms_norm_eps, s.patch_gain.data(), x.data());
 
       for (const Block& b : s.blocks) {
         // Depthwise causal conv over [carry; x]: out[t, ch] = bias[ch] + sum_k w[ch, k] pad[t + k, ch].
@@ -366,7 +312,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
         }, RowChunk(h * kk));
         if (kpad > 0) std::memcpy(state.data(), pad.data() + rows * h, kpad * h * sizeof(float));
         // x += fc2(gelu(fc1(norm(conv))))
-        Norm(conv.data(), rows, h, c.rms_norm_eps, b.norm_gain.data(), conv.data());
+        RmsNorm(conv.data(), rows, h, c.rms_norm_eps, b.norm_gain.data(), conv.data());
         Linear(conv.data(), rows, b.fc1, b.fc1_bias, mid.data());
         GeluErf(mid.data(), rows * f);
         Linear(mid.data(), rows, b.fc2, b.fc2_bias, y.data());
@@ -378,11 +324,11 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
       }
     }
     // Head: norm, proj, post_proj_norm, then the text embedding norm (get_audio_features).
-    Norm(x.data(), nt, c.hidden_sizes[ns - 1], c.rms_norm_eps, norm_gain_.data(), x.data());
+    RmsNorm(x.data(), nt, c.hidden_sizes[ns - 1], c.rms_norm_eps, norm_gain_.data(), x.data());
     Linear(x.data(), nt, proj_, proj_bias_, mid.data());
     float* hidden = result.hidden.data() + t0 * out_h;
-    Norm(mid.data(), nt, out_h, c.rms_norm_eps, post_proj_gain_.data(), hidden);
-    Norm(hidden, nt, out_h, c.embed_norm_eps, nullptr, result.features.data() + t0 * out_h);
+    RmsNorm(mid.data(), nt, out_h, c.rms_norm_eps, post_proj_gain_.data(), hidden);
+    RmsNorm(hidden, nt, out_h, c.embed_norm_eps, nullptr, result.features.data() + t0 * out_h);
   }
   return result;
 }
