@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,7 +95,7 @@ def build_config(ids: dict[str, int]) -> MuseSparkConfig:
         hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, patch_size=8,
         patch_temporal=2, pos_emb_height=4, pos_emb_width=4, merge_size=2,
         layer_types=["window_attention", "full_attention"], layer_norm_eps=1e-6,
-        rope_parameters={"rope_type": "axial", "rope_theta": 10000.0}, out_hidden_size=128,
+        rope_parameters={"rope_type": "axial", "rope_theta": 10000.0},
     )
     audio = MuseSparkAudioConfig(
         patch_sizes=[16, 6, 5, 4], hidden_sizes=[8, 16, 24, 32], depths=[1, 1, 1, 1], num_hidden_layers=4,
@@ -120,6 +122,8 @@ def std_of(name: str, shape: tuple[int, ...]) -> tuple[float, float]:
 
 def make_tokenizer(out: Path) -> tuple[PreTrainedTokenizerFast, dict[str, int]]:
     spec = byte_level_tokenizer(VOCAB - len(SPECIALS))
+    # HF tokenizers needs every field of the byte-level decoder spelled out.
+    spec["decoder"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     ids = {}
     for i, text in enumerate(SPECIALS):
         ids[text] = VOCAB - len(SPECIALS) + i
@@ -181,9 +185,19 @@ def main() -> None:
     for extra in ("generation_config.json",):
         if not (out / extra).exists():
             raise SystemExit(f"save_pretrained wrote no {extra}")
-    processor = MuseSparkProcessor(image_processor=MuseGlimmerImageProcessor(),
-                                   video_processor=MuseGlimmerVideoProcessor(), tokenizer=tok,
-                                   feature_extractor=MuseSparkFeatureExtractor(), chat_template=TEMPLATE)
+    vision = {"patch_size": config.vision_config.patch_size, "temporal_patch_size": config.vision_config.patch_temporal,
+              "merge_size": config.vision_config.merge_size}
+    processor = MuseSparkProcessor(image_processor=MuseGlimmerImageProcessor(**vision, max_image_tokens=64),
+                                   video_processor=MuseGlimmerVideoProcessor(**vision, max_video_frame_tokens=16,
+                                                                             num_frames=8),
+                                   tokenizer=tok, feature_extractor=MuseSparkFeatureExtractor(), chat_template=TEMPLATE)
+    # The processors' settings as transformers saves them (processor_config.json), which ember
+    # reads; the tokenizer files stay the ones written above.
+    with tempfile.TemporaryDirectory() as tmp:
+        processor.save_pretrained(tmp)
+        for name in sorted(os.listdir(tmp)):
+            if "processor" in name or "preprocessor" in name:
+                shutil.copy(os.path.join(tmp, name), out / name)
     cases = []
     for name, parts in CASES:
         images, videos, metadata, audios = [], [], [], []
@@ -206,9 +220,10 @@ def main() -> None:
         text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         kwargs = {}
         if videos:
-            kwargs.update(videos=videos, video_metadata=metadata, do_sample_frames=True)
+            kwargs.update(videos=videos, video_metadata=metadata, do_sample_frames=True, return_metadata=True)
         inputs = processor(text=[text], images=images or None, audio=audios or None, return_tensors="pt",
                            add_special_tokens=False, **kwargs)
+        inputs.pop("video_metadata", None)
         with torch.no_grad():
             generated = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, output_logits=True,
                                        return_dict_in_generate=True)

@@ -2,59 +2,50 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/logging.h"
 #include "formats/checkpoint.h"
 #include "model/audio/muse_spark_audio.h"
+#include "model/encoder_ops.h"
+#include "model/vision/muse_spark_vision.h"
 #include "model/weight_source.h"
 
 namespace ember {
-namespace {
-
-Expected<nlohmann::json> ReadConfig(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  std::ifstream in(path);
-  if (!in) return NotFound(fmt::format("cannot open {}", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
-  return json;
-}
-
-}  // namespace
 
 MuseSparkEncoders::~MuseSparkEncoders() = default;
 
 Expected<std::unique_ptr<MuseSparkEncoders>> MuseSparkEncoders::Load(const std::string& dir,
                                                                      const MultiModalLoadOptions& options) {
-  EMBER_ASSIGN_OR_RETURN(nlohmann::json config, ReadConfig(dir));
+  EMBER_ASSIGN_OR_RETURN(nlohmann::json config, encoder_ops::ReadJsonFile(dir + "/config.json"));
   if (config.value("model_type", "") != "muse_spark") return std::unique_ptr<MuseSparkEncoders>();
-  const bool has_audio = options.audio && config.contains("audio_config") && config["audio_config"].is_object();
-  if (!has_audio) return std::unique_ptr<MuseSparkEncoders>();
+  auto has_section = [&](const char* name) { return config.contains(name) && config[name].is_object(); };
+  const bool want_audio = options.audio && has_section("audio_config");
+  const bool want_vision = options.vision && has_section("vision_config");
+  if (!want_audio && !want_vision) return std::unique_ptr<MuseSparkEncoders>();
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
   std::shared_ptr<const Checkpoint> checkpoint = std::move(opened);
+  auto weights = [&] { return MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir)); };
+  // A checkpoint saved without a tower (a text-only conversion) may keep its config section.
+  auto present = [&](const std::string& tensor, const char* what) {
+    if (checkpoint->Has(tensor)) return true;
+    EMBER_LOG_WARN("{}: config.json describes the {} tower but the checkpoint has no {}; {} inputs are off", dir, what,
+                   tensor, what);
+    return false;
+  };
 
   std::unique_ptr<MuseSparkEncoders> encoders(new MuseSparkEncoders());
-  constexpr const char* kAudioPrefix = "model.audio_tower.";
-  if (has_audio) {
-    // A checkpoint saved without its tower (a text-only conversion) keeps the config section.
-    if (!checkpoint->Has(std::string(kAudioPrefix) + "norm.weight")) {
-      EMBER_LOG_WARN("{}: config.json has audio_config but the checkpoint has no {}* tensors; audio inputs are off",
-                     dir, kAudioPrefix);
-    } else {
-      EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig audio_config, MuseSparkAudioConfig::FromJson(config, dir));
-      EMBER_ASSIGN_OR_RETURN(
-          encoders->audio_,
-          MuseSparkAudioEncoder::Load(audio_config, MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir)),
-                                      kAudioPrefix));
-      encoders->hidden_size_ = audio_config.out_hidden_size;
-    }
+  if (want_audio && present("model.audio_tower.norm.weight", "audio")) {
+    EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig audio, MuseSparkAudioConfig::FromJson(config, dir));
+    EMBER_ASSIGN_OR_RETURN(encoders->audio_, MuseSparkAudioEncoder::Load(audio, weights(), "model.audio_tower."));
+    encoders->hidden_size_ = audio.out_hidden_size;
   }
-  if (encoders->audio_ == nullptr) return std::unique_ptr<MuseSparkEncoders>();
+  if (want_vision && present("model.vision_projection.weight", "vision")) {
+    EMBER_ASSIGN_OR_RETURN(MuseSparkVisionConfig vision, MuseSparkVisionConfig::FromJson(config, dir));
+    EMBER_ASSIGN_OR_RETURN(encoders->vision_, MuseSparkVisionEncoder::Load(vision, weights(), "model."));
+    encoders->hidden_size_ = vision.text_hidden_size;
+  }
+  if (encoders->audio_ == nullptr && encoders->vision_ == nullptr) return std::unique_ptr<MuseSparkEncoders>();
   return encoders;
 }
 
@@ -62,7 +53,7 @@ bool MuseSparkEncoders::Accepts(Modality modality) const {
   switch (modality) {
     case Modality::kAudio: return audio_ != nullptr;
     case Modality::kImage:
-    case Modality::kVideo: return false;
+    case Modality::kVideo: return vision_ != nullptr;
   }
   return false;
 }
@@ -71,8 +62,14 @@ Expected<std::vector<float>> MuseSparkEncoders::Encode(const EncoderInput& input
   if (!Accepts(input.modality)) {
     return InvalidArgument(fmt::format("this model has no {} encoder", ModalityName(input.modality)));
   }
-  EMBER_ASSIGN_OR_RETURN(AudioEncoding encoded,
-                         audio_->Encode(input.data.data(), static_cast<int64_t>(input.data.size())));
+  if (input.modality == Modality::kAudio) {
+    EMBER_ASSIGN_OR_RETURN(AudioEncoding encoded,
+                           audio_->Encode(input.data.data(), static_cast<int64_t>(input.data.size())));
+    return std::move(encoded.features);
+  }
+  // An image and a video's frames go through the same tower (get_video_features is
+  // get_image_features), one item per call so that the encoder cache keys each by its content.
+  EMBER_ASSIGN_OR_RETURN(VisionEncoding encoded, vision_->Encode(input.data.data(), input.num_patches, {input.grid_thw}));
   return std::move(encoded.features);
 }
 

@@ -12,6 +12,7 @@
 namespace ember {
 
 class MuseSparkAudioEncoder;
+class MuseSparkVisionEncoder;
 
 struct MultiModalLoadOptions {
   bool audio = true;
@@ -32,6 +33,7 @@ class MuseSparkEncoders : public MultiModalEncoder {
  private:
   MuseSparkEncoders() = default;
   std::unique_ptr<MuseSparkAudioEncoder> audio_;
+  std::unique_ptr<MuseSparkVisionEncoder> vision_;  // images and video frames
   int64_t hidden_size_ = 0;
 };
 
