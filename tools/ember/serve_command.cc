@@ -152,7 +152,7 @@ int RunServe(ServeOptions& o) {
     }
     auto processor = server::MultiModalProcessor::Create(o.model, **tokenizer, accepted, *mm_options);
     if (!processor.ok()) return Fail(processor.status());
-    context.model.multimodal = std::move(*processor);
+    context.model.multimodal = std::move(*processor);  // null: no modality's placeholder is in the tokenizer
   }
   context.model.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
   for (size_t i = 1; i < eos.size(); ++i) context.model.extra_stop_token_ids.push_back(static_cast<int32_t>(eos[i]));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/logging.h"
+
 #include "media/audio_decode.h"
 #include "media/image_decode.h"
 #include "media/muse_image_processor.h"
@@ -68,16 +70,19 @@ Expected<std::unique_ptr<MultiModalProcessor>> MultiModalProcessor::Create(const
   std::unique_ptr<MultiModalProcessor> p(new MultiModalProcessor(tokenizer, std::move(config), std::move(options)));
   p->config_key_ = media::ProcessorConfigKey(p->config_);
   for (Modality m : accepted) {
-    Placeholder& placeholder = p->placeholders_[Index(m)];
-    placeholder.text = kPlaceholderTexts[Index(m)];
-    const std::optional<int32_t> id = tokenizer.TokenId(placeholder.text);
+    const std::optional<int32_t> id = tokenizer.TokenId(kPlaceholderTexts[Index(m)]);
     if (!id || !tokenizer.IsSpecial(*id)) {
-      return InvalidArgument(fmt::format("the model takes {} but its tokenizer has no special token {}: use a "
-                                         "tokenizer with Muse Spark's multimodal tokens, or --language-model-only",
-                                         kPlural[Index(m)], placeholder.text));
+      // Towers without the tokenizer's placeholder token (a test model's filler towers, a
+      // tokenizer swapped for another): that modality stays off, the rest of the model serves.
+      EMBER_LOG_WARN("{}: the model has a tower for {} but its tokenizer has no special token {}: {} inputs are off",
+                     dir, kPlural[Index(m)], kPlaceholderTexts[Index(m)], ModalityName(m));
+      continue;
     }
-    placeholder.id = *id;
+    p->placeholders_[Index(m)] = {kPlaceholderTexts[Index(m)], *id};
     p->accepted_[Index(m)] = true;
+  }
+  if (std::none_of(p->accepted_.begin(), p->accepted_.end(), [](bool a) { return a; })) {
+    return std::unique_ptr<MultiModalProcessor>();
   }
   return p;
 }

@@ -57,7 +57,8 @@ struct ExpandedPrompt {
 class MultiModalProcessor {
  public:
   // For the model directory `dir` (its processor configs) and `tokenizer` (its placeholder
-  // tokens), serving the modalities in `accepted` (the towers the engine loaded).
+  // tokens), serving the modalities in `accepted` (the towers the engine loaded) whose
+  // placeholder the tokenizer has (the others are logged and stay off). Null when none is left.
   static Expected<std::unique_ptr<MultiModalProcessor>> Create(const std::string& dir, const Tokenizer& tokenizer,
                                                                std::vector<Modality> accepted,
                                                                MultiModalOptions options);
