@@ -84,8 +84,9 @@ void KvCacheManager::CacheFullBlocks(uint64_t request, std::span<const int32_t> 
     chain.salt = keys.salt;
     chain.content.assign(keys.content.begin(), keys.content.end());
   }
-  EMBER_CHECK(chain.salt == keys.salt && std::ranges::equal(chain.content, keys.content),
-              "request {} changed its block keys", request);
+  const bool same_content =
+      std::equal(chain.content.begin(), chain.content.end(), keys.content.begin(), keys.content.end());
+  EMBER_CHECK(chain.salt == keys.salt && same_content, "request {} changed its block keys", request);
   const int64_t bs = impl_->config_.block_size;
   const int64_t num_full = num_computed_tokens / bs;
   ExtendBlockHashes(tokens.first(num_full * bs), bs, BlockKeys(chain.salt, chain.content), chain.hashes);
