@@ -16,12 +16,6 @@ extern "C" {
 namespace ember::media {
 namespace {
 
-struct PacketDeleter {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct FrameDeleter {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
 struct SwrDeleter {
   void operator()(SwrContext* s) const { swr_free(&s); }
 };
@@ -80,8 +74,8 @@ Expected<DecodedAudio> DecodeAudio(std::span<const uint8_t> bytes, const MediaLi
 
   std::vector<float> mono;
   int64_t decoded_samples = 0;  // all channels
-  std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
+  PacketPtr packet(av_packet_alloc());
+  FramePtr frame(av_frame_alloc());
   if (!packet || !frame) return ResourceExhausted("av_packet_alloc / av_frame_alloc failed");
   Status failure;
   auto drain = [&]() -> bool {

@@ -8,12 +8,23 @@ extern "C" {
 }
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "core/status.h"
 
 namespace ember::media {
+
+// Owners of the packets and frames a decode loop reuses.
+struct PacketDeleter {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+struct FrameDeleter {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+using PacketPtr = std::unique_ptr<AVPacket, PacketDeleter>;
+using FramePtr = std::unique_ptr<AVFrame, FrameDeleter>;
 
 // "the video" + ": " + FFmpeg's message for `err`.
 std::string AvErrorText(int err);

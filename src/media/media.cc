@@ -58,9 +58,14 @@ MediaKind SniffMediaKind(std::span<const uint8_t> b) {
   return MediaKind::kUnknown;
 }
 
-std::string ContentHash(std::span<const uint8_t> bytes) {
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+ContentHash128 ContentHash(std::string_view key, std::span<const uint8_t> bytes) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, key.data(), key.size());
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return {h.low64, h.high64};
 }
 
 Status CheckEncodedSize(std::span<const uint8_t> bytes, const MediaLimits& limits, const char* what) {

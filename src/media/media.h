@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -34,12 +35,18 @@ bool IsImageKind(MediaKind kind);  // JPEG, PNG, WebP (the ones DecodeImage acce
 // decoders still try their own probing then, so an exotic container is not refused here.
 MediaKind SniffMediaKind(std::span<const uint8_t> bytes);
 
-// 128-bit XXH3 (seed 0) of the RAW ENCODED BYTES, as 32 lowercase hex digits. The raw bytes, not
-// the decoded pixels, so that a cache lookup costs no decoding; the processed tensor is a pure
-// function of (bytes, processor config), so caches must add the config (ProcessorConfigKey in
-// muse_processor_config.h) to this key. Two encodings of the same picture hash differently;
-// that only costs a cache miss.
-std::string ContentHash(std::span<const uint8_t> bytes);
+struct ContentHash128 {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  friend bool operator==(const ContentHash128&, const ContentHash128&) = default;
+};
+
+// 128-bit XXH3 (seed 0) of `key` followed by the RAW ENCODED BYTES. The raw bytes, not the decoded
+// pixels, so that a cache lookup costs no decoding; the processed tensor is a pure function of
+// (bytes, what they are decoded as, processor config), so `key` holds the latter two (the
+// modality and ProcessorConfigKey in muse_processor_config.h). Two encodings of the same picture
+// hash differently; that only costs a cache miss.
+ContentHash128 ContentHash(std::string_view key, std::span<const uint8_t> bytes);
 
 // Checks bytes.size() against limits.max_encoded_bytes; `what` names the input ("image").
 Status CheckEncodedSize(std::span<const uint8_t> bytes, const MediaLimits& limits, const char* what);

@@ -16,12 +16,6 @@ extern "C" {
 namespace ember::media {
 namespace {
 
-struct PacketDeleter {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct FrameDeleter {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
 
 int FindVideoStream(AVFormatContext* format) {
   for (unsigned i = 0; i < format->nb_streams; ++i) {
@@ -95,7 +89,7 @@ Expected<VideoInfo> DecodeVideo(std::span<const uint8_t> bytes, const MediaLimit
     }
   }
   // Pass 1: count the stream's packets (no decoding).
-  std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
+  PacketPtr packet(av_packet_alloc());
   if (!packet) return ResourceExhausted("av_packet_alloc failed");
   int64_t total = 0;
   while (av_read_frame(input.format(), packet.get()) >= 0) {
@@ -125,7 +119,7 @@ Expected<VideoInfo> DecodeVideo(std::span<const uint8_t> bytes, const MediaLimit
   index = FindVideoStream(input.format());
   if (index < 0) return InvalidArgument("the video has no video stream");
   EMBER_RETURN_IF_ERROR(input.OpenDecoder(index, "video"));
-  std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
+  FramePtr frame(av_frame_alloc());
   if (!frame) return ResourceExhausted("av_frame_alloc failed");
   SwsContext* sws_raw = nullptr;  // freed after the decode loop, which never returns early
   size_t next = 0;         // position in `wanted`

@@ -5,11 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
+#include "core/lru_cache.h"
 #include "kv/block_hash.h"
 
 namespace ember {
@@ -27,7 +26,7 @@ class EncoderCache {
   using Features = std::shared_ptr<const std::vector<float>>;
 
   // capacity_bytes 0 disables the cache (every lookup misses, nothing is kept).
-  explicit EncoderCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  explicit EncoderCache(int64_t capacity_bytes) : lru_(capacity_bytes) {}
 
   // The cached features of `hash` (counted as a hit, and made most recent), or null (a miss).
   Features Find(const kv::BlockHash& hash);
@@ -36,18 +35,10 @@ class EncoderCache {
   void Insert(const kv::BlockHash& hash, Features features);
 
   const EncoderCacheStats& stats() const { return stats_; }
-  int64_t capacity_bytes() const { return capacity_bytes_; }
+  int64_t capacity_bytes() const { return lru_.capacity(); }
 
  private:
-  struct Entry {
-    kv::BlockHash hash;
-    Features features;
-  };
-  static int64_t BytesOf(const Features& f) { return static_cast<int64_t>(f->size() * sizeof(float)); }
-
-  int64_t capacity_bytes_;
-  std::list<Entry> lru_;  // most recent first
-  std::unordered_map<kv::BlockHash, std::list<Entry>::iterator> index_;
+  LruCache<kv::BlockHash, Features> lru_;  // cost: bytes of features
   EncoderCacheStats stats_;
 };
 

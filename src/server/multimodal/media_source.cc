@@ -23,11 +23,15 @@ constexpr std::array<int8_t, 256> kBase64Values = [] {
   return v;
 }();
 
+// Every refusal names the content part in its message; the request field is "messages".
+ApiError Refuse(const std::string& field, const std::string& why) {
+  return BadRequest(fmt::format("{}: {}", field, why), "messages");
+}
+
 ApiError TooLarge(const std::string& field, int64_t max_bytes) {
-  return BadRequest(fmt::format("{}: the media is larger than the server's limit of {} bytes per item "
-                                "(--max-media-bytes)",
-                                field, max_bytes),
-                    field);
+  return Refuse(field, fmt::format("the media is larger than the server's limit of {} bytes per item "
+                                   "(--max-media-bytes)",
+                                   max_bytes));
 }
 
 std::variant<std::vector<uint8_t>, ApiError> FromDataUrl(std::string_view url, const MediaAccess& access,
@@ -35,34 +39,24 @@ std::variant<std::vector<uint8_t>, ApiError> FromDataUrl(std::string_view url, c
   // data:[<media type>][;base64],<data>
   const size_t comma = url.find(',');
   if (comma == std::string_view::npos) {
-    return BadRequest(fmt::format("{}: a data: URL needs a ',' before its data", field), field);
+    return Refuse(field, "a data: URL needs a ',' before its data");
   }
   const std::string_view header = url.substr(5, comma - 5);
   if (header.size() < 7 || header.substr(header.size() - 7) != ";base64") {
-    return BadRequest(fmt::format("{}: only base64 data: URLs are accepted (data:<type>;base64,<data>)", field), field);
+    return Refuse(field, "only base64 data: URLs are accepted (data:<type>;base64,<data>)");
   }
-  const std::string_view data = url.substr(comma + 1);
-  // Refused before decoding: base64 is 4 characters per 3 bytes.
-  if (static_cast<int64_t>(data.size()) / 4 * 3 > access.max_media_bytes + 3) return TooLarge(field, access.max_media_bytes);
-  std::vector<uint8_t> bytes;
-  if (!DecodeBase64(data, access.max_media_bytes, &bytes)) {
-    return BadRequest(fmt::format("{}: the data: URL's data is not valid base64", field), field);
-  }
-  if (bytes.empty()) return BadRequest(fmt::format("{}: the data: URL holds no data", field), field);
-  return bytes;
+  return DecodeBase64Media(url.substr(comma + 1), access, field, "the data: URL's data");
 }
 
 std::variant<std::vector<uint8_t>, ApiError> FromLocalFile(std::string_view url, const MediaAccess& access,
                                                            const std::string& field) {
   if (access.allowed_local_media_path.empty()) {
-    return BadRequest(fmt::format("{}: this server reads no local files; start it with --allowed-local-media-path DIR "
-                                  "to allow file:// URLs under DIR, or send a data: URL",
-                                  field),
-                      field);
+    return Refuse(field, "this server reads no local files; start it with --allowed-local-media-path DIR to allow "
+                         "file:// URLs under DIR, or send a data: URL");
   }
   std::string_view path = url.substr(7);  // file://
   if (path.empty() || path.front() != '/') {
-    return BadRequest(fmt::format("{}: a file:// URL needs an absolute path (file:///dir/name)", field), field);
+    return Refuse(field, "a file:// URL needs an absolute path (file:///dir/name)");
   }
   std::error_code ec;
   // Resolved with symlinks followed, so a link inside the allowed directory to a file outside it
@@ -71,9 +65,8 @@ std::variant<std::vector<uint8_t>, ApiError> FromLocalFile(std::string_view url,
   std::error_code root_ec;
   const fs::path root = fs::canonical(fs::path(access.allowed_local_media_path), root_ec);
   auto outside = [&] {
-    return BadRequest(fmt::format("{}: '{}' is not a readable file under the allowed local media path", field,
-                                  SafeText(std::string(path))),
-                      field);
+    return Refuse(field, fmt::format("'{}' is not a readable file under the allowed local media path",
+                                     SafeText(std::string(path))));
   };
   if (ec || root_ec || resolved.empty()) return outside();
   const auto [root_end, _] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
@@ -84,11 +77,21 @@ std::variant<std::vector<uint8_t>, ApiError> FromLocalFile(std::string_view url,
   std::ifstream in(resolved, std::ios::binary);
   std::vector<uint8_t> bytes(size);
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size))) return outside();
-  if (bytes.empty()) return BadRequest(fmt::format("{}: the file is empty", field), field);
+  if (bytes.empty()) return Refuse(field, "the file is empty");
   return bytes;
 }
 
 }  // namespace
+
+std::variant<std::vector<uint8_t>, ApiError> DecodeBase64Media(std::string_view data, const MediaAccess& access,
+                                                               const std::string& field, std::string_view what) {
+  // Refused before decoding: base64 is 4 characters per 3 bytes.
+  if (static_cast<int64_t>(data.size()) / 4 * 3 > access.max_media_bytes + 3) return TooLarge(field, access.max_media_bytes);
+  std::vector<uint8_t> bytes;
+  if (!DecodeBase64(data, access.max_media_bytes, &bytes)) return Refuse(field, fmt::format("{} is not valid base64", what));
+  if (bytes.empty()) return Refuse(field, fmt::format("{} is empty", what));
+  return bytes;
+}
 
 bool DecodeBase64(std::string_view text, int64_t max_bytes, std::vector<uint8_t>* out) {
   out->clear();
@@ -122,14 +125,10 @@ std::variant<std::vector<uint8_t>, ApiError> FetchMedia(const std::string& url, 
   if (url.rfind("data:", 0) == 0) return FromDataUrl(url, access, field);
   if (url.rfind("file://", 0) == 0) return FromLocalFile(url, access, field);
   if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
-    return BadRequest(fmt::format("{}: this server does not fetch remote URLs; send the media inline as a data: URL "
-                                  "(data:<type>;base64,...)",
-                                  field),
-                      field);
+    return Refuse(field, "this server does not fetch remote URLs; send the media inline as a data: URL "
+                         "(data:<type>;base64,...)");
   }
-  return BadRequest(fmt::format("{}: expected a data: URL (or a file:// URL where the server allows local media)",
-                                field),
-                    field);
+  return Refuse(field, "expected a data: URL (or a file:// URL where the server allows local media)");
 }
 
 }  // namespace ember::server

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -23,8 +24,13 @@ struct MediaAccess {
 std::variant<std::vector<uint8_t>, ApiError> FetchMedia(const std::string& url, const MediaAccess& access,
                                                         const std::string& field);
 
-// Strict base64 (RFC 4648 with padding optional; whitespace refused): nullopt-like false on any
-// other character. Decodes at most max_bytes; more is an error too.
+// Base64 media data (a data: URL's payload, input_audio.data): the size is checked before
+// decoding, and invalid or empty data is refused; `what` names the data in the message.
+std::variant<std::vector<uint8_t>, ApiError> DecodeBase64Media(std::string_view data, const MediaAccess& access,
+                                                               const std::string& field, std::string_view what);
+
+// Strict base64 (RFC 4648, padding optional, no whitespace): false on any other character, and
+// when the data holds more than max_bytes.
 bool DecodeBase64(std::string_view text, int64_t max_bytes, std::vector<uint8_t>* out);
 
 }  // namespace ember::server

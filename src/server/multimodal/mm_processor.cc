@@ -1,7 +1,6 @@
 #include "server/multimodal/mm_processor.h"
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <algorithm>
 
@@ -51,8 +50,9 @@ std::vector<MediaPart> CollectMediaParts(const json& messages) {
         m.url = StringAt(part, "audio_url", "url");
       } else if (type == "input_audio") {
         m.modality = Modality::kAudio;
+        m.is_input_audio = true;
+        // input_audio.format is not needed: FFmpeg probes the bytes themselves.
         m.audio_data = part["input_audio"]["data"].get<std::string>();
-        m.audio_format = part["input_audio"].value("format", "");
       } else {
         continue;
       }
@@ -90,18 +90,8 @@ Expected<std::unique_ptr<MultiModalProcessor>> MultiModalProcessor::Create(const
 bool MultiModalProcessor::Accepts(Modality modality) const { return accepted_[Index(modality)]; }
 
 std::variant<std::vector<uint8_t>, ApiError> MultiModalProcessor::Bytes(const MediaPart& part) const {
-  if (!part.url.empty() || part.audio_data.empty()) return FetchMedia(part.url, options_.access, part.field);
-  std::vector<uint8_t> bytes;
-  if (!DecodeBase64(part.audio_data, options_.access.max_media_bytes, &bytes)) {
-    const bool too_large = static_cast<int64_t>(part.audio_data.size()) / 4 * 3 > options_.access.max_media_bytes;
-    return BadRequest(too_large ? fmt::format("{}: the audio is larger than the server's limit of {} bytes per item "
-                                              "(--max-media-bytes)",
-                                              part.field, options_.access.max_media_bytes)
-                                : fmt::format("{}: input_audio.data is not valid base64", part.field),
-                      "messages");
-  }
-  if (bytes.empty()) return BadRequest(part.field + ": input_audio.data is empty", "messages");
-  return bytes;
+  if (part.is_input_audio) return DecodeBase64Media(part.audio_data, options_.access, part.field, "input_audio.data");
+  return FetchMedia(part.url, options_.access, part.field);
 }
 
 MultiModalProcessor::Item MultiModalProcessor::Finish(Modality modality, const kv::BlockHash& hash,
@@ -170,45 +160,22 @@ std::variant<MultiModalProcessor::ItemPtr, ApiError> MultiModalProcessor::Proces
                                                                                  const std::vector<uint8_t>& bytes,
                                                                                  const std::string& field) {
   // The item is a function of the bytes, the modality and the processor's settings.
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  const uint8_t tag = static_cast<uint8_t>(modality);
-  XXH3_128bits_update(state, &tag, 1);
-  XXH3_128bits_update(state, config_key_.data(), config_key_.size());
-  XXH3_128bits_update(state, bytes.data(), bytes.size());
-  const XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  const kv::BlockHash hash{h.low64, h.high64};
-  if (ItemPtr cached = FindCached(hash)) return cached;
+  const media::ContentHash128 h =
+      media::ContentHash(fmt::format("{}/{}", ModalityName(modality), config_key_), bytes);
+  const kv::BlockHash hash{h.lo, h.hi};
+  {
+    std::lock_guard lock(mu_);
+    if (const ItemPtr* cached = processed_.Find(hash)) return *cached;
+  }
   Expected<Item> item = Preprocess(modality, bytes, hash);
   if (!item.ok()) {
     if (item.status().code() == StatusCode::kInternal) return FromStatus(item.status(), "messages");
     return BadRequest(fmt::format("{}: {}", field, item.status().message()), "messages");
   }
   auto shared = std::make_shared<const Item>(std::move(*item));
-  Cache(hash, shared);
+  std::lock_guard lock(mu_);
+  processed_.Insert(hash, shared, shared->bytes);
   return shared;
-}
-
-MultiModalProcessor::ItemPtr MultiModalProcessor::FindCached(const kv::BlockHash& hash) {
-  std::lock_guard lock(mu_);
-  const auto it = index_.find(hash);
-  if (it == index_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
-}
-
-void MultiModalProcessor::Cache(const kv::BlockHash& hash, ItemPtr item) {
-  std::lock_guard lock(mu_);
-  if (item->bytes > options_.processed_cache_bytes || index_.contains(hash)) return;
-  while (cached_bytes_ + item->bytes > options_.processed_cache_bytes) {
-    cached_bytes_ -= lru_.back().second->bytes;
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  cached_bytes_ += item->bytes;
-  lru_.emplace_front(hash, std::move(item));
-  index_[hash] = lru_.begin();
 }
 
 std::variant<ExpandedPrompt, ApiError> MultiModalProcessor::Expand(const std::vector<int32_t>& prompt,

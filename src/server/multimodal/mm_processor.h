@@ -8,17 +8,16 @@
 
 #include <array>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/lru_cache.h"
 #include "engine/multimodal_feature.h"
 #include "media/media.h"
 #include "media/muse_processor_config.h"
@@ -33,8 +32,8 @@ struct MediaPart {
   Modality modality = Modality::kImage;
   std::string field;         // "messages[1].content[2]", for errors
   std::string url;           // image_url / video_url / audio_url
-  std::string audio_data;    // input_audio: base64
-  std::string audio_format;  // input_audio: "wav", "mp3", ... (a hint; the bytes are sniffed)
+  bool is_input_audio = false;
+  std::string audio_data;    // input_audio: base64 (its format member is not needed: the bytes are probed)
 };
 
 // The media parts of `messages` (already checked by NormalizeMessages), in order.
@@ -89,7 +88,10 @@ class MultiModalProcessor {
   using ItemPtr = std::shared_ptr<const Item>;
 
   MultiModalProcessor(const Tokenizer& tokenizer, media::MuseProcessorConfig config, MultiModalOptions options)
-      : tokenizer_(tokenizer), config_(std::move(config)), options_(std::move(options)) {}
+      : tokenizer_(tokenizer),
+        config_(std::move(config)),
+        options_(std::move(options)),
+        processed_(options_.processed_cache_bytes) {}
   static size_t Index(Modality m) { return static_cast<size_t>(m); }
 
   std::variant<std::vector<uint8_t>, ApiError> Bytes(const MediaPart& part) const;
@@ -100,8 +102,6 @@ class MultiModalProcessor {
   Item Finish(Modality modality, const kv::BlockHash& hash, std::shared_ptr<EncoderInput> input,
               const std::string& replacement) const;
 
-  ItemPtr FindCached(const kv::BlockHash& hash);
-  void Cache(const kv::BlockHash& hash, ItemPtr item);
 
   const Tokenizer& tokenizer_;
   media::MuseProcessorConfig config_;
@@ -111,9 +111,7 @@ class MultiModalProcessor {
   std::array<bool, 3> accepted_{};
 
   std::mutex mu_;  // the cache below: route handlers run on several threads
-  std::list<std::pair<kv::BlockHash, ItemPtr>> lru_;
-  std::unordered_map<kv::BlockHash, std::list<std::pair<kv::BlockHash, ItemPtr>>::iterator> index_;
-  int64_t cached_bytes_ = 0;
+  LruCache<kv::BlockHash, ItemPtr> processed_;  // cost: Item::bytes
 };
 
 }  // namespace ember::server

@@ -129,9 +129,9 @@ TEST(Placeholders, ImageStringAndHash) {
   v.num_tokens = 3;
   EXPECT_EQ(RenderImagePlaceholder(v), "<|image_start|><|patch|><|patch|><|patch|><|image_end|>");
   const std::vector<uint8_t> a = ReadBytes("rgb_odd.png");
-  EXPECT_EQ(ContentHash(a).size(), 32u);
-  EXPECT_EQ(ContentHash(a), ContentHash(a));
-  EXPECT_NE(ContentHash(a), ContentHash(ReadBytes("wide.png")));
+  EXPECT_EQ(ContentHash("image", a), ContentHash("image", a));
+  EXPECT_NE(ContentHash("image", a), ContentHash("image", ReadBytes("wide.png")));
+  EXPECT_NE(ContentHash("image", a), ContentHash("audio", a));  // the key is part of the hash
   EXPECT_EQ(SniffMediaKind(a), MediaKind::kPng);
   EXPECT_EQ(SniffMediaKind(ReadBytes("tall.jpg")), MediaKind::kJpeg);
   EXPECT_EQ(SniffMediaKind(ReadBytes("lossy.webp")), MediaKind::kWebp);

@@ -52,7 +52,7 @@ TEST(MediaSource, DataUrls) {
             std::string::npos);
   EXPECT_NE(Err(FetchMedia("data:image/png,hello", access, "f")).find("only base64"), std::string::npos);
   EXPECT_NE(Err(FetchMedia("data:image/png;base64", access, "f")).find("','"), std::string::npos);
-  EXPECT_NE(Err(FetchMedia("data:image/png;base64,", access, "f")).find("no data"), std::string::npos);
+  EXPECT_NE(Err(FetchMedia("data:image/png;base64,", access, "f")).find("is empty"), std::string::npos);
   EXPECT_NE(Err(FetchMedia("data:image/png;base64,!!!!", access, "f")).find("not valid base64"), std::string::npos);
   EXPECT_NE(Err(FetchMedia("https://example.com/x.png", access, "f")).find("remote"), std::string::npos);
   EXPECT_NE(Err(FetchMedia("ftp://x", access, "f")).find("data: URL"), std::string::npos);
