@@ -98,6 +98,14 @@ def test_same_tokens_as_transformers(server, name):
     assert output_ids(answer) == case["output_ids"]
 
 
+def test_tokenize_expands_media_as_chat_does(server):
+    case = CASES["image"]
+    body = chat(case)
+    status, answer = server.json("POST", "/tokenize", {"model": "mm", "messages": body["messages"]})
+    assert status == 200, answer
+    assert answer["tokens"] == case["prompt_ids"]
+
+
 def test_openai_client_streams_the_same(server):
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="none")

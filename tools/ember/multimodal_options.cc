@@ -56,12 +56,16 @@ void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* f) {
 }
 
 Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const std::string& model,
-                                                                         const MultiModalFlags& flags, bool parallel) {
+                                                                         const MultiModalFlags& flags,
+                                                                         const Tokenizer& tokenizer, bool parallel) {
   std::error_code ec;
   if (flags.language_model_only || !std::filesystem::is_directory(model, ec)) {
     return std::shared_ptr<const MultiModalEncoder>();
   }
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkEncoders> encoders, MuseSparkEncoders::Load(model, {}));
+  auto takes = [&](Modality m) { return server::PlaceholderTokenId(tokenizer, m).has_value(); };
+  const MultiModalLoadOptions load{.audio = takes(Modality::kAudio),
+                                   .vision = takes(Modality::kImage) || takes(Modality::kVideo)};
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkEncoders> encoders, MuseSparkEncoders::Load(model, load));
   if (encoders == nullptr) return std::shared_ptr<const MultiModalEncoder>();
   if (parallel) {
     EMBER_LOG_WARN("{} has image/video/audio towers, but they run in single-process engines only: serving text only",

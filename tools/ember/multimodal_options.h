@@ -29,9 +29,10 @@ struct MultiModalFlags {
 void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* flags);
 
 // The model directory's towers unless --language-model-only (null: none to load, or a multi-rank
-// engine, which runs text only and says so in the log).
+// engine, which runs text only and says so in the log). A tower whose placeholder tokens
+// `tokenizer` lacks is not loaded (a test model's filler towers): nothing could reach it.
 Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const std::string& model,
                                                                          const MultiModalFlags& flags,
-                                                                         bool parallel);
+                                                                         const Tokenizer& tokenizer, bool parallel);
 
 }  // namespace ember::tools

@@ -29,6 +29,16 @@ std::string StringAt(const json& part, const char* member, const char* inner) {
 
 }  // namespace
 
+std::string_view PlaceholderTokenText(Modality modality) {
+  return kPlaceholderTexts[static_cast<size_t>(modality)];
+}
+
+std::optional<int32_t> PlaceholderTokenId(const Tokenizer& tokenizer, Modality modality) {
+  const std::optional<int32_t> id = tokenizer.TokenId(PlaceholderTokenText(modality));
+  if (!id || !tokenizer.IsSpecial(*id)) return std::nullopt;
+  return id;
+}
+
 std::vector<MediaPart> CollectMediaParts(const json& messages) {
   std::vector<MediaPart> parts;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -70,8 +80,8 @@ Expected<std::unique_ptr<MultiModalProcessor>> MultiModalProcessor::Create(const
   std::unique_ptr<MultiModalProcessor> p(new MultiModalProcessor(tokenizer, std::move(config), std::move(options)));
   p->config_key_ = media::ProcessorConfigKey(p->config_);
   for (Modality m : accepted) {
-    const std::optional<int32_t> id = tokenizer.TokenId(kPlaceholderTexts[Index(m)]);
-    if (!id || !tokenizer.IsSpecial(*id)) {
+    const std::optional<int32_t> id = PlaceholderTokenId(tokenizer, m);
+    if (!id) {
       // Towers without the tokenizer's placeholder token (a test model's filler towers, a
       // tokenizer swapped for another): that modality stays off, the rest of the model serves.
       EMBER_LOG_WARN("{}: the model has a tower for {} but its tokenizer has no special token {}: {} inputs are off",

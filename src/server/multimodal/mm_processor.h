@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct MediaPart {
   bool is_input_audio = false;
   std::string audio_data;    // input_audio: base64 (its format member is not needed: the bytes are probed)
 };
+
+// The special token a modality's placeholder is in the rendered prompt ("<|patch|>", "<|video|>",
+// "<|audio|>", as MuseSparkProcessor), and its id in `tokenizer` when the tokenizer has it as a
+// special token: without it the modality cannot be served, whatever towers the model has.
+std::string_view PlaceholderTokenText(Modality modality);
+std::optional<int32_t> PlaceholderTokenId(const Tokenizer& tokenizer, Modality modality);
 
 // The media parts of `messages` (already checked by NormalizeMessages), in order.
 std::vector<MediaPart> CollectMediaParts(const nlohmann::ordered_json& messages);

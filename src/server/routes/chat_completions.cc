@@ -68,15 +68,6 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
   auto admitted = Admit(context, request.common.model, /*num_prompts=*/1, request.common.sampling.n);
   if (auto* e = std::get_if<ApiError>(&admitted)) return SendError(res, *e);
 
-  const std::vector<MediaPart> media = CollectMediaParts(request.chat.messages);
-  if (!media.empty() && context.model.multimodal == nullptr) {
-    return SendError(res, BadRequest(fmt::format("{}: this model takes text only (no image, video or audio inputs{})",
-                                                 media.front().field,
-                                                 context.config.language_model_only ? ": the server runs with "
-                                                                                      "--language-model-only"
-                                                                                    : ""),
-                                     "messages"));
-  }
   const bool tools_enabled = request.tool_choice != "none";
   auto rendered = RenderChatPrompt(context.model, request.chat, tools_enabled);
   if (auto* e = std::get_if<ApiError>(&rendered)) return SendError(res, *e);
@@ -103,15 +94,9 @@ void HandleChatCompletions(ServingContext& context, const HttpRequest& req, Http
   }
   // The template writes BOS itself when the model wants one.
   std::vector<std::vector<int32_t>> prompts = {TokenizeChatPrompt(context.model, prompt_text)};
-  std::vector<MultiModalFeature> features;
-  if (!media.empty()) {
-    // Decoded and preprocessed here, on the handler thread; the placeholders become the positions
-    // the encoders fill.
-    auto expanded = context.model.multimodal->Expand(prompts[0], media, request.use_audio_in_video);
-    if (auto* e = std::get_if<ApiError>(&expanded)) return SendError(res, *e);
-    prompts[0] = std::move(std::get<ExpandedPrompt>(expanded).token_ids);
-    features = std::move(std::get<ExpandedPrompt>(expanded).features);
-  }
+  auto media = ExpandChatMedia(context, request.chat, request.use_audio_in_video, &prompts[0]);
+  if (auto* e = std::get_if<ApiError>(&media)) return SendError(res, *e);
+  const std::vector<MultiModalFeature>& features = std::get<std::vector<MultiModalFeature>>(media);
   auto choices = MakeChoices(context, request.common, prompts);
   if (auto* e = std::get_if<ApiError>(&choices)) return SendError(res, *e);
   for (ChoiceSpec& c : std::get<std::vector<ChoiceSpec>>(choices)) c.mm_features = features;

@@ -1,5 +1,7 @@
 #include "server/routes/chat_prompt.h"
 
+#include <fmt/format.h>
+
 #include "server/http_util.h"
 
 namespace ember::server {
@@ -72,6 +74,26 @@ std::variant<std::string, ApiError> RenderChatPrompt(const ServingModel& model, 
 std::vector<int32_t> TokenizeChatPrompt(const ServingModel& model, const std::string& prompt,
                                         bool add_special_tokens) {
   return model.tokenizer->Encode(prompt, add_special_tokens, /*parse_special=*/true);
+}
+
+std::variant<std::vector<MultiModalFeature>, ApiError> ExpandChatMedia(const ServingContext& context,
+                                                                       const ChatPrompt& chat,
+                                                                       bool use_audio_in_video,
+                                                                       std::vector<int32_t>* ids) {
+  const std::vector<MediaPart> media = CollectMediaParts(chat.messages);
+  if (media.empty()) return std::vector<MultiModalFeature>();
+  if (context.model.multimodal == nullptr) {
+    return BadRequest(fmt::format("{}: this model takes text only (no image, video or audio inputs{})",
+                                  media.front().field,
+                                  context.config.language_model_only ? ": the server runs with --language-model-only"
+                                                                     : ""),
+                      "messages");
+  }
+  // Decoded and preprocessed here, on the handler thread.
+  auto expanded = context.model.multimodal->Expand(*ids, media, use_audio_in_video);
+  if (auto* e = std::get_if<ApiError>(&expanded)) return *e;
+  *ids = std::move(std::get<ExpandedPrompt>(expanded).token_ids);
+  return std::move(std::get<ExpandedPrompt>(expanded).features);
 }
 
 }  // namespace ember::server

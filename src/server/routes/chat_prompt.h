@@ -32,4 +32,13 @@ std::variant<std::string, ApiError> RenderChatPrompt(const ServingModel& model, 
 std::vector<int32_t> TokenizeChatPrompt(const ServingModel& model, const std::string& prompt,
                                         bool add_special_tokens = false);
 
+// The conversation's media parts (image_url, input_audio, video_url, audio_url) decoded,
+// preprocessed and expanded into `ids` (the tokenized render, MultiModalProcessor::Expand); the
+// features that fill the expanded positions. No media: `ids` unchanged and no features. A model
+// that takes no media, or a bad part, is a 400 naming the part.
+std::variant<std::vector<MultiModalFeature>, ApiError> ExpandChatMedia(const ServingContext& context,
+                                                                       const ChatPrompt& chat,
+                                                                       bool use_audio_in_video,
+                                                                       std::vector<int32_t>* ids);
+
 }  // namespace ember::server

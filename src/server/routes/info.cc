@@ -40,6 +40,9 @@ void HandleTokenize(ServingContext& context, const HttpRequest& req, HttpRespons
     auto rendered = RenderChatPrompt(context.model, *request.chat);
     if (auto* e = std::get_if<ApiError>(&rendered)) return SendError(res, *e);
     ids = TokenizeChatPrompt(context.model, std::get<std::string>(rendered), request.add_special_tokens);
+    // The ids a chat request with these media would compute: placeholders expanded.
+    auto media = ExpandChatMedia(context, *request.chat, /*use_audio_in_video=*/false, &ids);
+    if (auto* e = std::get_if<ApiError>(&media)) return SendError(res, *e);
   } else {
     ids = context.model.tokenizer->Encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
   }
