@@ -1,5 +1,6 @@
 """Multimodal chat end to end: the openai client sends images, audio and video (data: URLs and
-file:// URLs under --allowed-local-media-path, streaming and not) to `ember serve` on the tiny
+file:// URLs under --allowed-local-media-path, http:// URLs from --allowed-media-domains, streaming
+and not) to `ember serve` on the tiny
 multimodal Muse Spark of tests/golden/muse_spark_mm, and gets exactly the tokens transformers'
 processor and generate() produced for the same media (scripts/make_muse_mm_e2e.py; greedy, f32 KV,
 so every step's top-1 must match: cases.json records the smallest top-1/top-2 gap). A repeated
@@ -7,9 +8,12 @@ image is encoded once and reuses its prompt's KV; another image with the same pr
 Hostile media (corrupt, truncated, empty, oversized, too many, outside the allowed path) are 400s
 and the server keeps serving."""
 import base64
+import functools
+import http.server
 import json
 import pathlib
 import shutil
+import threading
 
 import pytest
 
@@ -70,8 +74,27 @@ def media_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(ember_bin, media_dir):
+def media_http(tmp_path_factory):
+    """The test media, and a file over --max-media-bytes, over HTTP on a loopback port (the server
+    may fetch from 127.0.0.1 only)."""
+    served = tmp_path_factory.mktemp("served_media")
+    for path in MEDIA.iterdir():
+        (served / path.name).symlink_to(path)
+    (served / "huge.png").write_bytes(bytes(2 << 20))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(ember_bin, media_dir, media_http):
     s = Server(ember_bin, "--kv-cache-dtype", "f32", "--allowed-local-media-path", media_dir,
+               "--allowed-media-domains", "127.0.0.1", "--media-fetch-timeout", "5",
                "--limit-mm-per-prompt", '{"image": 2, "video": 1, "audio": 1}', "--max-media-bytes", "1MiB",
                model=MODEL, name="mm", max_model_len=2048)
     yield s
@@ -127,6 +150,18 @@ def test_local_files_under_the_allowed_path(server, media_dir):
     assert output_ids(answer) == case["output_ids"]
 
 
+def test_http_urls_from_allowed_hosts(server, media_http):
+    for name in ("image", "video"):
+        case = CASES[name]
+        answer = complete(server, chat(case, url_of=lambda p: f"{media_http}/{p.name}"))
+        assert output_ids(answer) == case["output_ids"], name
+    port = media_http.rsplit(":", 1)[1]
+    bad(server, [image(f"http://localhost:{port}/rgb_odd.png")], "'localhost' is not in --allowed-media-domains")
+    bad(server, [image(f"{media_http}/missing.png")], "answered HTTP 404")
+    bad(server, [image(f"{media_http}/huge.png")], "--max-media-bytes")
+    server.assert_idle_and_healthy()
+
+
 def test_repeated_image_hits_the_encoder_and_prefix_caches_another_image_does_not(server):
     case = CASES["image"]
     encoded = server.metric("ember:mm_items_encoded_total")
@@ -179,7 +214,7 @@ def test_hostile_media_are_400s_and_the_server_keeps_serving(server, media_dir):
     bad(server, [image(f"file://{MEDIA / 'wide.png'}")], "not a readable file under the allowed")
     bad(server, [image(f"file://{media_dir / 'escape.png'}")], "not a readable file under the allowed")
     bad(server, [image(f"file://{media_dir}/../{media_dir.name}/../../etc/passwd")], "not a readable file")
-    bad(server, [image("https://example.com/cat.png")], "does not fetch remote URLs")
+    bad(server, [image("https://example.com/cat.png")], "'example.com' is not in --allowed-media-domains")
     bad(server, [{"type": "image_url", "image_url": {"url": 5}}], "image_url")
     bad(server, [{"type": "text", "text": "<|patch|>"}, image("data:image/png;base64," + b64(png))], "placeholders")
     # A 100 MB data URL: the body is refused from its Content-Length, before a byte of it is read.

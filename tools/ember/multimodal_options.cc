@@ -25,6 +25,13 @@ Expected<server::MultiModalOptions> MultiModalFlags::Options() const {
     }
     o.access.allowed_local_media_path = allowed_local_media_path;
   }
+  if (!allowed_media_domains.empty()) {
+    EMBER_ASSIGN_OR_RETURN(o.access.remote.allowed_domains, server::ParseAllowedMediaDomains(allowed_media_domains));
+  }
+  if (!(media_fetch_timeout > 0) || media_fetch_timeout > 3600) {
+    return InvalidArgument("--media-fetch-timeout must be between 0 and 3600 seconds");
+  }
+  o.access.remote.timeout_seconds = media_fetch_timeout;
   if (!limit_mm_per_prompt.empty()) {
     const auto json = nlohmann::json::parse(limit_mm_per_prompt, nullptr, /*allow_exceptions=*/false);
     const char* kShape = "--limit-mm-per-prompt must be a JSON object such as '{\"image\": 4, \"video\": 1, \"audio\": 1}'";
@@ -49,6 +56,12 @@ void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* f) {
                   "Media items one prompt may hold, as JSON (default '{\"image\": 8, \"video\": 1, \"audio\": 2}')");
   cmd->add_option("--allowed-local-media-path", f->allowed_local_media_path,
                   "Allow file:// media URLs for files under this directory (default: none)");
+  cmd->add_option("--allowed-media-domains", f->allowed_media_domains,
+                  "Fetch http(s) media URLs from these hosts only, comma-separated ('images.example.com,*.cdn.net'); "
+                  "a host name must lead to a public address, an IP address listed here may be any (default: none, "
+                  "remote URLs refused)");
+  cmd->add_option("--media-fetch-timeout", f->media_fetch_timeout,
+                  "Seconds one remote media item may take, redirects included (default 10)");
   cmd->add_option("--max-media-bytes", f->max_media_bytes, "Largest image, video or audio item, encoded (default 16MiB)");
   cmd->add_option("--max-media-seconds", f->max_media_seconds, "Longest video or audio item in seconds (default 600)");
   cmd->add_option("--encoder-cache-size", f->encoder_cache_size,

@@ -1,6 +1,7 @@
 // `ember serve`'s multimodal flags, with vLLM's names: which towers load (--language-model-only),
 // how many items a prompt may hold (--limit-mm-per-prompt), where media may come from
-// (--allowed-local-media-path), and the bounds on each item and on the encoder cache.
+// (--allowed-local-media-path, --allowed-media-domains), and the bounds on each item and on the
+// encoder cache.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,8 @@ struct MultiModalFlags {
   bool language_model_only = false;
   std::string limit_mm_per_prompt;     // JSON: {"image": N, "video": N, "audio": N}
   std::string allowed_local_media_path;
+  std::string allowed_media_domains;   // comma-separated hosts whose http(s) media URLs are fetched
+  double media_fetch_timeout = 10;     // seconds for one remote item, redirects included
   std::string max_media_bytes = "16MiB";
   std::string encoder_cache_size = "256MiB";
   double max_media_seconds = 600;      // a video's or a clip's duration at most

@@ -1,5 +1,6 @@
 // ember serve MODEL: the OpenAI-compatible server (src/server) over a LocalEngine.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <chrono>
@@ -153,6 +154,15 @@ int RunServe(ServeOptions& o) {
     auto processor = server::MultiModalProcessor::Create(o.model, **tokenizer, accepted, *mm_options);
     if (!processor.ok()) return Fail(processor.status());
     context.model.multimodal = std::move(*processor);  // null: no modality's placeholder is in the tokenizer
+    if (context.model.multimodal) {
+      const server::MediaAccess& access = mm_options->access;
+      EMBER_LOG_INFO("media sources: data: URLs; file:// {}; http(s) {}",
+                     access.allowed_local_media_path.empty() ? "refused" : "under " + access.allowed_local_media_path,
+                     access.remote.enabled()
+                         ? fmt::format("from {} ({} s per item)", fmt::join(access.remote.allowed_domains, ", "),
+                                       access.remote.timeout_seconds)
+                         : std::string("refused"));
+    }
   }
   context.model.eos_token_id = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
   for (size_t i = 1; i < eos.size(); ++i) context.model.extra_stop_token_ids.push_back(static_cast<int32_t>(eos[i]));

@@ -1,6 +1,7 @@
 // Where a request's image, video or audio bytes come from: a data: URL (base64), a local file
-// under --allowed-local-media-path (file:// URLs, as vLLM), or, refused, a remote URL. Every
-// path is bounded: the encoded size is checked before anything is decoded or read.
+// under --allowed-local-media-path (file:// URLs, as vLLM), or an http(s) URL on a host of
+// --allowed-media-domains (remote_media.h; refused without it). Every path is bounded: the
+// encoded size is checked before anything is decoded or read.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "server/multimodal/remote_media.h"
 #include "server/protocol/api_error.h"
 
 namespace ember::server {
@@ -17,7 +19,14 @@ struct MediaAccess {
   // Local files may be read only under this directory (resolved, symlinks followed); empty: none.
   std::string allowed_local_media_path;
   int64_t max_media_bytes = int64_t{16} << 20;  // one item's encoded bytes at most
+  RemoteMediaPolicy remote;                      // http(s) URLs: none unless hosts are allowed
 };
+
+// A media part refused: a 400 whose message starts with `field` (the content part) and whose
+// param is "messages", as every media refusal.
+ApiError MediaRefusal(const std::string& field, const std::string& why);
+// The part is larger than --max-media-bytes.
+ApiError MediaTooLarge(const std::string& field, int64_t max_bytes);
 
 // The bytes a media URL names. `field` is where the URL was (for the error), e.g.
 // "messages[1].content[0].image_url.url".
