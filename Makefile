@@ -44,8 +44,8 @@ test-tsan: setup models
 
 # libFuzzer over the parsers of untrusted bytes (tests/fuzz: request JSON, GGUF and safetensors
 # headers, the tokenizers and a GGUF's tokenizer, tokenizer.json, the Jinja engine and the real chat
-# templates), under ASan + UBSan (build/fuzz, clang), one target after the other
-# (tests/fuzz/run.sh). `make test` fuzzes each for FUZZ_TEST_SECONDS (test-fuzz, about 2.5
+# templates, request images, videos and audio), under ASan + UBSan (build/fuzz, clang), one target after the other
+# (tests/fuzz/run.sh). `make test` fuzzes each for FUZZ_TEST_SECONDS (test-fuzz, about 3
 # minutes in all); `make fuzz` for FUZZ_SECONDS each, for longer runs (FUZZ_SECONDS=3600 make
 # fuzz). New interesting inputs collect in build/fuzz/corpus/<target>; a crash, sanitizer report,
 # leak, hang or memory blow-up fails the run and prints the path of its input
@@ -54,7 +54,8 @@ test-tsan: setup models
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 15
 FUZZ_TARGETS = json_request_fuzz gguf_header_fuzz safetensors_header_fuzz bpe_tokenizer_fuzz spm_tokenizer_fuzz \
-  gguf_tokenizer_fuzz hf_tokenizer_json_fuzz jinja_template_fuzz chat_template_fuzz
+  gguf_tokenizer_fuzz hf_tokenizer_json_fuzz jinja_template_fuzz chat_template_fuzz image_decode_fuzz video_decode_fuzz \
+  audio_decode_fuzz
 fuzz-build: setup
 	@cmake --preset fuzz > /dev/null
 	@cmake --build --preset fuzz -j $(JOBS)

@@ -51,6 +51,20 @@ int64_t FfmpegInput::Seek(void* opaque, int64_t offset, int whence) {
   return target;
 }
 
+namespace {
+
+// FFmpeg demuxers (by their names) whose files hold their streams themselves: MP4/QuickTime,
+// Matroska/WebM, AVI, FLV, ASF, MPEG-TS/PS, Ogg and the audio formats.
+constexpr const char* kSelfContainedFormats =
+    "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,asf,mpegts,mpeg,ogg,wav,w64,mp3,flac,aac,aiff,caf,au,amr";
+
+int RefuseNestedOpen(AVFormatContext* /*context*/, AVIOContext** /*pb*/, const char* /*url*/, int /*flags*/,
+                     AVDictionary** /*options*/) {
+  return AVERROR(EPERM);
+}
+
+}  // namespace
+
 Status FfmpegInput::Open(std::span<const uint8_t> bytes, const char* what) {
   // FFmpeg would print every complaint about a hostile file to stderr; errors come back as
   // Status instead. (Process-wide: nothing else in ember uses FFmpeg's log.)
@@ -71,8 +85,13 @@ Status FfmpegInput::Open(std::span<const uint8_t> bytes, const char* what) {
   if (format_ == nullptr) return ResourceExhausted("avformat_alloc_context failed");
   format_->pb = io_;
   format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  // The request's bytes are all a demuxer may read: playlists (HLS, ffconcat), image sequences and
+  // external references would otherwise make FFmpeg open files or URLs on the server. So any
+  // nested open fails, and only self-contained containers are demuxed at all.
+  format_->io_open = &RefuseNestedOpen;
   // Probing reads at most the first MiB and 5 s of packets: a hostile file cannot make probing slow.
   AVDictionary* options = nullptr;
+  av_dict_set(&options, "format_whitelist", kSelfContainedFormats, 0);
   av_dict_set(&options, "probesize", "1048576", 0);
   av_dict_set(&options, "analyzeduration", "5000000", 0);
   int err = avformat_open_input(&format_, nullptr, nullptr, &options);

@@ -16,6 +16,7 @@ namespace ember::media {
 namespace {
 
 using testing::ReadBytes;
+using testing::TestdataPath;
 
 void ExpectInvalid(const Status& s, const std::string& fragment) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -190,6 +191,30 @@ TEST(ProcessorConfig, DefaultsFilesAndRejections) {
   EXPECT_EQ(LoadMuseProcessorConfig(dir).status().code(), StatusCode::kInvalidArgument);
   std::ofstream(dir + "/processor_config.json") << "not json";
   EXPECT_EQ(LoadMuseProcessorConfig(dir).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Containers that name other resources (HLS and other playlists, ffconcat, image sequences) would
+// let a request make FFmpeg open files or URLs on the server: only self-contained audio/video
+// containers are demuxed, and no demuxer may open anything beyond the request's bytes.
+TEST(HostileVideos, PlaylistsNamingOtherFilesAreRefused) {
+  const std::string local = TestdataPath("shapes.mp4");
+  const std::vector<std::string> documents = {
+      "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nfile://" + local + "\n#EXT-X-ENDLIST\n",
+      "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n" + local + "\n#EXT-X-ENDLIST\n",
+      "ffconcat version 1.0\nfile '" + local + "'\n",
+      "#EXTM3U\n#EXTINF:2,\nhttp://169.254.169.254/latest/meta-data\n",
+  };
+  const MuseProcessorConfig config;
+  for (const std::string& text : documents) {
+    SCOPED_TRACE(text);
+    const std::vector<uint8_t> bytes(text.begin(), text.end());
+    const auto video = ProcessVideo(bytes, MediaLimits{}, config);
+    EXPECT_FALSE(video.ok());
+    EXPECT_EQ(video.status().code(), StatusCode::kInvalidArgument) << video.status().ToString();
+    const auto audio = DecodeAudio(bytes, MediaLimits{});
+    EXPECT_FALSE(audio.ok());
+    EXPECT_EQ(audio.status().code(), StatusCode::kInvalidArgument) << audio.status().ToString();
+  }
 }
 
 }  // namespace
