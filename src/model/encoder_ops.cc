@@ -1,6 +1,7 @@
 #include "model/encoder_ops.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +11,24 @@
 #include "core/dtypes.h"
 #include "core/thread_pool.h"
 #include "formats/checkpoint.h"
-#include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/tensor_parallel.h"
 #include "model/weight_source.h"
 
-namespace ember::encoder_ops {
+namespace ember {
+
+std::string EncoderWeightReport::Describe() const {
+  if (!format) return fmt::format("{} linears as stored (bf16/f32)", linears);
+  std::string text =
+      fmt::format("{}: {} of {} linears converted", quant::WeightFormatName(*format), converted, linears);
+  if (!kept.empty()) {
+    text += fmt::format(", kept as stored (input dimension not a multiple of {}): {}",
+                        encoder_ops::QuantizableInMultiple(*format), fmt::join(kept, ", "));
+  }
+  return text;
+}
+
+namespace encoder_ops {
 namespace {
 
 ThreadPool& Pool() { return ThreadPool::Global(); }
@@ -23,10 +37,10 @@ ThreadPool& Pool() { return ThreadPool::Global(); }
 
 int64_t RowChunk(int64_t n) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(n, 1)); }
 
-void Linear(const float* x, int64_t rows, const TensorView& w, const float* bias, float* y) {
-  kernels::MatMul(x, rows, w, y);
+void ApplyLinear(const float* x, int64_t rows, const Linear& w, const float* bias, float* y) {
+  w.Apply(x, rows, y);
   if (bias == nullptr) return;
-  const int64_t n = w.shape[0];
+  const int64_t n = w.out_features();
   Pool().ParallelFor(rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       float* yr = y + r * n;
@@ -82,8 +96,32 @@ Expected<std::vector<float>> RequireF32(WeightSource& source, const std::string&
   return out;
 }
 
-Expected<TensorView> RequireMatrix(WeightSource& source, const std::string& name, int64_t out, int64_t in) {
-  return source.Require(name, {DType::kBF16, DType::kF32}, Shape{out, in});
+int64_t QuantizableInMultiple(quant::WeightFormat format) {
+  return format == quant::WeightFormat::kFp8E4m3 ? 16 : quant::KBlockSize(format);
+}
+
+LinearLoader::LinearLoader(WeightSource& source, const EncoderWeightOptions& options, int64_t total)
+    : source_(source), options_(options), total_(total) {
+  report_.format = options.quantization;
+}
+
+Expected<Linear> LinearLoader::Load(const std::string& name, int64_t out, int64_t in) {
+  EMBER_ASSIGN_OR_RETURN(TensorView stored, source_.Require(name, {DType::kBF16, DType::kF32}, Shape{out, in}));
+  ++report_.linears;
+  if (!options_.quantization) return Linear::Dense(stored);
+  Linear linear;
+  if (in % QuantizableInMultiple(*options_.quantization) == 0) {
+    EMBER_ASSIGN_OR_RETURN(linear, QuantizeLinear(stored, *options_.quantization, options_.mxfp4_rounding,
+                                                  MatrixSplit::Whole()));
+    // The converted matrix owns its codes: the stored bytes are never read again.
+    source_.Release(stored);
+    ++report_.converted;
+  } else {
+    linear = Linear::Dense(stored);
+    report_.kept.push_back(fmt::format("{} [{}, {}]", name, out, in));
+  }
+  if (options_.progress) options_.progress(report_.linears, total_);
+  return linear;
 }
 
 Expected<nlohmann::json> ReadJsonFile(const std::string& path) {
@@ -102,4 +140,5 @@ Expected<std::unique_ptr<WeightSource>> OpenDirectoryWeights(const std::string& 
   return MakeCheckpointWeightSource(checkpoint, fmt::format("checkpoint {}", dir));
 }
 
-}  // namespace ember::encoder_ops
+}  // namespace encoder_ops
+}  // namespace ember

@@ -46,7 +46,8 @@ inline constexpr const char* kQuantizationHelp =
     "\"even\"; mxfp4-floor for the OCP MX v1.0 rule) or fp8 (128x128 blocks); `ember convert` writes the result to "
     "disk (Muse Spark)";
 inline constexpr const char* kQuantizeDenseHelp =
-    "With --quantization: also quantize the attention, latent-projection and dense-MLP linears";
+    "With --quantization: also quantize the attention, latent-projection and dense-MLP linears, and (ember serve) "
+    "the image/video/audio towers' linears (those whose input width the format's block does not divide stay bf16)";
 // A progress callback drawing "<what> [#####     ] done/total" on stderr (one line, redrawn).
 std::function<void(int64_t, int64_t)> StderrProgressBar(std::string what);
 

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/logging.h"
+#include "model/quantized_weights.h"
 #include "runner/multimodal/muse_spark_encoders.h"
+#include "tools/ember/common.h"
 #include "tools/ember/engine_options.h"
 
 namespace ember::tools {
@@ -68,16 +70,37 @@ void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* f) {
                   "Encoder outputs kept by content hash for repeated media (default 256MiB)");
 }
 
+namespace {
+
+// The towers' linears follow the text model's dense linears: converted only with --quantize-dense
+// (LoadModelWithLog has already refused --quantize-dense without --quantization).
+Expected<EncoderWeightOptions> TowerWeightOptions(const std::optional<std::string>& quantization,
+                                                  bool quantize_dense) {
+  EncoderWeightOptions weights;
+  if (!quantization || !quantize_dense) return weights;
+  EMBER_ASSIGN_OR_RETURN(const QuantizationChoice choice, ParseQuantization(*quantization));
+  weights.quantization = choice.format;
+  weights.mxfp4_rounding = choice.mxfp4_rounding;
+  weights.progress = StderrProgressBar(fmt::format("quantizing a multimodal tower to {}", *quantization));
+  return weights;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const std::string& model,
                                                                          const MultiModalFlags& flags,
-                                                                         const Tokenizer& tokenizer, bool parallel) {
+                                                                         const Tokenizer& tokenizer, bool parallel,
+                                                                         const std::optional<std::string>& quantization,
+                                                                         bool quantize_dense) {
   std::error_code ec;
   if (flags.language_model_only || !std::filesystem::is_directory(model, ec)) {
     return std::shared_ptr<const MultiModalEncoder>();
   }
   auto takes = [&](Modality m) { return server::PlaceholderTokenId(tokenizer, m).has_value(); };
+  EMBER_ASSIGN_OR_RETURN(EncoderWeightOptions weights, TowerWeightOptions(quantization, quantize_dense));
   const MultiModalLoadOptions load{.audio = takes(Modality::kAudio),
-                                   .vision = takes(Modality::kImage) || takes(Modality::kVideo)};
+                                   .vision = takes(Modality::kImage) || takes(Modality::kVideo),
+                                   .weights = std::move(weights)};
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkEncoders> encoders, MuseSparkEncoders::Load(model, load));
   if (encoders == nullptr) return std::shared_ptr<const MultiModalEncoder>();
   if (parallel) {

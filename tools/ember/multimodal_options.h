@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runner/multimodal/encoder.h"
@@ -33,9 +34,13 @@ void AddMultiModalOptions(CLI::App* cmd, MultiModalFlags* flags);
 
 // The model directory's towers unless --language-model-only (null: none to load, or a multi-rank
 // engine, which runs text only and says so in the log). A tower whose placeholder tokens
-// `tokenizer` lacks is not loaded (a test model's filler towers): nothing could reach it.
+// `tokenizer` lacks is not loaded (a test model's filler towers): nothing could reach it. The towers'
+// linears are converted to `quantization` (--quantization) when `quantize_dense` (--quantize-dense)
+// is set, the rule the text model's dense linears follow; otherwise they stay as stored.
 Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const std::string& model,
                                                                          const MultiModalFlags& flags,
-                                                                         const Tokenizer& tokenizer, bool parallel);
+                                                                         const Tokenizer& tokenizer, bool parallel,
+                                                                         const std::optional<std::string>& quantization,
+                                                                         bool quantize_dense);
 
 }  // namespace ember::tools

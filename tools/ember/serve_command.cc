@@ -116,7 +116,8 @@ int RunServe(ServeOptions& o) {
   o.flags.engine.model_path = o.model;
   auto mm_options = o.multimodal.Options();
   if (!mm_options.ok()) return Fail(mm_options.status());
-  auto encoder = LoadMultiModalEncoder(o.model, o.multimodal, **tokenizer, Parallel() != nullptr);
+  auto encoder = LoadMultiModalEncoder(o.model, o.multimodal, **tokenizer, Parallel() != nullptr,
+                                       o.flags.quantization, o.flags.quantize_dense);
   if (!encoder.ok()) return Fail(encoder.status());
   o.flags.engine.multimodal_encoder = *encoder;
   if (*encoder) {

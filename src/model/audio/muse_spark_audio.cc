@@ -16,7 +16,6 @@ namespace ember {
 
 using encoder_ops::GeluErf;
 using encoder_ops::RequireF32;
-using encoder_ops::RequireMatrix;
 using encoder_ops::RmsNorm;
 using encoder_ops::RowChunk;
 
@@ -161,27 +160,34 @@ Expected<MuseSparkAudioConfig> MuseSparkAudioConfig::FromFile(const std::string&
 struct MuseSparkAudioEncoder::Block {
   std::vector<float> conv_weight;  // [C, K] (the checkpoint's [C, 1, K])
   std::vector<float> conv_bias, norm_gain, fc1_bias, fc2_bias;
-  TensorView fc1, fc2;             // [F, C], [C, F]
+  Linear fc1, fc2;                 // [F, C], [C, F]
 };
 
 struct MuseSparkAudioEncoder::Stage {
-  TensorView patch_proj;           // [C, C_in * p]
+  Linear patch_proj;               // [C, C_in * p]
   std::vector<float> patch_bias, patch_gain;
   std::vector<Block> blocks;
 };
 
 MuseSparkAudioEncoder::~MuseSparkAudioEncoder() = default;
 
-Status MuseSparkAudioEncoder::Bind(const std::string& prefix) {
+int64_t MuseSparkAudioEncoder::NumLinears() const {
+  int64_t n = 1;  // proj
+  for (int64_t depth : config_.depths) n += 1 + 2 * depth;
+  return n;
+}
+
+Status MuseSparkAudioEncoder::Bind(const std::string& prefix, const EncoderWeightOptions& weights) {
   const MuseSparkAudioConfig& c = config_;
   WeightSource& w = *source_;
+  encoder_ops::LinearLoader linears(w, weights, NumLinears());
   int64_t in = 1;  // stage 0 folds the mono waveform
   stages_.resize(c.num_stages());
   for (int64_t i = 0; i < c.num_stages(); ++i) {
     const int64_t h = c.hidden_sizes[i], f = c.IntermediateSize(i);
     const std::string p = fmt::format("{}layers.{}.", prefix, i);
     Stage& s = stages_[i];
-    EMBER_ASSIGN_OR_RETURN(s.patch_proj, RequireMatrix(w, p + "patch_embedder.proj.weight", h, in * c.patch_sizes[i]));
+    EMBER_ASSIGN_OR_RETURN(s.patch_proj, linears.Load(p + "patch_embedder.proj.weight", h, in * c.patch_sizes[i]));
     EMBER_ASSIGN_OR_RETURN(s.patch_bias, RequireVectorF32(w, p + "patch_embedder.proj.bias", h));
     EMBER_ASSIGN_OR_RETURN(s.patch_gain, RequireVectorF32(w, p + "patch_embedder.norm.weight", h));
     s.blocks.resize(c.depths[i]);
@@ -191,35 +197,38 @@ Status MuseSparkAudioEncoder::Bind(const std::string& prefix) {
       EMBER_ASSIGN_OR_RETURN(k.conv_weight, RequireF32(w, b + "conv.weight", Shape{h, 1, c.conv_kernel_size}));
       EMBER_ASSIGN_OR_RETURN(k.conv_bias, RequireVectorF32(w, b + "conv.bias", h));
       EMBER_ASSIGN_OR_RETURN(k.norm_gain, RequireVectorF32(w, b + "norm.weight", h));
-      EMBER_ASSIGN_OR_RETURN(k.fc1, RequireMatrix(w, b + "mlp.fc1.weight", f, h));
+      EMBER_ASSIGN_OR_RETURN(k.fc1, linears.Load(b + "mlp.fc1.weight", f, h));
       EMBER_ASSIGN_OR_RETURN(k.fc1_bias, RequireVectorF32(w, b + "mlp.fc1.bias", f));
-      EMBER_ASSIGN_OR_RETURN(k.fc2, RequireMatrix(w, b + "mlp.fc2.weight", h, f));
+      EMBER_ASSIGN_OR_RETURN(k.fc2, linears.Load(b + "mlp.fc2.weight", h, f));
       EMBER_ASSIGN_OR_RETURN(k.fc2_bias, RequireVectorF32(w, b + "mlp.fc2.bias", h));
     }
     in = h;
   }
   EMBER_ASSIGN_OR_RETURN(norm_gain_, RequireVectorF32(w, prefix + "norm.weight", in));
-  EMBER_ASSIGN_OR_RETURN(proj_, RequireMatrix(w, prefix + "proj.weight", c.out_hidden_size, in));
+  EMBER_ASSIGN_OR_RETURN(proj_, linears.Load(prefix + "proj.weight", c.out_hidden_size, in));
   EMBER_ASSIGN_OR_RETURN(proj_bias_, RequireVectorF32(w, prefix + "proj.bias", c.out_hidden_size));
   EMBER_ASSIGN_OR_RETURN(post_proj_gain_, RequireVectorF32(w, prefix + "post_proj_norm.weight", c.out_hidden_size));
+  weight_report_ = linears.report();
   return Status::Ok();
 }
 
 Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::Load(const MuseSparkAudioConfig& config,
                                                                                std::unique_ptr<WeightSource> source,
-                                                                               const std::string& prefix) {
+                                                                               const std::string& prefix,
+                                                                               const EncoderWeightOptions& weights) {
   EMBER_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<MuseSparkAudioEncoder> encoder(new MuseSparkAudioEncoder());
   encoder->config_ = config;
   encoder->source_ = std::move(source);
-  EMBER_RETURN_IF_ERROR(encoder->Bind(prefix));
+  EMBER_RETURN_IF_ERROR(encoder->Bind(prefix, weights));
   return encoder;
 }
 
-Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::LoadDirectory(const std::string& dir) {
+Expected<std::unique_ptr<MuseSparkAudioEncoder>> MuseSparkAudioEncoder::LoadDirectory(
+    const std::string& dir, const EncoderWeightOptions& weights) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig config, MuseSparkAudioConfig::FromFile(dir + "/config.json"));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, encoder_ops::OpenDirectoryWeights(dir));
-  return Load(config, std::move(weights));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source, encoder_ops::OpenDirectoryWeights(dir));
+  return Load(config, std::move(source), "model.audio_tower.", weights);
 }
 
 // ---- forward ------------------------------------------------------------------------------------
@@ -228,9 +237,9 @@ namespace {
 
 ThreadPool& Pool() { return ThreadPool::Global(); }
 
-// Linear plus the stored bias.
-void Linear(const float* x, int64_t rows, const TensorView& w, const std::vector<float>& bias, float* y) {
-  encoder_ops::Linear(x, rows, w, bias.data(), y);
+// A linear plus its stored bias.
+void ApplyLinear(const float* x, int64_t rows, const Linear& w, const std::vector<float>& bias, float* y) {
+  encoder_ops::ApplyLinear(x, rows, w, bias.data(), y);
 }
 
 }  // namespace
@@ -288,7 +297,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
       // Patchify: [rows, C] row-major read as [rows / p, p * C] (transformers' reshape), then
       // Linear + RMSNorm.
       rows /= p;
-      Linear(x.data(), rows, s.patch_proj, s.patch_bias, y.data());
+      ApplyLinear(x.data(), rows, s.patch_proj, s.patch_bias, y.data());
       RmsNorm(y.data(), rows, h, c.rms_norm_eps, s.patch_gain.data(), x.data());
 
       for (const Block& b : s.blocks) {
@@ -313,9 +322,9 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
         if (kpad > 0) std::memcpy(state.data(), pad.data() + rows * h, kpad * h * sizeof(float));
         // x += fc2(gelu(fc1(norm(conv))))
         RmsNorm(conv.data(), rows, h, c.rms_norm_eps, b.norm_gain.data(), conv.data());
-        Linear(conv.data(), rows, b.fc1, b.fc1_bias, mid.data());
+        ApplyLinear(conv.data(), rows, b.fc1, b.fc1_bias, mid.data());
         GeluErf(mid.data(), rows * f);
-        Linear(mid.data(), rows, b.fc2, b.fc2_bias, y.data());
+        ApplyLinear(mid.data(), rows, b.fc2, b.fc2_bias, y.data());
         kernels::AddInPlace(x.data(), y.data(), rows * h);
       }
       if (stage_outputs != nullptr) {
@@ -325,7 +334,7 @@ Expected<AudioEncoding> MuseSparkAudioEncoder::Encode(const float* samples, int6
     }
     // Head: norm, proj, post_proj_norm, then the text embedding norm (get_audio_features).
     RmsNorm(x.data(), nt, c.hidden_sizes[ns - 1], c.rms_norm_eps, norm_gain_.data(), x.data());
-    Linear(x.data(), nt, proj_, proj_bias_, mid.data());
+    ApplyLinear(x.data(), nt, proj_, proj_bias_, mid.data());
     float* hidden = result.hidden.data() + t0 * out_h;
     RmsNorm(mid.data(), nt, out_h, c.rms_norm_eps, post_proj_gain_.data(), hidden);
     RmsNorm(hidden, nt, out_h, c.embed_norm_eps, nullptr, result.features.data() + t0 * out_h);

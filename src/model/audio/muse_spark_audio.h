@@ -3,8 +3,9 @@
 // samples_per_token (1920) samples, in the text model's hidden size. The computation, with
 // references to the transformers source it follows, is in src/model/audio/README.md.
 //
-// Everything runs in f32; weights stay as stored (bf16 or f32 linears through kernels::MatMul over
-// the checkpoint mapping; conv kernels, biases and norm gains copied to f32 at load). Long clips
+// Everything runs in f32; the linears stay as stored (bf16 or f32, through kernels::MatMul over the
+// checkpoint mapping) or are converted at load to NVFP4 / MXFP4 / FP8 (EncoderWeightOptions); conv
+// kernels, biases and norm gains are copied to f32 at load. Long clips
 // run in chunks of whole tokens, each causal convolution carrying the last kernel_size - 1 rows of
 // its input from one chunk to the next (transformers' MuseSparkAudioConv1dPaddingCache), so the
 // activations never exceed one chunk's.
@@ -19,6 +20,8 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/encoder_ops.h"
+#include "model/linear.h"
 
 namespace ember {
 
@@ -68,18 +71,25 @@ class MuseSparkAudioEncoder {
   static constexpr int64_t kDefaultChunkTokens = 64;
 
   // Binds the tower's tensors `prefix`* ("model.audio_tower." in MuseSparkForConditionalGeneration
-  // checkpoints). The encoder keeps `source`, whose tensors back the linears.
+  // checkpoints). The encoder keeps `source`, whose tensors back the linears left as stored;
+  // `weights` says whether to convert them.
   static Expected<std::unique_ptr<MuseSparkAudioEncoder>> Load(const MuseSparkAudioConfig& config,
                                                                 std::unique_ptr<WeightSource> source,
-                                                                const std::string& prefix = "model.audio_tower.");
+                                                                const std::string& prefix = "model.audio_tower.",
+                                                                const EncoderWeightOptions& weights = {});
   // config.json + safetensors of a Hugging Face model directory.
-  static Expected<std::unique_ptr<MuseSparkAudioEncoder>> LoadDirectory(const std::string& dir);
+  static Expected<std::unique_ptr<MuseSparkAudioEncoder>> LoadDirectory(const std::string& dir,
+                                                                         const EncoderWeightOptions& weights = {});
 
   ~MuseSparkAudioEncoder();
   MuseSparkAudioEncoder(const MuseSparkAudioEncoder&) = delete;
   MuseSparkAudioEncoder& operator=(const MuseSparkAudioEncoder&) = delete;
 
   const MuseSparkAudioConfig& config() const { return config_; }
+  // Which linears the load converted and which it kept as stored.
+  const EncoderWeightReport& weight_report() const { return weight_report_; }
+  // Linears of the tower: per stage the patch projection and fc1 / fc2 per block, then proj.
+  int64_t NumLinears() const;
 
   // Encodes one mono clip of `num_samples` samples at 24 kHz, right-padded with zeros to a
   // multiple of samples_per_token as MuseSparkFeatureExtractor does. `stage_outputs`, when given,
@@ -93,13 +103,14 @@ class MuseSparkAudioEncoder {
   struct Block;
   struct Stage;
   MuseSparkAudioEncoder() = default;
-  Status Bind(const std::string& prefix);
+  Status Bind(const std::string& prefix, const EncoderWeightOptions& weights);
 
   MuseSparkAudioConfig config_;
   std::unique_ptr<WeightSource> source_;
+  EncoderWeightReport weight_report_;
   std::vector<Stage> stages_;
   std::vector<float> norm_gain_, proj_bias_, post_proj_gain_;
-  TensorView proj_;
+  Linear proj_;
 };
 
 }  // namespace ember

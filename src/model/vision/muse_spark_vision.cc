@@ -16,9 +16,8 @@ namespace ember {
 
 using encoder_ops::GeluErf;
 using encoder_ops::LayerNorm;
-using encoder_ops::Linear;
+using encoder_ops::ApplyLinear;
 using encoder_ops::RequireF32;
-using encoder_ops::RequireMatrix;
 using encoder_ops::RmsNorm;
 using encoder_ops::RowChunk;
 
@@ -196,18 +195,19 @@ Expected<MuseSparkVisionConfig> MuseSparkVisionConfig::FromFile(const std::strin
 struct MuseSparkVisionEncoder::Layer {
   bool window = true;                      // window_attention (else full_attention)
   std::vector<float> norm1_gain, norm1_bias, norm2_gain, norm2_bias;
-  TensorView q, k, v, proj, fc1, fc2;      // [d, d] x 4, [f, d], [d, f]
+  Linear q, k, v, proj, fc1, fc2;          // [d, d] x 4, [f, d], [d, f]
   std::vector<float> q_bias, k_bias, v_bias, proj_bias, fc1_bias, fc2_bias;
 };
 
 MuseSparkVisionEncoder::~MuseSparkVisionEncoder() = default;
 
-Status MuseSparkVisionEncoder::Bind(const std::string& prefix) {
+Status MuseSparkVisionEncoder::Bind(const std::string& prefix, const EncoderWeightOptions& weights) {
   const MuseSparkVisionConfig& c = config_;
   WeightSource& w = *source_;
+  encoder_ops::LinearLoader linears(w, weights, NumLinears());
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   const std::string t = prefix + "vision_tower.";
-  EMBER_ASSIGN_OR_RETURN(patch_embedding_, RequireMatrix(w, t + "patch_embedder.patch_embedding.weight", d, c.PatchDim()));
+  EMBER_ASSIGN_OR_RETURN(patch_embedding_, linears.Load(t + "patch_embedder.patch_embedding.weight", d, c.PatchDim()));
   EMBER_ASSIGN_OR_RETURN(position_table_, RequireF32(w, t + "patch_embedder.position_embedding_table.weight",
                                                      Shape{c.pos_emb_height * c.pos_emb_width, d}));
   EMBER_ASSIGN_OR_RETURN(ln_pre_gain_, RequireVectorF32(w, t + "ln_pre.weight", d));
@@ -223,46 +223,47 @@ Status MuseSparkVisionEncoder::Bind(const std::string& prefix) {
     EMBER_ASSIGN_OR_RETURN(l.norm1_bias, RequireVectorF32(w, p + "norm1.bias", d));
     EMBER_ASSIGN_OR_RETURN(l.norm2_gain, RequireVectorF32(w, p + "norm2.weight", d));
     EMBER_ASSIGN_OR_RETURN(l.norm2_bias, RequireVectorF32(w, p + "norm2.bias", d));
-    EMBER_ASSIGN_OR_RETURN(l.q, RequireMatrix(w, p + "attn.q_proj.weight", d, d));
+    EMBER_ASSIGN_OR_RETURN(l.q, linears.Load(p + "attn.q_proj.weight", d, d));
     EMBER_ASSIGN_OR_RETURN(l.q_bias, RequireVectorF32(w, p + "attn.q_proj.bias", d));
-    EMBER_ASSIGN_OR_RETURN(l.k, RequireMatrix(w, p + "attn.k_proj.weight", d, d));
+    EMBER_ASSIGN_OR_RETURN(l.k, linears.Load(p + "attn.k_proj.weight", d, d));
     EMBER_ASSIGN_OR_RETURN(l.k_bias, RequireVectorF32(w, p + "attn.k_proj.bias", d));
-    EMBER_ASSIGN_OR_RETURN(l.v, RequireMatrix(w, p + "attn.v_proj.weight", d, d));
+    EMBER_ASSIGN_OR_RETURN(l.v, linears.Load(p + "attn.v_proj.weight", d, d));
     EMBER_ASSIGN_OR_RETURN(l.v_bias, RequireVectorF32(w, p + "attn.v_proj.bias", d));
-    EMBER_ASSIGN_OR_RETURN(l.proj, RequireMatrix(w, p + "attn.proj.weight", d, d));
+    EMBER_ASSIGN_OR_RETURN(l.proj, linears.Load(p + "attn.proj.weight", d, d));
     EMBER_ASSIGN_OR_RETURN(l.proj_bias, RequireVectorF32(w, p + "attn.proj.bias", d));
-    EMBER_ASSIGN_OR_RETURN(l.fc1, RequireMatrix(w, p + "mlp.fc1.weight", f, d));
+    EMBER_ASSIGN_OR_RETURN(l.fc1, linears.Load(p + "mlp.fc1.weight", f, d));
     EMBER_ASSIGN_OR_RETURN(l.fc1_bias, RequireVectorF32(w, p + "mlp.fc1.bias", f));
-    EMBER_ASSIGN_OR_RETURN(l.fc2, RequireMatrix(w, p + "mlp.fc2.weight", d, f));
+    EMBER_ASSIGN_OR_RETURN(l.fc2, linears.Load(p + "mlp.fc2.weight", d, f));
     EMBER_ASSIGN_OR_RETURN(l.fc2_bias, RequireVectorF32(w, p + "mlp.fc2.bias", d));
   }
-  EMBER_ASSIGN_OR_RETURN(adapter_fc1_, RequireMatrix(w, prefix + "vision_adapter.fc1.weight", c.projector_hidden_size,
-                                                     c.out_hidden_size));
-  EMBER_ASSIGN_OR_RETURN(adapter_fc2_, RequireMatrix(w, prefix + "vision_adapter.fc2.weight", c.projector_hidden_size,
-                                                     c.projector_hidden_size));
-  EMBER_ASSIGN_OR_RETURN(projection_, RequireMatrix(w, prefix + "vision_projection.weight", c.text_hidden_size,
-                                                    c.projector_hidden_size));
+  const int64_t pj = c.projector_hidden_size;
+  EMBER_ASSIGN_OR_RETURN(adapter_fc1_, linears.Load(prefix + "vision_adapter.fc1.weight", pj, c.out_hidden_size));
+  EMBER_ASSIGN_OR_RETURN(adapter_fc2_, linears.Load(prefix + "vision_adapter.fc2.weight", pj, pj));
+  EMBER_ASSIGN_OR_RETURN(projection_, linears.Load(prefix + "vision_projection.weight", c.text_hidden_size, pj));
   // MuseSparkVisionRotaryEmbedding: 1 / theta^(arange(0, head_dim / 2, 2) / (head_dim / 2)), f32.
   inv_freq_.resize(c.head_dim() / 4);
   kernels::RopeInverseFrequencies(c.rope_theta, c.head_dim() / 2, inv_freq_.data());
+  weight_report_ = linears.report();
   return Status::Ok();
 }
 
 Expected<std::unique_ptr<MuseSparkVisionEncoder>> MuseSparkVisionEncoder::Load(const MuseSparkVisionConfig& config,
                                                                                  std::unique_ptr<WeightSource> source,
-                                                                                 const std::string& prefix) {
+                                                                                 const std::string& prefix,
+                                                                                 const EncoderWeightOptions& weights) {
   EMBER_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<MuseSparkVisionEncoder> encoder(new MuseSparkVisionEncoder());
   encoder->config_ = config;
   encoder->source_ = std::move(source);
-  EMBER_RETURN_IF_ERROR(encoder->Bind(prefix));
+  EMBER_RETURN_IF_ERROR(encoder->Bind(prefix, weights));
   return encoder;
 }
 
-Expected<std::unique_ptr<MuseSparkVisionEncoder>> MuseSparkVisionEncoder::LoadDirectory(const std::string& dir) {
+Expected<std::unique_ptr<MuseSparkVisionEncoder>> MuseSparkVisionEncoder::LoadDirectory(
+    const std::string& dir, const EncoderWeightOptions& weights) {
   EMBER_ASSIGN_OR_RETURN(MuseSparkVisionConfig config, MuseSparkVisionConfig::FromFile(dir + "/config.json"));
-  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, encoder_ops::OpenDirectoryWeights(dir));
-  return Load(config, std::move(weights));
+  EMBER_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> source, encoder_ops::OpenDirectoryWeights(dir));
+  return Load(config, std::move(source), "model.", weights);
 }
 
 int64_t MuseSparkVisionEncoder::TokensFor(const VisionGrid& grid, int64_t merge_size) {
@@ -472,7 +473,7 @@ struct MuseSparkVisionEncoder::Workspace {
 
 void MuseSparkVisionEncoder::EmbedPatches(const float* pixels, const Layout& layout, float* out) const {
   const int64_t d = config_.hidden_size, side = config_.pos_emb_height;
-  Linear(pixels, layout.patches, patch_embedding_, nullptr, out);
+  ApplyLinear(pixels, layout.patches, patch_embedding_, nullptr, out);
   // The position table resampled to the frame's grid. transformers passes the grid as (t, w, h)
   // (modeling's grid_thw[:, [0, 2, 1]]) and decodes the patch's raster index p = row * W + col
   // with that swapped grid: it reads table row-axis cell p / H (of an axis W long) and column-axis
@@ -504,24 +505,24 @@ void MuseSparkVisionEncoder::RunLayer(const Layer& layer, const Layout& layout, 
   const int64_t heads = c.num_attention_heads, hd = c.head_dim();
   // x += proj(attention(rope(q), rope(k), v)) over the layer's segments.
   LayerNorm(x, n, d, 1e-5, layer.norm1_gain.data(), layer.norm1_bias.data(), ws.norm.data());
-  Linear(ws.norm.data(), n, layer.q, layer.q_bias.data(), ws.q.data());
-  Linear(ws.norm.data(), n, layer.k, layer.k_bias.data(), ws.k.data());
-  Linear(ws.norm.data(), n, layer.v, layer.v_bias.data(), ws.v.data());
+  ApplyLinear(ws.norm.data(), n, layer.q, layer.q_bias.data(), ws.q.data());
+  ApplyLinear(ws.norm.data(), n, layer.k, layer.k_bias.data(), ws.k.data());
+  ApplyLinear(ws.norm.data(), n, layer.v, layer.v_bias.data(), ws.v.data());
   ApplyRope(ws.q.data(), n, heads, hd, ws.cos.data(), ws.sin.data());
   ApplyRope(ws.k.data(), n, heads, hd, ws.cos.data(), ws.sin.data());
   const std::vector<int64_t>& segments = layer.window ? layout.window_bounds : layout.frame_bounds;
   GatherSegmentHeads(ws.k.data(), ws.v.data(), heads, hd, segments, ws.kseg.data(), ws.vtseg.data());
   SegmentAttention(ws.q.data(), ws.kseg.data(), ws.vtseg.data(), heads, hd, segments, ws.attn.data());
-  Linear(ws.attn.data(), n, layer.proj, layer.proj_bias.data(), ws.proj.data());
+  ApplyLinear(ws.attn.data(), n, layer.proj, layer.proj_bias.data(), ws.proj.data());
   kernels::AddInPlace(x, ws.proj.data(), n * d);
   // x += fc2(gelu(fc1(norm2(x)))), in passes of kMlpRows rows.
   for (int64_t r0 = 0; r0 < n; r0 += kMlpRows) {
     const int64_t rows = std::min(kMlpRows, n - r0);
     float* xr = x + r0 * d;
     LayerNorm(xr, rows, d, 1e-5, layer.norm2_gain.data(), layer.norm2_bias.data(), ws.norm.data());
-    Linear(ws.norm.data(), rows, layer.fc1, layer.fc1_bias.data(), ws.mid.data());
+    ApplyLinear(ws.norm.data(), rows, layer.fc1, layer.fc1_bias.data(), ws.mid.data());
     GeluErf(ws.mid.data(), rows * f);
-    Linear(ws.mid.data(), rows, layer.fc2, layer.fc2_bias.data(), ws.proj.data());
+    ApplyLinear(ws.mid.data(), rows, layer.fc2, layer.fc2_bias.data(), ws.proj.data());
     kernels::AddInPlace(xr, ws.proj.data(), rows * d);
   }
 }
@@ -624,12 +625,12 @@ Expected<VisionEncoding> MuseSparkVisionEncoder::Encode(const float* pixel_value
   // get_image_features: act(fc2(act(fc1(x)))) (no biases), vision_projection, perception_emb_norm.
   const int64_t pj = c.projector_hidden_size;
   std::vector<float> a(total * pj), b(total * pj);
-  Linear(result.hidden.data(), total, adapter_fc1_, nullptr, a.data());
+  ApplyLinear(result.hidden.data(), total, adapter_fc1_, nullptr, a.data());
   GeluErf(a.data(), total * pj);
-  Linear(a.data(), total, adapter_fc2_, nullptr, b.data());
+  ApplyLinear(a.data(), total, adapter_fc2_, nullptr, b.data());
   GeluErf(b.data(), total * pj);
   result.features.resize(total * c.text_hidden_size);
-  Linear(b.data(), total, projection_, nullptr, result.features.data());
+  ApplyLinear(b.data(), total, projection_, nullptr, result.features.data());
   RmsNorm(result.features.data(), total, c.text_hidden_size, c.embed_norm_eps, nullptr, result.features.data());
   return result;
 }

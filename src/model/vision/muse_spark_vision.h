@@ -5,7 +5,8 @@
 // transformers source it follows, is in src/model/vision/README.md.
 //
 // Everything runs in f32; the linears stay as stored (bf16 or f32, through kernels::MatMul over the
-// checkpoint mapping), norms, biases and the position table are copied to f32 at load. Attention
+// checkpoint mapping) or are converted at load to NVFP4 / MXFP4 / FP8 (EncoderWeightOptions), norms,
+// biases and the position table are copied to f32 at load. Attention
 // is exact softmax attention per window or per frame (no item or frame ever attends to another),
 // threaded over (segment, head, query block).
 #pragma once
@@ -20,6 +21,8 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/encoder_ops.h"
+#include "model/linear.h"
 
 namespace ember {
 
@@ -85,18 +88,24 @@ class MuseSparkVisionEncoder {
  public:
   // Binds `prefix`vision_tower.*, `prefix`vision_adapter.* and `prefix`vision_projection.weight
   // ("model." in MuseSparkForConditionalGeneration checkpoints). The encoder keeps `source`,
-  // whose tensors back the linears.
+  // whose tensors back the linears left as stored; `weights` says whether to convert them.
   static Expected<std::unique_ptr<MuseSparkVisionEncoder>> Load(const MuseSparkVisionConfig& config,
                                                                  std::unique_ptr<WeightSource> source,
-                                                                 const std::string& prefix = "model.");
+                                                                 const std::string& prefix = "model.",
+                                                                 const EncoderWeightOptions& weights = {});
   // config.json + safetensors of a Hugging Face model directory.
-  static Expected<std::unique_ptr<MuseSparkVisionEncoder>> LoadDirectory(const std::string& dir);
+  static Expected<std::unique_ptr<MuseSparkVisionEncoder>> LoadDirectory(const std::string& dir,
+                                                                          const EncoderWeightOptions& weights = {});
 
   ~MuseSparkVisionEncoder();
   MuseSparkVisionEncoder(const MuseSparkVisionEncoder&) = delete;
   MuseSparkVisionEncoder& operator=(const MuseSparkVisionEncoder&) = delete;
 
   const MuseSparkVisionConfig& config() const { return config_; }
+  // Which linears the load converted and which it kept as stored.
+  const EncoderWeightReport& weight_report() const { return weight_report_; }
+  // Linears of the tower, the adapter and the projection: the patch embedding, six per layer, three.
+  int64_t NumLinears() const { return 1 + 6 * config_.num_layers() + 3; }
 
   // Output tokens of one grid: t * h * w / merge_size^2 (0 for a grid Encode would refuse).
   static int64_t TokensFor(const VisionGrid& grid, int64_t merge_size = 2);
@@ -119,19 +128,20 @@ class MuseSparkVisionEncoder {
   struct Layout;
   struct Workspace;
   MuseSparkVisionEncoder() = default;
-  Status Bind(const std::string& prefix);
+  Status Bind(const std::string& prefix, const EncoderWeightOptions& weights);
   void EmbedPatches(const float* pixels, const Layout& layout, float* out) const;
   // One encoder layer on the hidden states `x` [patches, hidden], held in window order.
   void RunLayer(const Layer& layer, const Layout& layout, Workspace& ws, float* x) const;
 
   MuseSparkVisionConfig config_;
   std::unique_ptr<WeightSource> source_;
-  TensorView patch_embedding_;                  // [hidden, PatchDim]
+  EncoderWeightReport weight_report_;
+  Linear patch_embedding_;                      // [hidden, PatchDim]
   std::vector<float> position_table_;           // [pos_emb_height * pos_emb_width, hidden]
   std::vector<float> ln_pre_gain_, ln_pre_bias_, ln_post_gain_, ln_post_bias_;
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;                 // [head_dim / 4]: one axis's RoPE frequencies
-  TensorView adapter_fc1_, adapter_fc2_, projection_;
+  Linear adapter_fc1_, adapter_fc2_, projection_;
 };
 
 }  // namespace ember

@@ -37,13 +37,17 @@ Expected<std::unique_ptr<MuseSparkEncoders>> MuseSparkEncoders::Load(const std::
   std::unique_ptr<MuseSparkEncoders> encoders(new MuseSparkEncoders());
   if (want_audio && present("model.audio_tower.norm.weight", "audio")) {
     EMBER_ASSIGN_OR_RETURN(MuseSparkAudioConfig audio, MuseSparkAudioConfig::FromJson(config, dir));
-    EMBER_ASSIGN_OR_RETURN(encoders->audio_, MuseSparkAudioEncoder::Load(audio, weights(), "model.audio_tower."));
+    EMBER_ASSIGN_OR_RETURN(encoders->audio_,
+                           MuseSparkAudioEncoder::Load(audio, weights(), "model.audio_tower.", options.weights));
     encoders->hidden_size_ = audio.out_hidden_size;
+    EMBER_LOG_INFO("{}: audio tower: {}", dir, encoders->audio_->weight_report().Describe());
   }
   if (want_vision && present("model.vision_projection.weight", "vision")) {
     EMBER_ASSIGN_OR_RETURN(MuseSparkVisionConfig vision, MuseSparkVisionConfig::FromJson(config, dir));
-    EMBER_ASSIGN_OR_RETURN(encoders->vision_, MuseSparkVisionEncoder::Load(vision, weights(), "model."));
+    EMBER_ASSIGN_OR_RETURN(encoders->vision_,
+                           MuseSparkVisionEncoder::Load(vision, weights(), "model.", options.weights));
     encoders->hidden_size_ = vision.text_hidden_size;
+    EMBER_LOG_INFO("{}: vision tower: {}", dir, encoders->vision_->weight_report().Describe());
   }
   if (encoders->audio_ == nullptr && encoders->vision_ == nullptr) return std::unique_ptr<MuseSparkEncoders>();
   return encoders;

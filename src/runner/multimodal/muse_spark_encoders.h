@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "model/encoder_ops.h"
 #include "runner/multimodal/encoder.h"
 
 namespace ember {
@@ -17,12 +18,14 @@ class MuseSparkVisionEncoder;
 struct MultiModalLoadOptions {
   bool audio = true;
   bool vision = true;
+  // Both towers' linears: as stored, or converted at load (`--quantization F --quantize-dense`).
+  EncoderWeightOptions weights;
 };
 
 class MuseSparkEncoders : public MultiModalEncoder {
  public:
   // The towers of the model directory `dir` that `options` asks for and the checkpoint has; null
-  // (not an error) when it has none, e.g. a text-only model.
+  // (not an error) when it has none, e.g. a text-only model. Logs each tower's weight format.
   static Expected<std::unique_ptr<MuseSparkEncoders>> Load(const std::string& dir, const MultiModalLoadOptions& options);
   ~MuseSparkEncoders() override;
 
