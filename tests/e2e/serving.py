@@ -22,18 +22,29 @@ def free_port():
 
 class Server:
     def __init__(self, ember_bin, *args, model=SMOLLM, name="smollm", max_model_len=512):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
-             "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # free_port() hands out a port that another test running beside this one (ctest -j) may
+        # take before the server binds it: then start again on another port.
+        for attempt in range(3):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
+                 "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stderr = self._wait_healthy()
+            if stderr is None:
+                return
+            if "Address already in use" not in stderr or attempt == 2:
+                raise AssertionError(f"ember serve exited: {stderr}")
+
+    def _wait_healthy(self):
+        """None once /health answers 200 from this process; its stderr if it exited first."""
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"ember serve exited: {self.proc.stderr.read()}")
+                return self.proc.stderr.read()
             try:
                 if self.request("GET", "/health")[0] == 200:
-                    return
+                    return None
             except OSError:
                 pass
             time.sleep(0.2)

@@ -96,6 +96,15 @@ Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const s
   if (flags.language_model_only || !std::filesystem::is_directory(model, ec)) {
     return std::shared_ptr<const MultiModalEncoder>();
   }
+  if (parallel) {
+    // Checked from config.json alone: towers a multi-rank engine would not use are never loaded.
+    EMBER_ASSIGN_OR_RETURN(const bool towers, MuseSparkEncoders::DescribesTowers(model));
+    if (towers) {
+      EMBER_LOG_WARN("{} has image/video/audio towers, but they run in single-process engines only: serving text only",
+                     model);
+    }
+    return std::shared_ptr<const MultiModalEncoder>();
+  }
   auto takes = [&](Modality m) { return server::PlaceholderTokenId(tokenizer, m).has_value(); };
   EMBER_ASSIGN_OR_RETURN(EncoderWeightOptions weights, TowerWeightOptions(quantization, quantize_dense));
   const MultiModalLoadOptions load{.audio = takes(Modality::kAudio),
@@ -103,11 +112,6 @@ Expected<std::shared_ptr<const MultiModalEncoder>> LoadMultiModalEncoder(const s
                                    .weights = std::move(weights)};
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<MuseSparkEncoders> encoders, MuseSparkEncoders::Load(model, load));
   if (encoders == nullptr) return std::shared_ptr<const MultiModalEncoder>();
-  if (parallel) {
-    EMBER_LOG_WARN("{} has image/video/audio towers, but they run in single-process engines only: serving text only",
-                   model);
-    return std::shared_ptr<const MultiModalEncoder>();
-  }
   return std::shared_ptr<const MultiModalEncoder>(std::move(encoders));
 }
 

@@ -15,13 +15,24 @@ namespace ember {
 
 MuseSparkEncoders::~MuseSparkEncoders() = default;
 
+namespace {
+
+bool HasSection(const nlohmann::json& config, const char* name) {
+  return config.value("model_type", "") == "muse_spark" && config.contains(name) && config[name].is_object();
+}
+
+}  // namespace
+
+Expected<bool> MuseSparkEncoders::DescribesTowers(const std::string& dir) {
+  EMBER_ASSIGN_OR_RETURN(nlohmann::json config, encoder_ops::ReadJsonFile(dir + "/config.json"));
+  return HasSection(config, "audio_config") || HasSection(config, "vision_config");
+}
+
 Expected<std::unique_ptr<MuseSparkEncoders>> MuseSparkEncoders::Load(const std::string& dir,
                                                                      const MultiModalLoadOptions& options) {
   EMBER_ASSIGN_OR_RETURN(nlohmann::json config, encoder_ops::ReadJsonFile(dir + "/config.json"));
-  if (config.value("model_type", "") != "muse_spark") return std::unique_ptr<MuseSparkEncoders>();
-  auto has_section = [&](const char* name) { return config.contains(name) && config[name].is_object(); };
-  const bool want_audio = options.audio && has_section("audio_config");
-  const bool want_vision = options.vision && has_section("vision_config");
+  const bool want_audio = options.audio && HasSection(config, "audio_config");
+  const bool want_vision = options.vision && HasSection(config, "vision_config");
   if (!want_audio && !want_vision) return std::unique_ptr<MuseSparkEncoders>();
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> opened, Checkpoint::OpenDirectory(dir));
   std::shared_ptr<const Checkpoint> checkpoint = std::move(opened);

@@ -27,6 +27,9 @@ class MuseSparkEncoders : public MultiModalEncoder {
   // The towers of the model directory `dir` that `options` asks for and the checkpoint has; null
   // (not an error) when it has none, e.g. a text-only model. Logs each tower's weight format.
   static Expected<std::unique_ptr<MuseSparkEncoders>> Load(const std::string& dir, const MultiModalLoadOptions& options);
+  // Whether `dir`'s config.json describes an audio or vision tower (reads no tensor): a multi-rank
+  // engine, which serves text only, says so without loading them.
+  static Expected<bool> DescribesTowers(const std::string& dir);
   ~MuseSparkEncoders() override;
 
   bool Accepts(Modality modality) const override;

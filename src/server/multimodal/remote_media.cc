@@ -257,7 +257,9 @@ std::variant<std::vector<uint8_t>, ApiError> FetchRemoteMedia(const std::string&
       return MediaRefusal(field, fmt::format("the host '{}' is not in --allowed-media-domains{}", SafeText(parts->host, 200),
                                              hop > 0 ? " (reached by a redirect)" : ""));
     }
-    Transfer t{.max_bytes = max_bytes, .check_address = !IsIpLiteral(parts->host)};
+    Transfer t;
+    t.max_bytes = max_bytes;
+    t.check_address = !IsIpLiteral(parts->host);
     const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (budget.count() <= 0) {
       return MediaRefusal(field, fmt::format("'{}' did not arrive within {} s (--media-fetch-timeout)", shown,
