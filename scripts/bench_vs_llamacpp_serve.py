@@ -35,9 +35,11 @@ from bench_servers import free_port, stop, wait_ready  # noqa: E402
 
 
 def server_command(kind: str, args: argparse.Namespace, conc: int, port: int) -> list[str]:
-    if kind == "ember":
+    variants = dict(args.ember_variant)
+    if kind == "ember" or kind in variants:
         return [str(args.ember), "serve", str(args.model), "--port", str(port), "--threads", str(args.threads),
-                "--max-num-seqs", str(conc), "--max-model-len", str(args.ctx), "--served-model-name", "model"]
+                "--max-num-seqs", str(conc), "--max-model-len", str(args.ctx), "--served-model-name", "model",
+                *args.ember_arg, *variants.get(kind, "").split()]
     return [str(args.llama_server), "-m", str(args.model), "--host", "127.0.0.1", "--port", str(port),
             "--threads", str(args.threads), "--threads-batch", str(args.threads), "-np", str(conc),
             "-c", str(conc * args.ctx), "--alias", "model", "--no-warmup"]
@@ -55,7 +57,10 @@ def run_one(kind: str, args: argparse.Namespace, conc: int, repeat: int, log_dir
         cmd = [str(args.ember), "bench", "serve", "--base-url", url, "--model", "model",
                "--label", kind, "--dataset", args.dataset, "--input-len", str(args.input_len),
                "--output-len", str(args.output_len), "--num-prompts", str(n), "--concurrency", str(conc),
-               "--seed", str(args.seed), "--goodput", *args.goodput, "--result-json", str(out_json)]
+               "--seed", str(args.seed), "--goodput", *args.goodput, "--result-json", str(out_json),
+               *(["--dataset-path", str(args.dataset_path)] if args.dataset_path else []),
+               *(["--long-input-len", str(args.long_input_len), "--long-fraction", str(args.long_fraction)]
+                 if args.dataset == "mixed" else [])]
         subprocess.run(cmd, check=False)
         with open(out_json) as f:
             level = json.load(f)["levels"][0]
@@ -72,23 +77,26 @@ def best(levels: list[dict]) -> dict:
 
 
 def markdown(results: dict[str, dict[int, list[dict]]], concs: list[int]) -> str:
+    embers = [k for k in results if k != "llama.cpp"]
     rows = ["| conc | server | req/s | out tok/s | TTFT med (ms) | TTFT p99 (ms) | TPOT med (ms) | ITL med (ms) "
             "| ITL p99 (ms) | goodput req/s |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in concs:
-        b = {k: best(results[k][c]) for k in ("ember", "llama.cpp")}
+        b = {k: best(results[k][c]) for k in results}
         for k, s in b.items():
             rows.append(f"| {c} | {k} | {s['request_throughput']:.2f} | {s['output_throughput']:.1f} "
                         f"| {s['ttft_ms']['median']:.1f} | {s['ttft_ms']['p99']:.1f} | {s['tpot_ms']['median']:.2f} "
                         f"| {s['itl_ms']['median']:.2f} | {s['itl_ms']['p99']:.2f} | {s['request_goodput']:.2f} |")
-        e, l = b["ember"], b["llama.cpp"]
-        rows.append(f"| {c} | **ember/llama.cpp** | {e['request_throughput'] / l['request_throughput']:.2f}x "
-                    f"| {e['output_throughput'] / l['output_throughput']:.2f}x "
-                    f"| {e['ttft_ms']['median'] / l['ttft_ms']['median']:.2f}x "
-                    f"| {e['ttft_ms']['p99'] / l['ttft_ms']['p99']:.2f}x "
-                    f"| {e['tpot_ms']['median'] / l['tpot_ms']['median']:.2f}x "
-                    f"| {e['itl_ms']['median'] / l['itl_ms']['median']:.2f}x "
-                    f"| {e['itl_ms']['p99'] / l['itl_ms']['p99']:.2f}x | |")
+        l = b["llama.cpp"]
+        for k in embers:
+            e = b[k]
+            rows.append(f"| {c} | **{k}/llama.cpp** | {e['request_throughput'] / l['request_throughput']:.2f}x "
+                        f"| {e['output_throughput'] / l['output_throughput']:.2f}x "
+                        f"| {e['ttft_ms']['median'] / l['ttft_ms']['median']:.2f}x "
+                        f"| {e['ttft_ms']['p99'] / l['ttft_ms']['p99']:.2f}x "
+                        f"| {e['tpot_ms']['median'] / l['tpot_ms']['median']:.2f}x "
+                        f"| {e['itl_ms']['median'] / l['itl_ms']['median']:.2f}x "
+                        f"| {e['itl_ms']['p99'] / l['itl_ms']['p99']:.2f}x | |")
     return "\n".join(rows) + "\n"
 
 
@@ -103,6 +111,14 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--dataset", default="random")
+    p.add_argument("--dataset-path", type=pathlib.Path, default=None, help="with --dataset jsonl: the file")
+    p.add_argument("--ember-arg", action="append", default=[],
+                   help="an extra `ember serve` argument (repeat it: --ember-arg=--long-prefill-token-threshold --ember-arg=256)")
+    p.add_argument("--ember-variant", nargs=2, action="append", default=[], metavar=("LABEL", "ARGS"),
+                   help="another ember server in the same alternation, with these extra arguments "
+                        "(e.g. --ember-variant fcfs-prefill '--long-prefill-share 1')")
+    p.add_argument("--long-input-len", type=int, default=2048, help="mixed dataset: a long prompt's tokens")
+    p.add_argument("--long-fraction", type=float, default=0.25, help="mixed dataset: the share of long prompts")
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--prompts-per-slot", type=int, default=2, help="requests per level = this * concurrency")
@@ -118,11 +134,12 @@ def main() -> int:
 
     log_dir = ROOT / "build/bench_serve" / args.name
     log_dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[int, list[dict]]] = {"ember": {}, "llama.cpp": {}}
+    kinds = ["ember", *(label for label, _ in args.ember_variant), "llama.cpp"]
+    results: dict[str, dict[int, list[dict]]] = {k: {} for k in kinds}
     t0 = time.time()
     for r in range(args.repeats):
         for c in args.concurrency:
-            order = ["ember", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "ember"]
+            order = kinds if r % 2 == 0 else kinds[::-1]
             for kind in order:
                 results[kind].setdefault(c, []).append(run_one(kind, args, c, r, log_dir))
 
@@ -131,11 +148,13 @@ def main() -> int:
     except OSError:
         load = None
     meta = {"model": args.model.name, "threads": args.threads, "ctx_per_seq": args.ctx,
-            "dataset": args.dataset, "input_len": args.input_len, "output_len": args.output_len,
+            "dataset": args.dataset, "dataset_path": str(args.dataset_path or ""), "input_len": args.input_len, "output_len": args.output_len,
             "prompts_per_slot": args.prompts_per_slot, "min_prompts": args.min_prompts, "repeats": args.repeats,
             "goodput": args.goodput, "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
             "load_average_after": load, "suite_seconds": time.time() - t0,
-            "ember_cmd": server_command("ember", args, 0, 0), "llama_cmd": server_command("llama.cpp", args, 0, 0)}
+            "ember_cmd": server_command("ember", args, 0, 0), "llama_cmd": server_command("llama.cpp", args, 0, 0),
+            "ember_variants": args.ember_variant, "long_input_len": args.long_input_len,
+            "long_fraction": args.long_fraction}
     runs = [{"label": k, "levels": [best(results[k][c]) for c in args.concurrency]} for k in results]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with open(args.out_dir / f"serve_{args.name}.json", "w") as f:

@@ -3,6 +3,9 @@
 // 4096, projection to 8192: ~1.9B parameters) on random bf16 weights, encoding one square image
 // of the given side (448 px: a 32x32 patch grid, one window, 256 tokens).
 //
+// format: 0 the stored bf16 weights, 1 fp8, 2 nvfp4, 3 mxfp4 (converted at load, as `ember serve
+// --quantization F --quantize-dense`; the 1176-wide patch embedding stays bf16).
+//
 // Read the counters: images/s (1 and 2 threads), FLOP/s the matmuls' 2*m*n*k plus the attention's
 // QK^T and PV per second. One image at 448 px is ~4.1 TFLOP, so each run is a single iteration.
 #include <benchmark/benchmark.h>
@@ -19,12 +22,21 @@
 namespace ember {
 namespace {
 
-const MuseSparkVisionEncoder& Encoder() {
-  static const std::unique_ptr<MuseSparkVisionEncoder> encoder = [] {
-    auto loaded = MuseSparkVisionEncoder::Load(MuseSparkVisionConfig{}, std::make_unique<RandomWeightSource>(7));
+// The tower as stored (format 0, bf16) or converted at load like `--quantization F
+// --quantize-dense` (1 fp8, 2 nvfp4, 3 mxfp4); each built once, on first use.
+const MuseSparkVisionEncoder& Encoder(int64_t format) {
+  static std::unique_ptr<MuseSparkVisionEncoder> encoders[4];
+  std::unique_ptr<MuseSparkVisionEncoder>& encoder = encoders[format];
+  if (!encoder) {
+    EncoderWeightOptions weights;
+    if (format == 1) weights.quantization = quant::WeightFormat::kFp8;
+    if (format == 2) weights.quantization = quant::WeightFormat::kNvfp4;
+    if (format == 3) weights.quantization = quant::WeightFormat::kMxfp4;
+    auto loaded = MuseSparkVisionEncoder::Load(MuseSparkVisionConfig{}, std::make_unique<RandomWeightSource>(7),
+                                               "model.", weights);
     if (!loaded.ok()) std::abort();
-    return std::move(*loaded);
-  }();
+    encoder = std::move(*loaded);
+  }
   return *encoder;
 }
 
@@ -39,7 +51,7 @@ double Flops(const MuseSparkVisionConfig& c, double patches) {
 
 void BM_MuseSparkVisionEncoder(benchmark::State& state) {
   ThreadPool::SetGlobalThreads(static_cast<int>(state.range(0)));
-  const MuseSparkVisionEncoder& encoder = Encoder();
+  const MuseSparkVisionEncoder& encoder = Encoder(state.range(2));
   const MuseSparkVisionConfig& c = encoder.config();
   const int64_t side = state.range(1) / c.patch_size;  // patches per side
   const VisionGrid grid = {1, side, side};
@@ -59,11 +71,14 @@ void BM_MuseSparkVisionEncoder(benchmark::State& state) {
   state.counters["params_M"] = static_cast<double>(c.NumParameters()) / 1e6;
 }
 BENCHMARK(BM_MuseSparkVisionEncoder)
-    ->ArgNames({"threads", "px"})
-    ->Args({1, 224})
-    ->Args({2, 224})
-    ->Args({1, 448})
-    ->Args({2, 448})
+    ->ArgNames({"threads", "px", "format"})
+    ->Args({1, 224, 0})
+    ->Args({2, 224, 0})
+    ->Args({1, 448, 0})
+    ->Args({2, 448, 0})
+    ->Args({2, 224, 1})
+    ->Args({2, 224, 2})
+    ->Args({2, 224, 3})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1);

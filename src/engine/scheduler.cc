@@ -67,6 +67,9 @@ Status SchedulerConfig::Validate() const {
   if (shared_step_prefill_tokens < 0) {
     return InvalidArgument("shared_step_prefill_tokens must be 0 (off) or positive");
   }
+  if (!(long_prefill_share > 0 && long_prefill_share <= 1)) {
+    return InvalidArgument("long_prefill_share must be in (0, 1] (1: off)");
+  }
   if (num_speculative_tokens < 0 || num_speculative_tokens > AcceptanceStats::kMaxPositions) {
     return InvalidArgument(fmt::format("num_speculative_tokens is {}: it must be in [0, {}]", num_speculative_tokens,
                                        AcceptanceStats::kMaxPositions));
@@ -191,11 +194,43 @@ SchedulerOutput Scheduler::Schedule() {
   const int64_t prefill_budget = config_.enable_chunked_prefill && shared && config_.shared_step_prefill_tokens > 0
                                      ? std::min(config_.max_num_batched_tokens, config_.shared_step_prefill_tokens)
                                      : config_.max_num_batched_tokens;
-  StepPlan plan{config_.max_num_batched_tokens, prefill_budget, {}, {}};
+  StepPlan plan;
+  plan.budget = config_.max_num_batched_tokens;
+  plan.prefill_budget = prefill_budget;
+  if (prefill_budget < config_.max_num_batched_tokens) PlanLongPrefillShare(plan);
   ScheduleRunning(plan);
   // After a preemption the pool is known to be short: admitting new work would only thrash.
   if (plan.preempted.empty()) ScheduleWaiting(plan);
   return BuildOutput(plan);
+}
+
+void Scheduler::PlanLongPrefillShare(StepPlan& plan) const {
+  if (config_.long_prefill_share >= 1) return;
+  const int64_t long_tokens = plan.prefill_budget / 2;
+  const auto is_short = [&](const Request* r) {
+    const int64_t left = r->num_tokens_to_compute();
+    return left > 1 && left <= long_tokens;
+  };
+  // Only the head of the queue can be admitted this step: a bounded look suffices.
+  constexpr int kWaitingLooked = 64;
+  bool short_waits = std::any_of(running_.begin(), running_.end(), is_short);
+  int looked = 0;
+  for (auto it = waiting_.begin(); !short_waits && it != waiting_.end() && looked < kWaitingLooked; ++it, ++looked) {
+    short_waits = (*it)->kv_pull() == Request::KvPull::kNone && is_short(*it);
+  }
+  if (!short_waits) return;
+  plan.long_prompt_tokens = long_tokens;
+  plan.long_budget = static_cast<int64_t>(static_cast<double>(plan.prefill_budget) * config_.long_prefill_share);
+}
+
+int64_t Scheduler::PrefillLimit(const StepPlan& plan, int64_t left) const {
+  const int64_t limit = std::min(plan.budget, plan.prefill_budget);
+  return left > plan.long_prompt_tokens ? std::min(limit, plan.long_budget) : limit;
+}
+
+void Scheduler::TakePrefill(StepPlan& plan, int64_t left, int64_t n) const {
+  plan.prefill_budget -= n;
+  if (left > plan.long_prompt_tokens) plan.long_budget -= n;
 }
 
 int64_t Scheduler::TokensToSchedule(const Request& req, int64_t budget) const {
@@ -220,15 +255,16 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
     if (req->status() != RequestStatus::kRunning) continue;
     // A decode's draft tokens ride along as far as the budget allows.
     const int64_t spec = std::min<int64_t>(req->num_spec_tokens(), std::max<int64_t>(0, plan.budget - 1));
-    const bool prefill = spec == 0 && req->num_tokens_to_compute() > 1;
-    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, prefill ? plan.prefill_budget : plan.budget);
+    const int64_t left = req->num_tokens_to_compute();
+    const bool prefill = spec == 0 && left > 1;
+    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, prefill ? PrefillLimit(plan, left) : plan.budget);
     if (n == 0) continue;
     std::optional<kv::KvBlocks> blocks = AllocateForRunning(req, n, plan);
     if (!blocks) continue;
     req->set_num_spec_tokens(static_cast<int32_t>(std::max<int64_t>(0, n - req->num_tokens_to_compute())));
     plan.entries.push_back({req, n, false, std::move(*blocks)});
     plan.budget -= n;
-    if (prefill) plan.prefill_budget -= n;
+    if (prefill) TakePrefill(plan, left, n);
     plan.prefill_budget = std::min(plan.prefill_budget, plan.budget);
   }
 }
@@ -400,9 +436,18 @@ void Scheduler::Preempt(Request* victim, StepPlan& plan) {
 }
 
 void Scheduler::ScheduleWaiting(StepPlan& plan) {
-  while (!waiting_.empty() && plan.budget > 0 &&
-         static_cast<int64_t>(running_.size()) + num_pulling_ < config_.max_num_seqs) {
-    Request* req = waiting_.Peek();
+  // Long prompts the long share holds back this step, in queue order: the requests behind them
+  // may be admitted first. Nothing else overtakes (a request short of blocks keeps its place).
+  std::vector<const Request*> passed;
+  const auto next = [&]() -> Request* {
+    auto it = waiting_.begin();
+    for (size_t i = 0; i < passed.size() && it != waiting_.end(); ++i, ++it) {
+    }
+    return it == waiting_.end() ? nullptr : *it;
+  };
+  while (plan.budget > 0 && static_cast<int64_t>(running_.size()) + num_pulling_ < config_.max_num_seqs) {
+    Request* req = next();
+    if (req == nullptr) break;
     const RequestIndex index = req->index();
     if (req->kv_pull() == Request::KvPull::kWanted) {
       if (!StartRemotePrefill(req)) break;
@@ -419,7 +464,13 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
                                  : kv_->FindCachedPrefix(req->all_token_ids(), req->block_keys());
     EMBER_CHECK(hit.num_tokens < req->num_tokens());
     req->set_num_computed_tokens(hit.num_tokens);
-    int64_t n = TokensToSchedule(*req, std::min(plan.budget, plan.prefill_budget));
+    const int64_t left = req->num_tokens_to_compute();
+    int64_t n = TokensToSchedule(*req, PrefillLimit(plan, left));
+    if (n == 0 && left > plan.long_prompt_tokens && std::min(plan.budget, plan.prefill_budget) > 0) {
+      req->set_num_computed_tokens(0);
+      passed.push_back(req);  // held back by the long share only: the short prompts behind it go first
+      continue;
+    }
     if (n == 0) break;  // whole prompt only, and it does not fit this step's budget: keep order
     std::optional<kv::KvBlocks> blocks = AllocateForWaiting(req, hit, n);
     if (!blocks) {
@@ -427,7 +478,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
       req->set_num_computed_tokens(0);
       break;  // wait for running requests to free blocks; later ones must not overtake
     }
-    waiting_.Pop();
+    waiting_.Remove(req);
     if (!req->times().first_scheduled) {
       req->times().first_scheduled = Clock::now();
       req->set_num_cached_tokens(hit.num_tokens);
@@ -436,7 +487,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     running_.push_back(req);
     plan.entries.push_back({req, n, true, {}});
     plan.budget -= n;
-    plan.prefill_budget -= n;
+    TakePrefill(plan, left, n);
   }
 }
 
@@ -464,7 +515,7 @@ bool Scheduler::StartRemotePrefill(Request* req) {
     req->set_kv_pull(Request::KvPull::kNone);
     return true;
   }
-  waiting_.Pop();
+  waiting_.Remove(req);
   if (!req->times().first_scheduled) req->times().first_scheduled = Clock::now();
   req->set_num_cached_tokens(hit.num_tokens);
   req->set_num_computed_tokens(hit.num_tokens);
@@ -479,7 +530,7 @@ bool Scheduler::ScheduleArrived(Request* req, StepPlan& plan) {
   int64_t n = TokensToSchedule(*req, std::min(plan.budget, plan.prefill_budget));
   if (n == 0) return false;
   if (!kv_->AllocateSlots(req->index(), req->num_computed_tokens(), n, nullptr)) return false;
-  waiting_.Pop();
+  waiting_.Remove(req);
   req->set_kv_pull(Request::KvPull::kNone);
   req->set_status(RequestStatus::kRunning);
   running_.push_back(req);

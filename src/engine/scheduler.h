@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -53,6 +54,13 @@ struct SchedulerConfig {
   // instead of all at the end of one long step, and decodes are not held up behind it. A request
   // alone may use all of max_num_batched_tokens. 0 = no cap. Measured on SmolLM2 (engine/README).
   int64_t shared_step_prefill_tokens = 0;
+  // With shared_step_prefill_tokens: while a short prompt (at most half of that budget left to
+  // compute) waits or is being prefilled, long prompts together take at most this share of a
+  // shared step's prefill budget, and a waiting long prompt held back by it lets the short ones
+  // behind it go first. So a short prompt arriving behind a long one gets its first token within
+  // a step or two instead of after the whole long prefill; the long one still advances every
+  // step. 1 = off (long prompts take the budget in arrival order). Measured (engine/README.md).
+  double long_prefill_share = 0.5;
   uint64_t seed = 0;  // mixed with the request index into the seed of requests that bring none
   // Speculative decoding: the most draft tokens one request verifies per step (0: off). The
   // runner's proposer drafts them; see engine/spec_decode.h.
@@ -168,11 +176,20 @@ class Scheduler {
     kv::KvBlocks new_blocks;    // for requests the runner already knows
   };
   struct StepPlan {
-    int64_t budget;
-    int64_t prefill_budget;  // of `budget`, what prompt tokens may still take
+    int64_t budget = 0;
+    int64_t prefill_budget = 0;  // of `budget`, what prompt tokens may still take
+    // Prompts with more than this many tokens left are long (no limit: every prompt is short).
+    int64_t long_prompt_tokens = std::numeric_limits<int64_t>::max();
+    int64_t long_budget = std::numeric_limits<int64_t>::max();  // of `prefill_budget`, what long prompts may still take
     std::vector<Scheduled> entries;
     std::vector<RequestIndex> preempted;
   };
+  // Sets plan.long_prompt_tokens / long_budget for a step whose prefill budget is shared
+  // (SchedulerConfig::long_prefill_share).
+  void PlanLongPrefillShare(StepPlan& plan) const;
+  // The prompt tokens `req`, with `left` tokens to compute, may take now under the plan's budgets.
+  int64_t PrefillLimit(const StepPlan& plan, int64_t left) const;
+  void TakePrefill(StepPlan& plan, int64_t left, int64_t n) const;
 
   void ScheduleRunning(StepPlan& plan);
   // Sets num_spec_tokens of the decoding requests in `order` for this step.

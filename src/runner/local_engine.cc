@@ -167,6 +167,7 @@ Expected<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Causa
   s.seed = o.seed;
   s.long_prefill_token_threshold = o.long_prefill_token_threshold;
   s.shared_step_prefill_tokens = o.shared_step_prefill_tokens;
+  s.long_prefill_share = o.long_prefill_share;
   std::optional<disagg::KvTransferConfig> kv_transfer;
   if (!o.kv_transfer_config.empty()) {
     EMBER_ASSIGN_OR_RETURN(kv_transfer, disagg::ParseKvTransferConfig(o.kv_transfer_config));
@@ -285,8 +286,12 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
                   p.scheduler.max_num_seqs, p.scheduler.max_num_batched_tokens,
                   p.scheduler.enable_chunked_prefill ? "on" : "off",
                   p.scheduler.enable_chunked_prefill && p.scheduler.shared_step_prefill_tokens > 0
-                      ? fmt::format(", at most {} prompt tokens in a step shared by several requests",
-                                    p.scheduler.shared_step_prefill_tokens)
+                      ? fmt::format(", at most {} prompt tokens in a step shared by several requests{}",
+                                    p.scheduler.shared_step_prefill_tokens,
+                                    p.scheduler.long_prefill_share < 1
+                                        ? fmt::format(" (long prompts {:.0f}% of them while a short one waits)",
+                                                      100 * p.scheduler.long_prefill_share)
+                                        : std::string())
                       : std::string()),
   };
   if (!p.speculation.empty()) lines.push_back(p.speculation);

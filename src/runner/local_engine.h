@@ -35,6 +35,8 @@ struct EngineOptions {
   int64_t long_prefill_token_threshold = 0;
   // A step of several requests holds at most this many prompt tokens (SchedulerConfig).
   int64_t shared_step_prefill_tokens = 512;
+  // Of such a step's prompt tokens, the share long prompts take while a short one waits (SchedulerConfig).
+  double long_prefill_share = 0.5;
   // --speculative-config (vLLM's JSON, spec/speculative_config.h); empty: no speculation.
   std::string speculative_config;
   // The target model's path, for a draft model's tokenizer check.

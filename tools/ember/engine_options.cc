@@ -76,6 +76,10 @@ void AddEngineOptions(CLI::App* cmd, EngineFlags* f, bool with_threads_and_dtype
                   "of prompts gets first tokens chunk by chunk and decodes keep their pace (default 512; 0 = up to "
                   "--max-num-batched-tokens)")
       ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--long-prefill-share", e.long_prefill_share,
+                  "Of such a step's prompt tokens, the share prompts longer than half of them may take while a "
+                  "shorter prompt waits, which then goes first (default 0.5; 1 = arrival order only)")
+      ->check(CLI::Range(0.01, 1.0));
   AddParallelOptions(cmd, &f->parallel);
   AddExpertPlacementOption(cmd, &f->expert_placement_file);
   cmd->add_option("--speculative-config", e.speculative_config,

@@ -96,6 +96,60 @@ TEST(SchedulerBatching, ASharedStepHoldsABoundedPrefill) {
   }
 }
 
+// The prompt tokens each request got in the last step (0 when not scheduled).
+int32_t ScheduledTokens(const SchedulerOutput& out, RequestIndex r) {
+  for (size_t i = 0; i < out.scheduled_reqs.size(); ++i) {
+    if (out.scheduled_reqs[i] == r) return out.num_scheduled_tokens[i];
+  }
+  return 0;
+}
+
+// A short prompt arriving while a long one is prefilled in shared steps goes first: long prompts
+// take at most long_prefill_share of the step's prefill tokens while it waits, and a waiting long
+// prompt held back by that share lets it pass. With the share at 1, arrival order decides.
+TEST(SchedulerBatching, AShortPromptPassesLongPrefills) {
+  SchedulerConfig c;
+  c.vocab_size = kFakeVocabSize;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 128;
+  c.max_model_len = 1024;
+  c.shared_step_prefill_tokens = 64;
+  for (const double share : {0.5, 1.0}) {
+    SCOPED_TRACE(share);
+    c.long_prefill_share = share;
+    EngineHarness h(c, FullOnlyKv(8, 1024), /*prefix_caching=*/false);
+    const RequestIndex first_long = h.Add(Prompt(600, 1), 2);
+    h.Step();
+    EXPECT_EQ(ScheduledTokens(h.executor().last_output(), first_long), 128) << "alone: the whole budget";
+    const RequestIndex second_long = h.Add(Prompt(300, 2), 2);
+    const RequestIndex short_prompt = h.Add(Prompt(20, 3), 2);
+    h.Step();
+    const SchedulerOutput& out = h.executor().last_output();
+    if (share < 1) {
+      EXPECT_EQ(ScheduledTokens(out, first_long), 32) << "half of the 64 shared-step tokens";
+      EXPECT_EQ(ScheduledTokens(out, second_long), 0) << "held back by the long share";
+      EXPECT_EQ(ScheduledTokens(out, short_prompt), 20) << "passes the waiting long prompt";
+    } else {
+      EXPECT_EQ(ScheduledTokens(out, first_long), 64);
+      EXPECT_EQ(ScheduledTokens(out, short_prompt), 0) << "behind both long prompts";
+    }
+    // No short prompt left to prefill: the long ones take the shared budget in arrival order again.
+    while (share < 1 && h.core().scheduler().Find(short_prompt) != nullptr &&
+           h.core().scheduler().Find(short_prompt)->num_tokens_to_compute() > 1) {
+      h.Step();
+    }
+    if (share < 1) {
+      h.Step();
+      EXPECT_EQ(ScheduledTokens(h.executor().last_output(), first_long), 64);
+    }
+    while (h.core().HasUnfinished()) h.Step();
+    EXPECT_EQ(h.result(first_long).tokens, ExpectedOutput(Prompt(600, 1), 2, 1024));
+    EXPECT_EQ(h.result(second_long).tokens, ExpectedOutput(Prompt(300, 2), 2, 1024));
+    EXPECT_EQ(h.result(short_prompt).tokens, ExpectedOutput(Prompt(20, 3), 2, 1024));
+    h.ExpectAllReleased();
+  }
+}
+
 TEST(SchedulerBatching, ChunkedPrefillSplitsLongPromptAndSeesEachPositionOnce) {
   SchedulerConfig c;
   c.vocab_size = kFakeVocabSize;

@@ -81,6 +81,30 @@ TEST(ServeDataset, RangeRatioZeroGivesExactLengths) {
   }
 }
 
+TEST(ServeDataset, MixedHasTheAskedShareOfLongPrompts) {
+  DatasetOptions o;
+  o.name = "mixed";
+  o.num_prompts = 400;
+  o.input_len = 100;
+  o.long_input_len = 1000;
+  o.long_fraction = 0.25;
+  const auto sessions = BuildSessions(o);
+  ASSERT_TRUE(sessions.ok()) << sessions.status().ToString();
+  int64_t longs = 0;
+  for (const Session& s : *sessions) {
+    const int64_t words = CountWords(s.requests[0].prompt);
+    EXPECT_TRUE(words == 100 || words == 1000) << words;
+    longs += words == 1000;
+  }
+  EXPECT_GT(longs, 70);   // 100 expected: binomial(400, 0.25) has a standard deviation of 8.7
+  EXPECT_LT(longs, 130);
+  const auto again = BuildSessions(o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)[7].requests[0].prompt, (*sessions)[7].requests[0].prompt);
+  o.long_fraction = 1.5;
+  EXPECT_NE(BuildSessions(o).status().message().find("--long-fraction"), std::string::npos);
+}
+
 TEST(ServeDataset, PrefixSessionsShareThePrefixAndGrowTurnByTurn) {
   DatasetOptions o;
   o.name = "prefix";
@@ -191,7 +215,7 @@ TEST(ServeDataset, QuotePromptsEndWithThePassagesFirstSentence) {
 TEST(ServeDataset, RejectsBadOptions) {
   DatasetOptions o;
   o.name = "sharegpt";
-  EXPECT_NE(BuildSessions(o).status().message().find("random, prefix, code, edit, quote or jsonl"), std::string::npos);
+  EXPECT_NE(BuildSessions(o).status().message().find("random, mixed, prefix, code, edit, quote or jsonl"), std::string::npos);
   o.name = "random";
   o.range_ratio = 1.0;
   EXPECT_NE(BuildSessions(o).status().message().find("--range-ratio"), std::string::npos);

@@ -112,7 +112,8 @@ int RunServeBench(ServeBenchOptions o) {
       {"client", "ember bench serve"},
       {"config",
        {{"dataset", d.name}, {"dataset_path", d.path}, {"num_prompts", d.num_prompts}, {"input_len", d.input_len},
-        {"output_len", d.output_len}, {"range_ratio", d.range_ratio}, {"prefix_len", d.prefix_len},
+        {"output_len", d.output_len}, {"range_ratio", d.range_ratio}, {"long_input_len", d.long_input_len},
+        {"long_fraction", d.long_fraction}, {"prefix_len", d.prefix_len},
         {"turns", d.turns}, {"concurrency", o.concurrency}, {"request_rate", rate_config},
         {"max_concurrency", o.max_concurrency}, {"seed", d.seed}, {"warmup", o.warmup}, {"goodput", o.goodput},
         {"extra_body", extra}}},
@@ -174,10 +175,11 @@ void RegisterBenchServeCommand(CLI::App* bench) {
   cmd->add_option("--api-key", o->api_key, "Bearer token (default: $OPENAI_API_KEY)");
   bench::DatasetOptions& d = o->dataset;
   cmd->add_option("--dataset", d.name,
-                  "random, prefix (shared prefix, multi-turn sessions), code, edit (rewrite a Python file with a "
+                  "random, mixed (random with a share of long prompts), prefix (shared prefix, multi-turn sessions), "
+                  "code, edit (rewrite a Python file with a "
                   "rename), quote (quote a passage): edit and quote answers repeat the prompt; or jsonl "
                   "(--dataset-path: {\"prompt\": ..., \"output_len\": N} per line)")
-      ->check(CLI::IsMember({"random", "prefix", "code", "edit", "quote", "jsonl"}));
+      ->check(CLI::IsMember({"random", "mixed", "prefix", "code", "edit", "quote", "jsonl"}));
   cmd->add_option("--dataset-path", d.path, "jsonl dataset: the file");
   cmd->add_option("--num-prompts", d.num_prompts, "Requests per level")->check(CLI::PositiveNumber);
   cmd->add_option("--input-len", d.input_len, "Prompt tokens (about; prefix: tokens of each new message)")
@@ -185,6 +187,10 @@ void RegisterBenchServeCommand(CLI::App* bench) {
   cmd->add_option("--output-len", d.output_len, "Output tokens per request (max_tokens, ignore_eos)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--range-ratio", d.range_ratio, "Lengths drawn uniformly in len * [1 - r, 1 + r]");
+  cmd->add_option("--long-input-len", d.long_input_len, "mixed dataset: a long prompt's tokens (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--long-fraction", d.long_fraction, "mixed dataset: the share of long prompts (default 0.25)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--prefix-len", d.prefix_len, "prefix dataset: tokens of the shared prefix")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--turns", d.turns, "prefix dataset: turns per session")->check(CLI::PositiveNumber);

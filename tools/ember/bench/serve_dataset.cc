@@ -242,6 +242,17 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
     }
     return sessions;
   }
+  if (o.name == "mixed") {
+    if (o.long_input_len < 1 || !(o.long_fraction >= 0 && o.long_fraction <= 1)) {
+      return InvalidArgument("--long-input-len must be at least 1 and --long-fraction in [0, 1]");
+    }
+    for (int64_t i = 0; i < o.num_prompts; ++i) {
+      const bool long_prompt = rng.Uniform01() < o.long_fraction;
+      const int64_t input = SampleLength(rng, long_prompt ? o.long_input_len : o.input_len, o.range_ratio);
+      sessions.push_back({{{RandomWords(rng, input), SampleLength(rng, o.output_len, o.range_ratio)}}});
+    }
+    return sessions;
+  }
   if (o.name == "edit" || o.name == "quote") {
     for (int64_t i = 0; i < o.num_prompts; ++i) {
       const int64_t input = SampleLength(rng, o.input_len, o.range_ratio);
@@ -272,7 +283,7 @@ Expected<std::vector<Session>> BuildSessions(const DatasetOptions& o) {
     }
     return sessions;
   }
-  return InvalidArgument(fmt::format("--dataset must be random, prefix, code, edit, quote or jsonl; got '{}'", o.name));
+  return InvalidArgument(fmt::format("--dataset must be random, mixed, prefix, code, edit, quote or jsonl; got '{}'", o.name));
 }
 
 }  // namespace ember::tools::bench

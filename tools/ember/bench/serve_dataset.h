@@ -7,6 +7,9 @@
 //   prefix  agentic sessions: all share one long prefix (prefix_len words, a stand-in for a
 //           system prompt with tool descriptions) and run `turns` turns one after the other; each
 //           turn's prompt is the whole history so far plus a new message of about input_len words
+//   mixed   like random, but each prompt is long (about long_input_len tokens) with probability
+//           long_fraction: short requests arriving behind long prompts, the load on which a
+//           scheduler shows whether short prompts wait for long ones' prefill
 //   code    like random, but the text is short Python functions (~24 tokens each)
 //   edit    a Python file, then "the new version, with one variable renamed" and the first lines of
 //           that answer: a good answer repeats almost all of the input (speculation by lookup pays)
@@ -52,12 +55,14 @@ class BenchRng {
 };
 
 struct DatasetOptions {
-  std::string name = "random";  // random, prefix, code, edit, quote, jsonl
+  std::string name = "random";  // random, mixed, prefix, code, edit, quote, jsonl
   std::string path;             // jsonl: the file
   int64_t num_prompts = 64;     // requests (prefix: sessions = num_prompts / turns, at least 1)
   int64_t input_len = 128;
   int64_t output_len = 64;
   double range_ratio = 0.0;     // in [0, 1)
+  int64_t long_input_len = 2048;  // mixed: a long prompt's tokens
+  double long_fraction = 0.25;    // mixed: the share of long prompts, in [0, 1]
   int64_t prefix_len = 1024;
   int64_t turns = 4;
   uint64_t seed = 0;
