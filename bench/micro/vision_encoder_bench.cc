@@ -29,7 +29,7 @@ const MuseSparkVisionEncoder& Encoder(int64_t format) {
   std::unique_ptr<MuseSparkVisionEncoder>& encoder = encoders[format];
   if (!encoder) {
     EncoderWeightOptions weights;
-    if (format == 1) weights.quantization = quant::WeightFormat::kFp8;
+    if (format == 1) weights.quantization = quant::WeightFormat::kFp8E4m3;
     if (format == 2) weights.quantization = quant::WeightFormat::kNvfp4;
     if (format == 3) weights.quantization = quant::WeightFormat::kMxfp4;
     auto loaded = MuseSparkVisionEncoder::Load(MuseSparkVisionConfig{}, std::make_unique<RandomWeightSource>(7),

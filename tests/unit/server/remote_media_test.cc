@@ -119,7 +119,11 @@ class FakeMediaServer {
         if (n <= 0) break;
         request.append(buf, static_cast<size_t>(n));
       }
-      ++requests_;
+      if (request.find("\r\n\r\n") == std::string::npos) {
+        ::close(client);  // connected but sent no request (the client's address check refused us)
+        continue;
+      }
+      ++requests_;  // before answering, so a client that has its answer sees the count
       const size_t start = request.find(' ') + 1;
       const std::string path = request.substr(start, request.find(' ', start) - start);
       auto it = routes_.find(path);
