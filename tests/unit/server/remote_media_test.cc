@@ -84,9 +84,9 @@ class FakeMediaServer {
   }
   ~FakeMediaServer() {
     stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
+    ::shutdown(fd_, SHUT_RDWR);  // wakes the accept() below with an error
     if (thread_.joinable()) thread_.join();
+    ::close(fd_);  // after the thread is done with it (TSan: a close racing an accept is a race)
   }
 
   void Route(const std::string& path, Handler handler) { routes_[path] = std::move(handler); }
