@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -223,16 +224,6 @@ void Scheduler::PlanLongPrefillShare(StepPlan& plan) const {
   plan.long_budget = static_cast<int64_t>(static_cast<double>(plan.prefill_budget) * config_.long_prefill_share);
 }
 
-int64_t Scheduler::PrefillLimit(const StepPlan& plan, int64_t left) const {
-  const int64_t limit = std::min(plan.budget, plan.prefill_budget);
-  return left > plan.long_prompt_tokens ? std::min(limit, plan.long_budget) : limit;
-}
-
-void Scheduler::TakePrefill(StepPlan& plan, int64_t left, int64_t n) const {
-  plan.prefill_budget -= n;
-  if (left > plan.long_prompt_tokens) plan.long_budget -= n;
-}
-
 int64_t Scheduler::TokensToSchedule(const Request& req, int64_t budget) const {
   int64_t n = req.num_tokens_to_compute();
   if (!config_.enable_chunked_prefill) return n <= budget ? n : 0;  // whole prompts only
@@ -257,14 +248,14 @@ void Scheduler::ScheduleRunning(StepPlan& plan) {
     const int64_t spec = std::min<int64_t>(req->num_spec_tokens(), std::max<int64_t>(0, plan.budget - 1));
     const int64_t left = req->num_tokens_to_compute();
     const bool prefill = spec == 0 && left > 1;
-    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, prefill ? PrefillLimit(plan, left) : plan.budget);
+    int64_t n = spec > 0 ? 1 + spec : TokensToSchedule(*req, prefill ? plan.PrefillLimit(left) : plan.budget);
     if (n == 0) continue;
     std::optional<kv::KvBlocks> blocks = AllocateForRunning(req, n, plan);
     if (!blocks) continue;
     req->set_num_spec_tokens(static_cast<int32_t>(std::max<int64_t>(0, n - req->num_tokens_to_compute())));
     plan.entries.push_back({req, n, false, std::move(*blocks)});
     plan.budget -= n;
-    if (prefill) TakePrefill(plan, left, n);
+    if (prefill) plan.TakePrefill(left, n);
     plan.prefill_budget = std::min(plan.prefill_budget, plan.budget);
   }
 }
@@ -436,18 +427,13 @@ void Scheduler::Preempt(Request* victim, StepPlan& plan) {
 }
 
 void Scheduler::ScheduleWaiting(StepPlan& plan) {
-  // Long prompts the long share holds back this step, in queue order: the requests behind them
-  // may be admitted first. Nothing else overtakes (a request short of blocks keeps its place).
-  std::vector<const Request*> passed;
-  const auto next = [&]() -> Request* {
-    auto it = waiting_.begin();
-    for (size_t i = 0; i < passed.size() && it != waiting_.end(); ++i, ++it) {
-    }
-    return it == waiting_.end() ? nullptr : *it;
-  };
-  while (plan.budget > 0 && static_cast<int64_t>(running_.size()) + num_pulling_ < config_.max_num_seqs) {
-    Request* req = next();
-    if (req == nullptr) break;
+  // Long prompts the long share holds back this step stay at the head of the queue, in order; the
+  // requests behind them may be admitted first. Nothing else overtakes (a request short of blocks
+  // keeps its place).
+  size_t passed = 0;
+  while (plan.budget > 0 && static_cast<int64_t>(running_.size()) + num_pulling_ < config_.max_num_seqs &&
+         passed < waiting_.size()) {
+    Request* req = *std::next(waiting_.begin(), static_cast<std::ptrdiff_t>(passed));
     const RequestIndex index = req->index();
     if (req->kv_pull() == Request::KvPull::kWanted) {
       if (!StartRemotePrefill(req)) break;
@@ -465,10 +451,10 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     EMBER_CHECK(hit.num_tokens < req->num_tokens());
     req->set_num_computed_tokens(hit.num_tokens);
     const int64_t left = req->num_tokens_to_compute();
-    int64_t n = TokensToSchedule(*req, PrefillLimit(plan, left));
+    int64_t n = TokensToSchedule(*req, plan.PrefillLimit(left));
     if (n == 0 && left > plan.long_prompt_tokens && std::min(plan.budget, plan.prefill_budget) > 0) {
       req->set_num_computed_tokens(0);
-      passed.push_back(req);  // held back by the long share only: the short prompts behind it go first
+      ++passed;  // held back by the long share only: the short prompts behind it go first
       continue;
     }
     if (n == 0) break;  // whole prompt only, and it does not fit this step's budget: keep order
@@ -487,7 +473,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan) {
     running_.push_back(req);
     plan.entries.push_back({req, n, true, {}});
     plan.budget -= n;
-    TakePrefill(plan, left, n);
+    plan.TakePrefill(left, n);
   }
 }
 

@@ -13,6 +13,7 @@
 // preempting forever. Single-threaded: EngineCore drives it from the engine thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -183,13 +184,20 @@ class Scheduler {
     int64_t long_budget = std::numeric_limits<int64_t>::max();  // of `prefill_budget`, what long prompts may still take
     std::vector<Scheduled> entries;
     std::vector<RequestIndex> preempted;
+
+    // The prompt tokens a request with `left` tokens to compute may take now.
+    int64_t PrefillLimit(int64_t left) const {
+      const int64_t limit = std::min(budget, prefill_budget);
+      return left > long_prompt_tokens ? std::min(limit, long_budget) : limit;
+    }
+    void TakePrefill(int64_t left, int64_t n) {
+      prefill_budget -= n;
+      if (left > long_prompt_tokens) long_budget -= n;
+    }
   };
   // Sets plan.long_prompt_tokens / long_budget for a step whose prefill budget is shared
   // (SchedulerConfig::long_prefill_share).
   void PlanLongPrefillShare(StepPlan& plan) const;
-  // The prompt tokens `req`, with `left` tokens to compute, may take now under the plan's budgets.
-  int64_t PrefillLimit(const StepPlan& plan, int64_t left) const;
-  void TakePrefill(StepPlan& plan, int64_t left, int64_t n) const;
 
   void ScheduleRunning(StepPlan& plan);
   // Sets num_spec_tokens of the decoding requests in `order` for this step.

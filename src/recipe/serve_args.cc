@@ -4,8 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <map>
+
+#include "core/ascii.h"
 
 namespace ember::recipe {
 
@@ -204,8 +205,7 @@ Expected<ParsedServe> ParseServeCommand(const std::vector<std::string>& raw) {
       s["language_model_only"] = Value::Bool(true);
     } else if (name == "--attention-backend") {
       EMBER_ASSIGN_OR_RETURN(std::string v, next());
-      std::string lower;
-      for (char ch : v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const std::string lower = AsciiLower(v);
       s["attention_backend"] = Value::String(lower.find("triton") != std::string::npos   ? "triton"
                                              : lower.find("aiter") != std::string::npos ? "aiter"
                                                                                          : lower);

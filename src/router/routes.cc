@@ -3,16 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/ascii.h"
+
 namespace ember::router {
-namespace {
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-}  // namespace
 
 bool ApiKeyMatches(std::string_view authorization, std::string_view api_key) {
   constexpr std::string_view kBearer = "Bearer ";
@@ -66,7 +59,7 @@ ParsedBody ParseRequestBody(const std::string& body) {
 }
 
 bool IsLoopbackHost(std::string_view host) {
-  const std::string h = Lower(host);
+  const std::string h = AsciiLower(host);
   if (h == "localhost" || h.ends_with(".localhost") || h == "::1" || h == "[::1]") return true;
   if (!h.starts_with("127.")) return false;
   return std::all_of(h.begin(), h.end(),
@@ -87,7 +80,7 @@ std::optional<std::pair<int, std::string>> CheckAccess(const http::HttpRequest& 
     }
   }
   if (request.method == "POST") {
-    const std::string type = Lower(request.header("Content-Type"));
+    const std::string type = AsciiLower(request.header("Content-Type"));
     std::string media = type.substr(0, type.find(';'));
     while (!media.empty() && media.back() == ' ') media.pop_back();
     const bool json = media.empty() || media == "application/json" || media.ends_with("+json");

@@ -2,25 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cctype>
 
+#include "core/ascii.h"
 #include "server/protocol/safe_text.h"
 
 namespace ember::server {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // "127.0.0.1:8000" -> "127.0.0.1", "[::1]:8000" -> "::1", "localhost" -> "localhost".
 std::string_view HostWithoutPort(std::string_view host) {
@@ -59,7 +47,7 @@ bool IsLoopbackIpv4(std::string_view host) {
 }  // namespace
 
 bool IsLoopbackHost(std::string_view raw) {
-  const std::string host = Lower(HostWithoutPort(Trim(raw)));
+  const std::string host = AsciiLower(HostWithoutPort(TrimSpacesAndTabs(raw)));
   if (host == "localhost" || host == "::1") return true;
   // RFC 6761: browsers resolve *.localhost to loopback themselves, so no DNS can rebind it.
   if (host.size() > 10 && host.compare(host.size() - 10, 10, ".localhost") == 0) return true;
@@ -67,7 +55,9 @@ bool IsLoopbackHost(std::string_view raw) {
 }
 
 std::optional<ApiError> CheckHost(std::string_view host_header, bool listening_on_loopback) {
-  if (!listening_on_loopback || Trim(host_header).empty() || IsLoopbackHost(host_header)) return std::nullopt;
+  if (!listening_on_loopback || TrimSpacesAndTabs(host_header).empty() || IsLoopbackHost(host_header)) {
+    return std::nullopt;
+  }
   return Forbidden(fmt::format("the Host header '{}' does not name this server: listening on loopback, it answers "
                                "only requests for localhost, 127.0.0.1 or [::1] (this stops web pages that rebind "
                                "their DNS name to 127.0.0.1); use one of those in the URL, or listen on another --host",
@@ -75,9 +65,9 @@ std::optional<ApiError> CheckHost(std::string_view host_header, bool listening_o
 }
 
 bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allowed) {
-  const std::string want = Lower(Trim(origin));
+  const std::string want = AsciiLower(TrimSpacesAndTabs(origin));
   for (const std::string& a : allowed) {
-    if (a == "*" || Lower(Trim(a)) == want) return true;
+    if (a == "*" || AsciiLower(TrimSpacesAndTabs(a)) == want) return true;
   }
   return false;
 }
@@ -91,9 +81,9 @@ std::optional<ApiError> CheckOrigin(std::string_view origin, const std::vector<s
 
 std::optional<ApiError> CheckContentType(std::string_view method, std::string_view content_type) {
   if (method != "POST") return std::nullopt;
-  const std::string_view media = Trim(content_type.substr(0, content_type.find(';')));
+  const std::string_view media = TrimSpacesAndTabs(content_type.substr(0, content_type.find(';')));
   if (media.empty()) return std::nullopt;
-  const std::string type = Lower(media);
+  const std::string type = AsciiLower(media);
   if (type == "application/json" || (type.rfind("application/", 0) == 0 && type.size() > 17 &&
                                       type.compare(type.size() - 5, 5, "+json") == 0)) {
     return std::nullopt;

@@ -13,6 +13,7 @@ import http.server
 import json
 import pathlib
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -160,6 +161,18 @@ def test_http_urls_from_allowed_hosts(server, media_http):
     bad(server, [image(f"{media_http}/missing.png")], "answered HTTP 404")
     bad(server, [image(f"{media_http}/huge.png")], "--max-media-bytes")
     server.assert_idle_and_healthy()
+
+
+@pytest.mark.parametrize("flag, value, expect", [
+    ("--allowed-media-domains", "http://images.example.com", "--allowed-media-domains: 'http://images.example.com'"),
+    ("--allowed-media-domains", "*", "--allowed-media-domains: '*'"),
+    ("--media-fetch-timeout", "0", "--media-fetch-timeout must be between"),
+])
+def test_bad_remote_media_flags_stop_startup(ember_bin, flag, value, expect):
+    result = subprocess.run([str(ember_bin), "serve", str(MODEL), "--port", "0", flag, value],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert expect in result.stderr, result.stderr
 
 
 def test_repeated_image_hits_the_encoder_and_prefix_caches_another_image_does_not(server):

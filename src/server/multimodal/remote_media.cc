@@ -12,17 +12,12 @@
 #include <mutex>
 #include <optional>
 
+#include "core/ascii.h"
 #include "server/multimodal/media_source.h"
 #include "server/protocol/safe_text.h"
 
 namespace ember::server {
 namespace {
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view StripBrackets(std::string_view host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
@@ -68,13 +63,12 @@ bool IsPublicV6(const std::array<uint8_t, 16>& a) {
     return IsPublicV4(V4At(a.data() + 12));
   }
   if (starts({0x20, 0x02})) return IsPublicV4(V4At(a.data() + 2));  // 6to4 carries its IPv4 in bits 16..47
-  // Global unicast is 2000::/3; inside it, Teredo (2001::/32), benchmarking (2001:2::/48),
-  // ORCHID (2001:10::/28, 2001:20::/28) and documentation (2001:db8::/32, 3fff::/20) are not hosts.
+  // Global unicast is 2000::/3. Inside it, no media host lives in the IETF protocol-assignment
+  // block 2001::/23 (Teredo, benchmarking, ORCHID, ...) or the documentation ranges 2001:db8::/32
+  // and 3fff::/20.
   if ((a[0] & 0xe0) != 0x20) return false;
-  if (starts({0x20, 0x01, 0x00, 0x00}) || starts({0x20, 0x01, 0x0d, 0xb8}) || starts({0x20, 0x01, 0x00, 0x02, 0x00, 0x00})) {
-    return false;
-  }
-  if (starts({0x20, 0x01, 0x00}) && (a[3] & 0xe0) == 0x20) return false;  // ORCHID v1/v2: 2001:10::/28, 2001:20::/28
+  if (a[0] == 0x20 && a[1] == 0x01 && a[2] < 0x02) return false;
+  if (starts({0x20, 0x01, 0x0d, 0xb8})) return false;
   if (a[0] == 0x3f && (a[1] & 0xf0) == 0xf0) return false;
   return true;
 }
@@ -111,7 +105,7 @@ std::optional<UrlParts> ParseUrl(const std::string& url) {
   CurlText scheme_owner(scheme);
   if (curl_url_get(handle.get(), CURLUPART_HOST, &host, 0) != CURLUE_OK) return std::nullopt;
   CurlText host_owner(host);
-  return UrlParts{Lower(scheme), Lower(host)};
+  return UrlParts{AsciiLower(scheme), AsciiLower(host)};
 }
 
 // What one transfer collects; the callbacks' user data.
@@ -189,20 +183,20 @@ Expected<std::vector<std::string>> ParseAllowedMediaDomains(std::string_view csv
   size_t start = 0;
   while (start <= csv.size()) {
     const size_t comma = std::min(csv.find(',', start), csv.size());
-    std::string_view entry = csv.substr(start, comma - start);
-    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
-    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
-    const std::string bare(StripBrackets(entry));
-    const bool ipv6 = bare.find(':') != std::string::npos && IsIpLiteral(bare);
-    if (entry.empty() || entry == "*" || entry == "*." || entry.find('/') != std::string_view::npos ||
-        (!ipv6 && bare.find(':') != std::string::npos) || entry.find('*', 1) != std::string_view::npos ||
-        (entry.front() == '*' && entry.substr(0, 2) != "*.")) {
+    const std::string_view entry = TrimSpacesAndTabs(csv.substr(start, comma - start));
+    start = comma + 1;
+    if (IsIpLiteral(entry)) {
+      out.push_back(AsciiLower(StripBrackets(entry)));
+      continue;
+    }
+    // A host name, or "*." and a domain: no scheme, port, path, user info or other wildcard.
+    const std::string_view name = entry.starts_with("*.") ? entry.substr(2) : entry;
+    if (name.empty() || name.find_first_of("/:*@ \t") != std::string_view::npos) {
       return InvalidArgument(fmt::format("--allowed-media-domains: '{}' is not a host name, '*.domain' or an IP address "
                                          "(no scheme, port or path; comma-separated)",
                                          std::string(entry)));
     }
-    out.push_back(Lower(bare));
-    start = comma + 1;
+    out.push_back(AsciiLower(entry));
   }
   return out;
 }
@@ -214,7 +208,7 @@ bool IsIpLiteral(std::string_view host) {
 }
 
 bool HostAllowed(const RemoteMediaPolicy& policy, std::string_view host) {
-  const std::string bare = Lower(StripBrackets(host));
+  const std::string bare = AsciiLower(StripBrackets(host));
   if (bare.empty()) return false;
   for (const std::string& entry : policy.allowed_domains) {
     if (entry == bare) return true;
@@ -246,12 +240,16 @@ std::variant<std::vector<uint8_t>, ApiError> FetchRemoteMedia(const std::string&
   InitCurlOnce();
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::ceil(policy.timeout_seconds * 1000)));
+  const auto timed_out = [&](const std::string& shown) {
+    return MediaRefusal(field, fmt::format("'{}' did not arrive within {} s (--media-fetch-timeout)", shown,
+                                           policy.timeout_seconds));
+  };
   std::string current = url;
   for (int hop = 0;; ++hop) {
     const std::optional<UrlParts> parts = ParseUrl(current);
     const std::string shown = SafeText(current, 200);
     if (!parts || (parts->scheme != "http" && parts->scheme != "https")) {
-      return MediaRefusal(field, fmt::format("'{}' is not an http:// or https:// URL", shown));
+      return MediaRefusal(field, fmt::format("'{}' is not a valid http:// or https:// URL", shown));
     }
     if (!HostAllowed(policy, parts->host)) {
       return MediaRefusal(field, fmt::format("the host '{}' is not in --allowed-media-domains{}", SafeText(parts->host, 200),
@@ -261,10 +259,7 @@ std::variant<std::vector<uint8_t>, ApiError> FetchRemoteMedia(const std::string&
     t.max_bytes = max_bytes;
     t.check_address = !IsIpLiteral(parts->host);
     const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (budget.count() <= 0) {
-      return MediaRefusal(field, fmt::format("'{}' did not arrive within {} s (--media-fetch-timeout)", shown,
-                                             policy.timeout_seconds));
-    }
+    if (budget.count() <= 0) return timed_out(shown);
     const HopResult r = FetchOnce(current, t, budget);
     if (!t.refused_address.empty()) {
       return MediaRefusal(field, fmt::format("the host '{}' leads to {}, which is not a public address; a media URL's "
@@ -273,10 +268,7 @@ std::variant<std::vector<uint8_t>, ApiError> FetchRemoteMedia(const std::string&
                                              SafeText(parts->host, 200), t.refused_address));
     }
     if (t.too_large || r.code == CURLE_FILESIZE_EXCEEDED) return MediaTooLarge(field, max_bytes);
-    if (r.code == CURLE_OPERATION_TIMEDOUT) {
-      return MediaRefusal(field, fmt::format("'{}' did not arrive within {} s (--media-fetch-timeout)", shown,
-                                             policy.timeout_seconds));
-    }
+    if (r.code == CURLE_OPERATION_TIMEDOUT) return timed_out(shown);
     if (r.code != CURLE_OK) {
       return MediaRefusal(field, fmt::format("fetching '{}' failed: {}", shown, curl_easy_strerror(r.code)));
     }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine_harness.h"
 
 namespace ember::test {
@@ -105,6 +107,11 @@ TEST(SchedulerAdmission, ConfigValidationNamesTheField) {
   c = Small();
   c.shared_step_prefill_tokens = -1;
   EXPECT_NE(c.Validate().message().find("shared_step_prefill_tokens"), std::string::npos);
+  for (const double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    c = Small();
+    c.long_prefill_share = share;
+    EXPECT_NE(c.Validate().message().find("long_prefill_share"), std::string::npos) << share;
+  }
 
   FakeExecutor executor(Small(), 1, 4);
   EngineCoreConfig bad{Small(), FullOnlyKv(4, 1), {}};

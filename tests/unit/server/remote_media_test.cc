@@ -28,7 +28,8 @@ TEST(AllowedMediaDomainsTest, ParsesHostsWildcardsAndAddresses) {
   auto parsed = ParseAllowedMediaDomains("Images.Example.com, *.cdn.net,127.0.0.1,[::1],2001:db8::5");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(*parsed, (std::vector<std::string>{"images.example.com", "*.cdn.net", "127.0.0.1", "::1", "2001:db8::5"}));
-  for (const char* bad : {"", "a.com,", "*", "*.", "http://a.com", "a.com/x", "a.com:8080", "a*.com", "*a.com", "x.*.com"}) {
+  for (const char* bad : {"", "a.com,", "*", "*.", "http://a.com", "a.com/x", "a.com:8080", "a*.com", "*a.com", "x.*.com",
+                          "user@a.com", "a .com"}) {
     EXPECT_FALSE(ParseAllowedMediaDomains(bad).ok()) << bad;
   }
 }
@@ -60,7 +61,7 @@ TEST(PublicAddressTest, OnlyGlobalUnicastIsPublic) {
                          "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "192.0.2.1",
                          "198.18.0.1", "::1", "::", "fe80::1", "fc00::1", "fd12::1", "ff02::1", "2001:db8::1",
                          "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a00:1", "2002:7f00:0001::1",
-                         "2001::1", "not an address", ""}) {
+                         "2001::1", "2001:10::1", "2001:1f::1", "2001:1ff::1", "3fff::1", "not an address", ""}) {
     EXPECT_FALSE(IsPublicAddress(no)) << no;
   }
 }
@@ -190,8 +191,28 @@ TEST_F(RemoteFetchTest, RefusedWithoutTheFlagAndForOtherHosts) {
   EXPECT_NE(ErrorOf(Fetch("http://127.0.0.1@127.0.0.2:" + std::to_string(server_.port()) + "/x"))
                 .find("'127.0.0.2' is not in"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Fetch("ftp://127.0.0.1/x")).find("not an http"), std::string::npos);
+  EXPECT_NE(ErrorOf(Fetch("ftp://127.0.0.1/x")).find("not a valid http"), std::string::npos);
   EXPECT_EQ(server_.requests(), 0);  // none of them sent a request
+}
+
+// What a hostile client puts in a URL: header injection, spaces, a huge URL are refused before
+// any connection; bytes that are not UTF-8 go to the allowed host percent-encoded (a path is any
+// bytes). Every message quotes the URL cut and escaped.
+TEST_F(RemoteFetchTest, HostileUrls) {
+  server_.Start();
+  const std::string base = server_.Url("127.0.0.1", "/x");
+  for (const std::string& url : {base + "\r\nHost: evil\r\n", base + " y", base + "\t",
+                                 base + std::string(100000, 'a') + "\n"}) {
+    const std::string error = ErrorOf(Fetch(url));
+    EXPECT_NE(error.find("is not a valid http:// or https:// URL"), std::string::npos) << error;
+    EXPECT_LT(error.size(), 1000u) << "the URL is quoted cut";
+    EXPECT_EQ(error.find('\r'), std::string::npos);
+  }
+  EXPECT_EQ(server_.requests(), 0);
+  const std::string error = ErrorOf(Fetch(base + "\xff\xfe"));
+  EXPECT_NE(error.find("answered HTTP 404"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\xff'), std::string::npos) << "escaped in the message";
+  EXPECT_EQ(server_.requests(), 1);
 }
 
 TEST_F(RemoteFetchTest, ANameThatLeadsToLoopbackIsRefusedBeforeTheRequest) {
