@@ -141,6 +141,26 @@ void Linear::ApplyGguf(const Linear& self, const float* x, int64_t m, float* y) 
   quant::GgufMatMul(x, m, self.quant_, y);
 }
 
+void Linear::ApplyShared(std::span<const Linear* const> linears, const float* x, int64_t m,
+                         std::span<float* const> ys) {
+  EMBER_CHECK(linears.size() == ys.size() && linears.size() <= quant::kMaxSharedMatMuls,
+              "ApplyShared: {} matrices, {} outputs", linears.size(), ys.size());
+  const quant::QuantMatrix* gguf[quant::kMaxSharedMatMuls];
+  float* gguf_ys[quant::kMaxSharedMatMuls];
+  size_t count = 0;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    EMBER_CHECK(linears[i]->in_features_ == linears[0]->in_features_, "ApplyShared: inputs of {} and {} features",
+                linears[0]->in_features_, linears[i]->in_features_);
+    if (linears[i]->apply_ == &ApplyGguf) {
+      gguf[count] = &linears[i]->quant_;
+      gguf_ys[count++] = ys[i];
+    } else {
+      linears[i]->Apply(x, m, ys[i]);
+    }
+  }
+  if (count > 0) quant::GgufMatMulShared(x, m, {gguf, count}, {gguf_ys, count});
+}
+
 void Linear::ApplyBlockScaled(const Linear& self, const float* x, int64_t m, float* y) {
   quant::BlockScaledMatMul(x, m, self.block_, y);
 }

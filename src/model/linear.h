@@ -46,6 +46,11 @@ class Linear {
 
   // y [m, out] = x [m, in] · W^T.
   void Apply(const float* x, int64_t m, float* y) const;
+  // ys[i] = linears[i]->Apply(x, m), bit for bit, for matrices of the same input width (at most
+  // quant::kMaxSharedMatMuls): GGUF matrices whose activation rows have one format quantize x
+  // once between them (a layer's q/k/v, its gate and up) instead of once each.
+  static void ApplyShared(std::span<const Linear* const> linears, const float* x, int64_t m,
+                          std::span<float* const> ys);
   // Row `row` of the matrix as f32 (embedding lookup): out has in_features() floats.
   Status ReadRow(int64_t row, float* out) const;
   // A matrix of the given rows of this one, in that order, bit for bit (a copy it owns): a

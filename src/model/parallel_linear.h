@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "exec/communicator.h"
 #include "model/linear.h"
@@ -22,6 +23,11 @@ namespace ember {
 
 // y [m, shard.out_features()] = x [m, in] · shard^T: this rank's block of the output columns.
 void ColumnParallelApply(const Linear& shard, const float* x, int64_t m, float* y);
+
+// ys[i] = ColumnParallelApply(*shards[i], x, m): shards that read the same input (q/k/v, gate/up)
+// share its quantized rows (Linear::ApplyShared).
+void ColumnParallelApplyShared(std::span<const Linear* const> shards, const float* x, int64_t m,
+                               std::span<float* const> ys);
 
 // y [m, out] = sum over the ranks of x_shard [m, shard.in_features()] · shard^T; every rank ends
 // with the same y.

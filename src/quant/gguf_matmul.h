@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "formats/ggml_type.h"
 
@@ -40,5 +41,14 @@ bool GgufMatMulSupports(GgmlType type);
 // Unsupported types and inconsistent shapes are bugs in the caller (checked, not returned):
 // loaders validate tensors with GgufMatMulSupports and GgmlRowBytes.
 void GgufMatMul(const float* x, int64_t m, const QuantMatrix& w, float* y);
+
+// The most matrices one GgufMatMulShared call takes (a layer's q, k, v and gate, or gate and up).
+inline constexpr size_t kMaxSharedMatMuls = 4;
+
+// ys[i] = GgufMatMul(x, m, *ws[i]) for matrices of the same input width, bit for bit, with x
+// quantized once for every matrix whose activation rows are the same format (Q8_0 for the
+// 32-element types, Q8_K for the K-quants): a layer's q/k/v projections, or the gate and up of
+// its MLP, read one quantized copy of their shared input instead of each making its own.
+void GgufMatMulShared(const float* x, int64_t m, std::span<const QuantMatrix* const> ws, std::span<float* const> ys);
 
 }  // namespace ember::quant

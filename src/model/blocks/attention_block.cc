@@ -48,9 +48,9 @@ void RunAttention(const AttentionWeights& w, const AttentionOptions& o, int64_t 
   float* k = step.workspace.Take<float>(count * kv_width);
   float* v = step.workspace.Take<float>(count * kv_width);
   ScopedOp op("attention.qkv_proj", layer);
-  ColumnParallelApply(w.q, x, count, q);
-  ColumnParallelApply(w.k, x, count, k);
-  ColumnParallelApply(w.v, x, count, v);
+  const Linear* qkv[] = {&w.q, &w.k, &w.v};
+  float* qkv_out[] = {q, k, v};
+  ColumnParallelApplyShared(qkv, x, count, qkv_out);
   ApplyQkNorm(o.qk_norm, q, count * o.num_heads, d, o.qk_norm_eps, w.q_norm_gain);
   ApplyQkNorm(o.qk_norm, k, count * o.num_kv_heads, d, o.qk_norm_eps, w.k_norm_gain);
   if (o.q_multiplier != 1.0f) kernels::ScaleInPlace(q, count * q_width, o.q_multiplier);

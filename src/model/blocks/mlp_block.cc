@@ -17,8 +17,9 @@ void RunMlp(const MlpWeights& w, GatedActivation activation, const float* x, int
   const int64_t inter = w.gate.out_features();
   float* gate = step.workspace.Take<float>(count * inter);
   float* up = step.workspace.Take<float>(count * inter);
-  ColumnParallelApply(w.gate, x, count, gate);
-  ColumnParallelApply(w.up, x, count, up);
+  const Linear* gate_up[] = {&w.gate, &w.up};
+  float* gate_up_out[] = {gate, up};
+  ColumnParallelApplyShared(gate_up, x, count, gate_up_out);
   // Elementwise, so writing the activation over the gate gives the bits of a separate buffer.
   if (activation == GatedActivation::kSilu) {
     kernels::SwiGlu(gate, up, count, inter, gate);
