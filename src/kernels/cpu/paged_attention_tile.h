@@ -94,11 +94,36 @@ void WidenChunk(const PagedKvView& kv, const PagedTileTask& t, int64_t chunk, in
   }
 }
 
+// Requests the K and V rows of keys [first, last] into the cache: the next chunk's, while this
+// one is computed. A KV head's rows are strided (the other heads' rows sit between them) and
+// blocks are scattered, so the hardware prefetchers miss them: long-context decode, which
+// streams every key once, otherwise waits on memory for each row.
+template <DType T>
+void PrefetchChunk(const PagedKvView& kv, const PagedTileTask& t, int64_t first, int64_t last) {
+  constexpr int64_t kBytes = kPagedElementBytes<T>;
+  const int64_t row_bytes = kv.head_dim * kBytes;
+  const auto* keys = static_cast<const uint8_t*>(kv.keys);
+  const auto* values = static_cast<const uint8_t*>(kv.values);
+  for (int64_t position = first; position <= last;) {
+    const int64_t offset = position % kv.block_size;
+    const int64_t left = kv.block_size - offset;
+    const int64_t n = left < last - position + 1 ? left : last - position + 1;
+    int64_t row = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) * kv.num_kv_heads + t.kv_head;
+    for (int64_t i = 0; i < n; ++i, ++position, row += kv.num_kv_heads) {
+      for (int64_t b = 0; b < row_bytes; b += 64) {
+        __builtin_prefetch(keys + row * row_bytes + b);
+        __builtin_prefetch(values + row * row_bytes + b);
+      }
+    }
+  }
+}
+
 // scores[j] = q . keys[j * stride ..] for the chunk's kPagedChunkKeys keys: per key one
 // kLanes-wide FMA chain over head_dim (the q tail masked, the key rows zero past head_dim), then
 // the variant's reduction, kScoreKeys keys at a time.
 template <class S>
-void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d, float* scores) {
+__attribute__((always_inline)) inline void ChunkScores(const float* q, const float* keys, int64_t stride, int64_t d,
+                                                       float* scores) {
   using Vec = typename S::Vec;
   constexpr int64_t kLanes = S::kLanes;
   constexpr int kKeys = S::kScoreKeys;
@@ -200,16 +225,27 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
   alignas(64) float m_run[kPagedMaxTileQueries];  // the running max
   alignas(64) float m_new[kPagedMaxTileQueries];
   for (int64_t i = 0; i < kPagedMaxTileQueries; ++i) m_run[i] = m_new[i] = -INFINITY;
+  const float* q_of[kPagedMaxTileQueries];  // query i's row (no division per query and chunk)
   int64_t tile_first = t.key_end, tile_last = t.key_begin - 1;
+  // The keys every query of the tile sees: chunks inside [all_first, all_last] need no masking
+  // and form one value run (the same operations as the general path, fewer decisions).
+  int64_t all_first = t.key_begin, all_last = t.key_end - 1;
+  float* const o = t.o;
+  float* const lane_sums = t.lane_sums;
+  const int64_t stride = t.stride;
   for (int64_t i = 0; i < queries; ++i) {
-    const int64_t position = t.first_position + i / t.num_heads;
+    const int64_t row = i / t.num_heads;
+    const int64_t position = t.first_position + row;
     const int64_t window_first = t.window > 0 ? position - t.window + 1 : 0;
+    q_of[i] = t.q + row * t.q_row_stride + (i - row * t.num_heads) * d;
     first[i] = window_first > t.key_begin ? window_first : t.key_begin;
     last[i] = position < t.key_end - 1 ? position : t.key_end - 1;
     t.m[i] = -INFINITY;
     t.l[i] = 0.0f;
-    for (int64_t e = 0; e < width; ++e) t.o[i * t.stride + e] = 0.0f;
-    for (int64_t j = 0; j < kChunk; ++j) t.lane_sums[i * kChunk + j] = 0.0f;
+    for (int64_t e = 0; e < width; e += kLanes) S::Store(o + i * stride + e, S::Zero());
+    for (int64_t j = 0; j < kChunk; j += kLanes) S::Store(lane_sums + i * kChunk + j, S::Zero());
+    if (first[i] > all_first) all_first = first[i];
+    if (last[i] < all_last) all_last = last[i];
     if (first[i] > last[i]) continue;
     if (first[i] < tile_first) tile_first = first[i];
     if (last[i] > tile_last) tile_last = last[i];
@@ -223,6 +259,10 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
     const int64_t chunk_last = chunk + kChunk - 1;
     WidenChunk<S, T>(kv, t, chunk, tile_first > chunk ? tile_first : chunk,
                      tile_last < chunk_last ? tile_last : chunk_last, key_scales, value_scales);
+    const bool seen_by_all = all_first <= chunk && chunk_last <= all_last;
+    if (chunk_last < tile_last) {
+      PrefetchChunk<T>(kv, t, chunk_last + 1, tile_last < chunk_last + kChunk ? tile_last : chunk_last + kChunk);
+    }
     // Three passes so that no query's exps wait on another's: scores and running max per query,
     // the rescale factors of all queries in one vector exp, then the weights per query.
     for (int64_t i = 0; i < queries; ++i) {
@@ -230,19 +270,20 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
       if (last[i] < chunk || first[i] > chunk_last) continue;
       const int64_t lo = (first[i] > chunk ? first[i] : chunk) - chunk;
       const int64_t hi = (last[i] < chunk_last ? last[i] : chunk_last) - chunk;
-      const float* q = t.q + (i / t.num_heads) * t.q_row_stride + (i % t.num_heads) * d;
       float* scores = t.weights + i * kChunk;
-      ChunkScores<S>(q, t.key_buf, t.stride, d, scores);
+      ChunkScores<S>(q_of[i], t.key_buf, stride, d, scores);
       Vec chunk_max = S::Set1(-INFINITY);
       for (int v = 0; v < kVecs; ++v) {
         Vec s = S::LoadF32(scores + v * kLanes);
         if constexpr (T == DType::kF8E4M3) s = S::Mul(s, S::LoadF32(key_scales + v * kLanes));
-        s = S::KeepLanes(S::Mul(s, S::Set1(t.scale)), lo - v * kLanes, hi - v * kLanes, -INFINITY);
+        s = S::Mul(s, S::Set1(t.scale));
+        if (!seen_by_all) s = S::KeepLanes(s, lo - v * kLanes, hi - v * kLanes, -INFINITY);
         S::Store(scores + v * kLanes, s);
         chunk_max = S::Max(chunk_max, s);
       }
+      // Branch-free (a new maximum is a coin flip the predictor loses): a NaN keeps m_new.
       const float reduced = S::ReduceMax(chunk_max);
-      if (reduced > m_new[i]) m_new[i] = reduced;
+      m_new[i] = reduced > m_new[i] ? reduced : m_new[i];
     }
     // alpha = e^(m - m'): 0 when m = -inf (-inf - finite = -inf), exactly 1 when the max stays;
     // queries that see none of this chunk get 1 and are not touched below.
@@ -253,11 +294,11 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
       if (last[i] < chunk || first[i] > chunk_last) continue;
       const Vec a = S::Set1(alpha[i]);
       const Vec m_vec = S::Set1(m_new[i]);
-      float* lane_sums = t.lane_sums + i * kChunk;
+      float* sums = lane_sums + i * kChunk;
       float* weights = t.weights + i * kChunk;
       for (int v = 0; v < kVecs; ++v) {
         Vec p = S::Exp(S::Sub(S::LoadF32(weights + v * kLanes), m_vec));  // unseen: -inf - m' = -inf, 0
-        S::Store(lane_sums + v * kLanes, S::Fma(S::LoadF32(lane_sums + v * kLanes), a, p));
+        S::Store(sums + v * kLanes, S::Fma(S::LoadF32(sums + v * kLanes), a, p));
         if constexpr (T == DType::kF8E4M3) p = S::Mul(p, S::LoadF32(value_scales + v * kLanes));
         S::Store(weights + v * kLanes, p);
       }
@@ -265,6 +306,10 @@ void PagedAttentionTileTyped(const PagedKvView& kv, const PagedTileTask& t) {
     }
     // Values: runs of consecutive queries that see the same keys of this chunk share a register
     // tile (all of the tile's queries away from the causal diagonal and the window's edge).
+    if (seen_by_all) {
+      ValueRun<S>(t, 0, queries, 0, kChunk - 1, alpha, width);
+      continue;
+    }
     for (int64_t i = 0; i < queries;) {
       if (last[i] < chunk || first[i] > chunk_last) {
         ++i;
