@@ -145,20 +145,27 @@ void Linear::ApplyShared(std::span<const Linear* const> linears, const float* x,
                          std::span<float* const> ys) {
   EMBER_CHECK(linears.size() == ys.size() && linears.size() <= quant::kMaxSharedMatMuls,
               "ApplyShared: {} matrices, {} outputs", linears.size(), ys.size());
+  static_assert(quant::kMaxSharedBlockScaled == quant::kMaxSharedMatMuls);
   const quant::QuantMatrix* gguf[quant::kMaxSharedMatMuls];
+  const quant::BlockScaledMatrix* block[quant::kMaxSharedMatMuls];
   float* gguf_ys[quant::kMaxSharedMatMuls];
-  size_t count = 0;
+  float* block_ys[quant::kMaxSharedMatMuls];
+  size_t gguf_count = 0, block_count = 0;
   for (size_t i = 0; i < linears.size(); ++i) {
     EMBER_CHECK(linears[i]->in_features_ == linears[0]->in_features_, "ApplyShared: inputs of {} and {} features",
                 linears[0]->in_features_, linears[i]->in_features_);
     if (linears[i]->apply_ == &ApplyGguf) {
-      gguf[count] = &linears[i]->quant_;
-      gguf_ys[count++] = ys[i];
+      gguf[gguf_count] = &linears[i]->quant_;
+      gguf_ys[gguf_count++] = ys[i];
+    } else if (linears[i]->apply_ == &ApplyBlockScaled) {
+      block[block_count] = &linears[i]->block_;
+      block_ys[block_count++] = ys[i];
     } else {
       linears[i]->Apply(x, m, ys[i]);
     }
   }
-  if (count > 0) quant::GgufMatMulShared(x, m, {gguf, count}, {gguf_ys, count});
+  if (gguf_count > 0) quant::GgufMatMulShared(x, m, {gguf, gguf_count}, {gguf_ys, gguf_count});
+  if (block_count > 0) quant::BlockScaledMatMulShared(x, m, {block, block_count}, {block_ys, block_count});
 }
 
 void Linear::ApplyBlockScaled(const Linear& self, const float* x, int64_t m, float* y) {

@@ -47,8 +47,9 @@ class Linear {
   // y [m, out] = x [m, in] · W^T.
   void Apply(const float* x, int64_t m, float* y) const;
   // ys[i] = linears[i]->Apply(x, m), bit for bit, for matrices of the same input width (at most
-  // quant::kMaxSharedMatMuls): GGUF matrices whose activation rows have one format quantize x
-  // once between them (a layer's q/k/v, its gate and up) instead of once each.
+  // quant::kMaxSharedMatMuls): GGUF matrices whose activation rows have one format, and FP4
+  // block-scaled ones, quantize x once between them (a layer's q/k/v, its gate and up) instead
+  // of once each.
   static void ApplyShared(std::span<const Linear* const> linears, const float* x, int64_t m,
                           std::span<float* const> ys);
   // Row `row` of the matrix as f32 (embedding lookup): out has in_features() floats.

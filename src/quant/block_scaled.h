@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "core/dtypes.h"
@@ -156,6 +157,15 @@ void DequantizeRow(const BlockScaledMatrix& w, int64_t row, float* out);
 // threaded over output rows. y[i, j] does not depend on m, the thread count or the split.
 // w must pass ValidateBlockScaledMatrix (checked).
 void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y);
+
+// The most matrices one BlockScaledMatMulShared call takes.
+inline constexpr size_t kMaxSharedBlockScaled = 4;
+
+// ys[i] = BlockScaledMatMul(x, m, *ws[i]) for matrices of the same input width, bit for bit, with
+// x's int8 rows prepared once for every FP4 matrix that reads the same layout (NVFP4 and MXFP4
+// alike): a layer's q/k/v, or its gate and up.
+void BlockScaledMatMulShared(const float* x, int64_t m, std::span<const BlockScaledMatrix* const> ws,
+                             std::span<float* const> ys);
 
 // ---- scalar reference quantizers (dense outputs; x is [rows, cols] f32) -------------------------
 // MXFP4: per 32 elements, e = Mxfp4ScaleCode(amax, rounding), codes = FloatToE2m1(x / 2^(e-127))

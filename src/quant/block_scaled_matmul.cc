@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "core/check.h"
@@ -84,32 +85,32 @@ void BlockScaledMatMulRows(const BlockScaledMatrix& w, const float* x, const uin
   }
 }
 
-void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y) {
-  const Status valid = ValidateBlockScaledMatrix(w);
-  EMBER_CHECK(valid.ok(), "BlockScaledMatMul: {}", valid.message());
-  EMBER_CHECK(m >= 0, "BlockScaledMatMul: m {}", m);
-  if (m == 0 || w.rows == 0) return;
+namespace {
+
+// x's rows prepared for w (int8 rows for FP4, with the packed GEMM's records when it runs; null
+// for FP8), threaded over the rows, into `buffer`.
+uint8_t* PrepareCallActivations(const BlockScaledMatrix& w, const float* x, int64_t m, bool packed,
+                                std::vector<uint8_t>& buffer) {
   const int64_t k = w.cols;
+  const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
+  if (act_bytes == 0) return nullptr;
+  buffer.resize(static_cast<size_t>(m * act_bytes + 64));
+  uint8_t* act = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  ThreadPool::Global().ParallelFor(
+      m,
+      [&](int64_t begin, int64_t end) {
+        PrepareActivations(w.format, x + begin * k, end - begin, k, act + begin * act_bytes, packed);
+      },
+      std::max<int64_t>(1, kMinChunkBytes / (k * 4)));
+  return act;
+}
+
+// y [m, w.rows] from x and its prepared rows, threaded over the output rows.
+void MultiplyPrepared(const BlockScaledMatrix& w, const float* x, const uint8_t* act, int64_t m, bool packed,
+                      float* y) {
   const int64_t n = w.rows;
   ThreadPool& pool = ThreadPool::Global();
-
-  const bool packed = UsesPackedGemm(w, m);
-  // FP4: int8 activation rows, quantized once per call (reused buffer: decode makes many calls).
-  const int64_t act_bytes = PreparedActivationRowBytes(w.format, k);
-  thread_local std::vector<uint8_t> activation_buffer;
-  uint8_t* act = nullptr;
-  if (act_bytes > 0) {
-    activation_buffer.resize(static_cast<size_t>(m * act_bytes + 64));
-    act = activation_buffer.data() + (64 - reinterpret_cast<uintptr_t>(activation_buffer.data()) % 64) % 64;
-    pool.ParallelFor(
-        m,
-        [&](int64_t begin, int64_t end) {
-          PrepareActivations(w.format, x + begin * k, end - begin, k, act + begin * act_bytes, packed);
-        },
-        std::max<int64_t>(1, kMinChunkBytes / (k * 4)));
-  }
-
-  const int64_t packed_row_bytes = CodesRowBytes(w.format, k) + ScalesRowBytes(w.format, k);
+  const int64_t packed_row_bytes = CodesRowBytes(w.format, w.cols) + ScalesRowBytes(w.format, w.cols);
   if (packed) {
     // Whole 16-row groups per chunk (a group split between two chunks would be computed twice).
     const int64_t groups = (n + kPackedGroupRows - 1) / kPackedGroupRows;
@@ -126,6 +127,53 @@ void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, fl
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, packed_row_bytes * m));
   pool.ParallelFor(
       n, [&](int64_t begin, int64_t end) { BlockScaledMatMulRows(w, x, act, m, begin, end, y, n); }, min_rows);
+}
+
+void CheckCall(const BlockScaledMatrix& w, int64_t m) {
+  const Status valid = ValidateBlockScaledMatrix(w);
+  EMBER_CHECK(valid.ok(), "BlockScaledMatMul: {}", valid.message());
+  EMBER_CHECK(m >= 0, "BlockScaledMatMul: m {}", m);
+}
+
+}  // namespace
+
+void BlockScaledMatMul(const float* x, int64_t m, const BlockScaledMatrix& w, float* y) {
+  CheckCall(w, m);
+  if (m == 0 || w.rows == 0) return;
+  const bool packed = UsesPackedGemm(w, m);
+  // Reused: decode makes many calls.
+  thread_local std::vector<uint8_t> activation_buffer;
+  MultiplyPrepared(w, x, PrepareCallActivations(w, x, m, packed, activation_buffer), m, packed, y);
+}
+
+void BlockScaledMatMulShared(const float* x, int64_t m, std::span<const BlockScaledMatrix* const> ws,
+                             std::span<float* const> ys) {
+  EMBER_CHECK(ws.size() == ys.size() && ws.size() <= kMaxSharedBlockScaled,
+              "BlockScaledMatMulShared: {} matrices, {} outputs", ws.size(), ys.size());
+  bool packed[kMaxSharedBlockScaled];
+  const uint8_t* acts[kMaxSharedBlockScaled] = {};
+  thread_local std::vector<uint8_t> buffers[kMaxSharedBlockScaled];
+  for (size_t i = 0; i < ws.size(); ++i) {
+    CheckCall(*ws[i], m);
+    EMBER_CHECK(ws[i]->cols == ws[0]->cols, "BlockScaledMatMulShared: inputs of {} and {} columns", ws[0]->cols,
+                ws[i]->cols);
+    packed[i] = UsesPackedGemm(*ws[i], m);
+  }
+  if (m == 0) return;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->rows == 0) continue;
+    // The int8 rows do not depend on the FP4 format (QuantizeActivationInt8), only on whether
+    // the packed GEMM's records are in them.
+    const int64_t bytes = PreparedActivationRowBytes(ws[i]->format, ws[i]->cols);
+    for (size_t j = 0; j < i && acts[i] == nullptr && bytes > 0; ++j) {
+      if (acts[j] != nullptr && packed[j] == packed[i] &&
+          PreparedActivationRowBytes(ws[j]->format, ws[j]->cols) == bytes) {
+        acts[i] = acts[j];
+      }
+    }
+    if (acts[i] == nullptr) acts[i] = PrepareCallActivations(*ws[i], x, m, packed[i], buffers[i]);
+    MultiplyPrepared(*ws[i], x, acts[i], m, packed[i], ys[i]);
+  }
 }
 
 }  // namespace ember::quant

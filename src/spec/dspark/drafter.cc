@@ -193,9 +193,9 @@ void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::s
   float* q = workspace_.Take<float>(rows * qw);
   float* k = workspace_.Take<float>(rows * kvw);
   float* v = workspace_.Take<float>(rows * kvw);
-  layer.q.Apply(normed, rows, q);
-  layer.k.Apply(normed, rows, k);
-  layer.v.Apply(normed, rows, v);
+  const Linear* qkv[] = {&layer.q, &layer.k, &layer.v};
+  float* qkv_out[] = {q, k, v};
+  Linear::ApplyShared(qkv, normed, rows, qkv_out);
   kernels::RmsNormGain(q, rows * c.num_heads, c.head_dim, c.rms_norm_eps, layer.q_norm.data(), q);
   kernels::RmsNormGain(k, rows * c.num_kv_heads, c.head_dim, c.rms_norm_eps, layer.k_norm.data(), k);
   kernels::RopeRotateHalf(q, rows, c.num_heads, c.head_dim, positions, inv_freq_.data());
@@ -224,8 +224,9 @@ void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::s
   kernels::RmsNormGain(residual, rows, h, c.rms_norm_eps, layer.post_attention_norm.data(), normed);
   float* gate = workspace_.Take<float>(rows * c.intermediate_size);
   float* up = workspace_.Take<float>(rows * c.intermediate_size);
-  layer.gate.Apply(normed, rows, gate);
-  layer.up.Apply(normed, rows, up);
+  const Linear* gate_up[] = {&layer.gate, &layer.up};
+  float* gate_up_out[] = {gate, up};
+  Linear::ApplyShared(gate_up, normed, rows, gate_up_out);
   kernels::SwiGlu(gate, up, rows, c.intermediate_size, gate);
   layer.down.Apply(gate, rows, branch);
   kernels::AddInPlace(residual, branch, rows * h);
