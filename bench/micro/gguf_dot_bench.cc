@@ -29,6 +29,7 @@
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_dot.h"
 #include "quant/gguf_matmul.h"
+#include "bench_setup.h"
 
 namespace ember::quant {
 namespace {
@@ -155,23 +156,14 @@ void RunGemv(benchmark::State& state, const QuantMatrix& w, int threads) {
   }
 }
 
-bool Select(benchmark::State& state, const std::string& variant, int threads) {
-  if (!SelectIsa(variant).ok()) {
-    state.SkipWithError("variant not available on this host");
-    return false;
-  }
-  ThreadPool::SetGlobalThreads(threads);
-  return true;
-}
-
 void BM_GgufGemv(benchmark::State& state, GgmlType type, std::string variant, int threads) {
-  if (Select(state, variant, threads)) RunGemv(state, CachedMatrix(type), threads);
+  if (bench::SelectVariantAndThreads(state, variant, threads)) RunGemv(state, CachedMatrix(type), threads);
 }
 
 // The same on a 1 MB matrix that stays in L2 (2 MB per core here), one thread: the kernel's
 // compute ceiling. Where it is well above the DRAM figure, the DRAM GEMV is memory bound.
 void BM_GgufGemvInCache(benchmark::State& state, GgmlType type, std::string variant) {
-  if (!Select(state, variant, 1)) return;
+  if (!bench::SelectVariantAndThreads(state, variant, 1)) return;
   const std::unique_ptr<Matrix> m = BuildMatrix(type, int64_t{1} << 20);
   RunGemv(state, m->view, 0);
 }

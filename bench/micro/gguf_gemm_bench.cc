@@ -23,6 +23,7 @@
 #include "quant/gguf_blocks.h"
 #include "quant/gguf_matmul.h"
 #include "quant/gguf_packed.h"
+#include "bench_setup.h"
 
 namespace ember::quant {
 namespace {
@@ -68,11 +69,7 @@ void Fill(GgmlType type, uint8_t* data, int64_t blocks) {
 }
 
 void RunGemm(benchmark::State& state, GgmlType type, const char* isa, int64_t m, int64_t n, int64_t k, int threads) {
-  if (!SelectIsa(isa).ok()) {
-    state.SkipWithError("variant not available here");
-    return;
-  }
-  ThreadPool::SetGlobalThreads(threads);
+  if (!bench::SelectVariantAndThreads(state, isa, threads)) return;
   const GgmlTypeTraits traits = *GgmlTypeInfo(static_cast<uint32_t>(type));
   const int64_t row_bytes = *GgmlRowBytes(traits, k);
   std::vector<uint8_t> data(static_cast<size_t>(n * row_bytes));

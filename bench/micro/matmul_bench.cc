@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/stream.h"
 #include "kernels/matmul.h"
+#include "bench_setup.h"
 
 namespace ember::kernels {
 namespace {
@@ -62,18 +63,9 @@ const std::vector<T>& CachedWeights(int64_t n, int64_t k) {
   return it->second;
 }
 
-bool Setup(benchmark::State& state, const std::string& variant, int threads) {
-  if (!SelectIsa(variant).ok()) {
-    state.SkipWithError("variant not available on this host");
-    return false;
-  }
-  ThreadPool::SetGlobalThreads(threads);
-  return true;
-}
-
 template <typename T>
 void BM_Gemv(benchmark::State& state, std::string variant, int64_t n, int64_t k, int threads) {
-  if (!Setup(state, variant, threads)) return;
+  if (!bench::SelectVariantAndThreads(state, variant, threads)) return;
   const std::vector<T>& w = CachedWeights<T>(n, k);
   const TensorView view{sizeof(T) == 2 ? DType::kBF16 : DType::kF32, Shape{n, k}, w.data()};
   const std::vector<float> x = RandomF32(k, 5);
@@ -89,7 +81,7 @@ void BM_Gemv(benchmark::State& state, std::string variant, int64_t n, int64_t k,
 }
 
 void BM_Prefill(benchmark::State& state, std::string variant, int64_t m, int64_t n, int64_t k, int threads) {
-  if (!Setup(state, variant, threads)) return;
+  if (!bench::SelectVariantAndThreads(state, variant, threads)) return;
   const std::vector<uint16_t>& w = CachedWeights<uint16_t>(n, k);
   const TensorView view{DType::kBF16, Shape{n, k}, w.data()};
   const std::vector<float> x = RandomF32(m * k, 6);

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
+#include "bench_setup.h"
 
 namespace ember::kernels {
 namespace {
@@ -98,17 +98,8 @@ struct AttentionCase {
   }
 };
 
-bool Setup(benchmark::State& state, const std::string& variant, int threads) {
-  if (!SelectIsa(variant).ok()) {
-    state.SkipWithError("variant not available on this host");
-    return false;
-  }
-  ThreadPool::SetGlobalThreads(threads);
-  return true;
-}
-
 void BM_Prefill(benchmark::State& state, std::string variant, ModelShape m, int64_t tokens, int threads) {
-  if (!Setup(state, variant, threads)) return;
+  if (!bench::SelectVariantAndThreads(state, variant, threads)) return;
   AttentionCase c(m, 1, tokens, tokens);
   for (auto _ : state) c.Run();
   state.SetLabel(c.Checksum());
@@ -118,7 +109,7 @@ void BM_Prefill(benchmark::State& state, std::string variant, ModelShape m, int6
 }
 
 void BM_Decode(benchmark::State& state, std::string variant, ModelShape m, int64_t keys, int threads) {
-  if (!Setup(state, variant, threads)) return;
+  if (!bench::SelectVariantAndThreads(state, variant, threads)) return;
   constexpr int64_t kRequests = 16;
   AttentionCase c(m, kRequests, keys, 1);
   for (auto _ : state) c.Run();

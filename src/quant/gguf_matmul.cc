@@ -30,6 +30,7 @@ struct Plan {
   QuantizeActivationFn quantize = nullptr;
   int64_t act_bytes = 0;
   int64_t act_rows = 0;  // m, or rounded up to whole AMX tiles
+  int64_t dense_row_bytes = 0;  // a weight row's bytes without a strided view's padding (prefetched)
 
   // Equal keys: byte-for-byte the same activation buffer from the same x.
   bool SameActivations(const Plan& other) const {
@@ -49,6 +50,7 @@ Plan MakePlan(const QuantMatrix& w, int64_t m, Isa isa) {
   const std::optional<int64_t> dense_row_bytes = GgmlRowBytes(*traits, w.cols);
   EMBER_CHECK(dense_row_bytes.has_value() && *dense_row_bytes <= w.row_bytes,
               "GgufMatMul: {} columns of {} do not fit rows of {} bytes", w.cols, traits->name, w.row_bytes);
+  plan.dense_row_bytes = *dense_row_bytes;
   plan.variant = &kDotVariants.For(isa);
   plan.dot = plan.variant->For(w.type);
   EMBER_CHECK(plan.dot != nullptr, "GgufMatMul: variant {} has no {} dot", IsaName(isa), traits->name);
@@ -105,7 +107,7 @@ void MultiplyQuantized(const Plan& plan, const QuantMatrix& w, const uint8_t* ac
   const auto* weights = static_cast<const uint8_t*>(w.data);
   // Rows to prefetch ahead: the one kPrefetchBytes downstream (at least the next).
   const int64_t ahead = (kPrefetchBytes + w.row_bytes - 1) / std::max<int64_t>(1, w.row_bytes);
-  const int64_t prefetch_bytes = *GgmlRowBytes(*FindGgmlType(w.type), k);  // not the padding of a strided view
+  const int64_t prefetch_bytes = plan.dense_row_bytes;
   const int64_t min_rows = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, w.row_bytes * m));
   // With a multi-row dot, kMaxDotRows activation rows share each decoded weight block; rows left
   // over (m not a multiple) take the one-row dot, which gives the same bits (gguf_dot.h).

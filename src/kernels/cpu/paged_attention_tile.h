@@ -54,6 +54,20 @@ namespace ember::kernels::cpu {
 template <DType T>
 constexpr int64_t kPagedElementBytes = T == DType::kF32 ? 4 : (T == DType::kF8E4M3 ? 1 : 2);
 
+// fn(position, row) for the keys [first, last] of the tile's KV head, in order, where row indexes
+// the cache's [block * block_size + offset][kv_head] rows: one block-table lookup per run of keys
+// in one cache block.
+template <class Fn>
+void ForEachKvRow(const PagedKvView& kv, const PagedTileTask& t, int64_t first, int64_t last, Fn&& fn) {
+  for (int64_t position = first; position <= last;) {
+    const int64_t offset = position % kv.block_size;
+    const int64_t left = kv.block_size - offset;
+    const int64_t n = left < last - position + 1 ? left : last - position + 1;
+    int64_t row = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) * kv.num_kv_heads + t.kv_head;
+    for (int64_t i = 0; i < n; ++i, ++position, row += kv.num_kv_heads) fn(position, row);
+  }
+}
+
 // Widens the K and V rows of keys [first, last] (one chunk starting at `chunk`) into the tile's
 // buffers, zero-padding each row's last vector past head_dim; fp8 row scales go to the scale
 // arrays.
@@ -67,31 +81,24 @@ void WidenChunk(const PagedKvView& kv, const PagedTileTask& t, int64_t chunk, in
   const int64_t tail = d - full;
   const auto* keys = static_cast<const uint8_t*>(kv.keys);
   const auto* values = static_cast<const uint8_t*>(kv.values);
-  for (int64_t position = first; position <= last;) {
-    // One block-table lookup per run of keys in one cache block.
-    const int64_t offset = position % kv.block_size;
-    const int64_t left = kv.block_size - offset;
-    const int64_t n = left < last - position + 1 ? left : last - position + 1;
-    int64_t row = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) * kv.num_kv_heads + t.kv_head;
-    for (int64_t i = 0; i < n; ++i, ++position, row += kv.num_kv_heads) {
-      const uint8_t* k = keys + row * d * kBytes;
-      const uint8_t* v = values + row * d * kBytes;
-      float* kb = t.key_buf + (position - chunk) * t.stride;
-      float* vb = t.value_buf + (position - chunk) * t.stride;
-      for (int64_t e = 0; e < full; e += kLanes) {
-        S::Store(kb + e, S::template Load<T>(k + e * kBytes));
-        S::Store(vb + e, S::template Load<T>(v + e * kBytes));
-      }
-      if (tail > 0) {
-        S::Store(kb + full, S::template LoadTail<T>(k + full * kBytes, tail));
-        S::Store(vb + full, S::template LoadTail<T>(v + full * kBytes, tail));
-      }
-      if constexpr (T == DType::kF8E4M3) {
-        key_scales[position - chunk] = kv.key_scales[row];
-        value_scales[position - chunk] = kv.value_scales[row];
-      }
+  ForEachKvRow(kv, t, first, last, [&](int64_t position, int64_t row) {
+    const uint8_t* k = keys + row * d * kBytes;
+    const uint8_t* v = values + row * d * kBytes;
+    float* kb = t.key_buf + (position - chunk) * t.stride;
+    float* vb = t.value_buf + (position - chunk) * t.stride;
+    for (int64_t e = 0; e < full; e += kLanes) {
+      S::Store(kb + e, S::template Load<T>(k + e * kBytes));
+      S::Store(vb + e, S::template Load<T>(v + e * kBytes));
     }
-  }
+    if (tail > 0) {
+      S::Store(kb + full, S::template LoadTail<T>(k + full * kBytes, tail));
+      S::Store(vb + full, S::template LoadTail<T>(v + full * kBytes, tail));
+    }
+    if constexpr (T == DType::kF8E4M3) {
+      key_scales[position - chunk] = kv.key_scales[row];
+      value_scales[position - chunk] = kv.value_scales[row];
+    }
+  });
 }
 
 // Requests the K and V rows of keys [first, last] into the cache: the next chunk's, while this
@@ -104,18 +111,12 @@ void PrefetchChunk(const PagedKvView& kv, const PagedTileTask& t, int64_t first,
   const int64_t row_bytes = kv.head_dim * kBytes;
   const auto* keys = static_cast<const uint8_t*>(kv.keys);
   const auto* values = static_cast<const uint8_t*>(kv.values);
-  for (int64_t position = first; position <= last;) {
-    const int64_t offset = position % kv.block_size;
-    const int64_t left = kv.block_size - offset;
-    const int64_t n = left < last - position + 1 ? left : last - position + 1;
-    int64_t row = (int64_t{t.block_row[position / kv.block_size]} * kv.block_size + offset) * kv.num_kv_heads + t.kv_head;
-    for (int64_t i = 0; i < n; ++i, ++position, row += kv.num_kv_heads) {
-      for (int64_t b = 0; b < row_bytes; b += 64) {
-        __builtin_prefetch(keys + row * row_bytes + b);
-        __builtin_prefetch(values + row * row_bytes + b);
-      }
+  ForEachKvRow(kv, t, first, last, [&](int64_t, int64_t row) {
+    for (int64_t b = 0; b < row_bytes; b += 64) {
+      __builtin_prefetch(keys + row * row_bytes + b);
+      __builtin_prefetch(values + row * row_bytes + b);
     }
-  }
+  });
 }
 
 // scores[j] = q . keys[j * stride ..] for the chunk's kPagedChunkKeys keys: per key one
