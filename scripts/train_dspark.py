@@ -4,7 +4,9 @@ machine's CPUs: SmolLM2-135M-Instruct (--target smollm2, ember's Q4_1 GGUF throu
 the tiny trained Muse Spark of tests/golden/quant/accuracy (--target muse_tiny, scripts/dspark/muse_tiny.py).
 
   data       smollm2: prompts from text that ships here (Debian's common-licenses, Python's stdlib and
-             numpy docstrings, each text under two instruction templates), continued by the target
+             numpy docstrings, each text under two instruction templates; for training also the
+             virtualenv's packages' docstrings and every class's method docstrings, never a held-out
+             or benchmark text), continued by the target
              served by ember itself (`ember generate --jsonl` on the Q4_1 GGUF; self-distillation:
              temperature 0, every 4th batch also at 1), with the target's tap hidden states captured
              by transformers from the same GGUF; held-out texts set aside. --resume adds continuations for the
@@ -17,16 +19,18 @@ the tiny trained Muse Spark of tests/golden/quant/accuracy (--target muse_tiny, 
              corpus; one CPU hour learns the argmax far sooner with full weight), --l1 0.9, --conf 1.0.
              The CE label is the target's argmax after the prefix (--ce-target argmax, what greedy
              verification accepts) unless --ce-target data. p_t is each position's top 64 (add_targets).
-             Also writes draft_vocab.json: the training answers' tokens, most frequent first (the
-             engine's draft vocabulary, FR-Spec).
+             p_d is the softmax over the draft vocabulary, draft_vocab.json: the training answers'
+             tokens, most frequent first (what the engine drafts from, FR-Spec), so the lm_head
+             product covers those rows only (SmolLM2: 13.6k of 49k). bf16
+             autocast (--fp32 to turn it off); --layers sets the drafter's depth; held-out loss and
+             top-1 every --eval-every steps.
   calibrate  Sequential Temperature Scaling of the confidence head on half the held-out prompts
   eval       tokens per cycle at T=0 with greedy verification on the other half (and, for smollm2,
              live decoding at T=0 and T=1); eval_prompts.json keeps those prompts for the C++ test
 
 Usage (the real runs; `--smoke` shrinks everything to prove the script works):
-  .venv/bin/python scripts/train_dspark.py data --data-minutes 22 [--resume]
-  .venv/bin/python scripts/train_dspark.py extend
-  .venv/bin/python scripts/train_dspark.py train --minutes 50
+  .venv/bin/python scripts/train_dspark.py data --data-minutes 27 [--resume]
+  .venv/bin/python scripts/train_dspark.py train --minutes 45 --layers 2 --anchors 24
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
   .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)
@@ -36,6 +40,7 @@ train_log.json, eval_prompts.json, draft_vocab.json}
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import random
@@ -48,6 +53,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "dspark"))
 import evaluate  # noqa: E402
+import make_bench_prompts  # noqa: E402
 import muse_tiny  # noqa: E402
 import online  # noqa: E402
 import target  # noqa: E402
@@ -83,7 +89,7 @@ def make_data(a):
     # and so do the training taps (a little feature noise for the drafter). Held-out taps are the
     # fp32 model's, the target the live measurement (online.py) decodes with.
     fast = copy.deepcopy(model).to(torch.bfloat16)
-    held, train = target.prompts(held_out=HELD_OUT)
+    held, train = training_prompts()
     if a.smoke:
         held, train = held[:4], train[:8]
         a.gen_batch = 4
@@ -125,6 +131,13 @@ def make_data(a):
                 "config": drafter_config(tok)}, data_file(a))
 
 
+def training_prompts() -> tuple[list[str], list[str]]:
+    """(held_out, train): the base pool's held-out prompts, and training prompts from it plus the
+    extra texts, none of which is a benchmark prompt's text (bench/datasets/dspark_chat.jsonl)."""
+    bench = target.docstrings(make_bench_prompts.MODULES)
+    return target.prompts(held_out=HELD_OUT, extra=True, exclude=tuple(d.split(": ", 1)[1] for d in bench))
+
+
 def train_batches(train: list[str], gen_batch: int) -> list[list[str]]:
     """Training prompts in batches of similar length, in a fixed shuffled order."""
     train = sorted(train, key=len)
@@ -157,7 +170,7 @@ def extend_data(a):
     data = blob["data"]
     tok, model = target.load_target()
     fast = model.to(torch.bfloat16)
-    _, texts = target.prompts(held_out=HELD_OUT)
+    _, texts = training_prompts()
     rest = [t for b in train_batches(texts, a.gen_batch)[batches_done(blob, a.gen_batch):] for t in b]
     random.Random(1).shuffle(rest)
     t0 = time.time()
@@ -247,13 +260,26 @@ def sample_anchors(seq, n_anchors: int) -> torch.Tensor | None:
     return torch.tensor(sorted(picked))
 
 
+class DraftVocab:
+    """The ids the drafter drafts from (draft_vocab.json, the engine's default draft vocabulary),
+    for training over them only: p_d is the softmax over these ids, as the engine computes it, and
+    the lm_head product costs len(ids) / vocab of the full one."""
+
+    def __init__(self, ids: list[int], vocab_size: int):
+        self.ids = torch.tensor(sorted(ids))
+        self.index = torch.full((vocab_size,), -1, dtype=torch.long)  # token id -> row, -1 outside
+        self.index[self.ids] = torch.arange(self.ids.numel())
+
+
 def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, weights, tap_scale, ce_argmax: bool,
-                gamma_decay: float = 4.0):
-    """The three-term loss on n_anchors random blocks of one sequence (DeepSpec loss.py's terms).
-    The target's distribution comes from the sequence's precomputed top-k (add_targets): the L1
-    term sums |p_d - p_t| over those k tokens plus the difference of the two tails' masses, a lower
-    bound of the full L1 that is exact up to how each tail spreads (the top 64 hold nearly all of
-    a 135M model's mass)."""
+                vocab: DraftVocab, gamma_decay: float = 4.0):
+    """The three-term loss on n_anchors random blocks of one sequence (DeepSpec loss.py's terms),
+    with p_d over the draft vocabulary (lm_head_bf16 holds its rows). The target's distribution
+    comes from the sequence's precomputed top-k (add_targets): the L1 term sums |p_d - p_t| over
+    those k tokens (p_d = 0 outside the draft vocabulary) plus the difference of the two tails'
+    masses, a lower bound of the full L1 that is exact up to how each tail spreads (the top 64
+    hold nearly all of a 135M model's mass). A CE label outside the draft vocabulary cannot be
+    drafted and does not count."""
     c = model.config
     g = c.block_size
     ids = seq["ids"]
@@ -271,7 +297,7 @@ def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, weights, tap_sc
     # The [blocks, V] product runs in bf16 (avx512_bf16: 3x the fp32 speed here); softmax and
     # losses stay fp32. The reference module (and evaluation) computes base logits in fp32.
     base = c.logit_scale * (h.to(torch.bfloat16) @ lm_head_bf16.T).float()
-    logits, z = model.teacher_forced(h, base, prev)
+    logits, z = model.teacher_forced(h, base, prev, vocab.ids)
     top_idx = seq["p_top_idx"][lab_pos_c - 1].long()  # the target's distribution before each label
     top_p = seq["p_top"][lab_pos_c - 1].float()
     w = valid.float() * torch.exp(-torch.arange(g).float() / gamma_decay)
@@ -279,8 +305,11 @@ def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, weights, tap_sc
     # x*: the data's token, or (ce_argmax) the target's own greedy choice after the same prefix,
     # which is what greedy verification accepts; on greedy continuations the two agree.
     x_star = top_idx[..., 0] if ce_argmax else labels
-    ce = -(logp.gather(-1, x_star[..., None])[..., 0])
-    pd_top = logp.gather(-1, top_idx).exp()
+    x_row = vocab.index[x_star]
+    draftable = x_row >= 0
+    ce = -(logp.gather(-1, x_row.clamp(min=0)[..., None])[..., 0]) * draftable
+    top_row = vocab.index[top_idx]
+    pd_top = logp.gather(-1, top_row.clamp(min=0)).exp() * (top_row >= 0)
     l1 = (pd_top - top_p).abs().sum(-1) + ((1 - pd_top.sum(-1)) - (1 - top_p.sum(-1))).abs()
     c_star = (1.0 - 0.5 * l1).clamp(0.0, 1.0).detach()
     bce = F.binary_cross_entropy_with_logits(z, c_star, reduction="none")
@@ -288,8 +317,9 @@ def dspark_loss(model, lm_head_bf16, embed, seq, n_anchors: int, weights, tap_sc
     terms = {k: (v * w).sum() / den for k, v in (("ce", ce), ("l1", l1), ("conf", bce))}
     loss = weights[0] * terms["ce"] + weights[1] * terms["l1"] + weights[2] * terms["conf"]
     with torch.no_grad():
-        acc = ((logits.argmax(-1) == x_star).float() * valid).sum() / valid.sum()
-        acc0 = (logits[:, 0].argmax(-1) == x_star[:, 0]).float().mean()
+        hit = vocab.ids[logits.argmax(-1)] == x_star
+        acc = (hit.float() * valid).sum() / valid.sum()
+        acc0 = hit[:, 0].float().mean()
     return loss, {k: float(v.detach()) for k, v in terms.items()} | {"top1": float(acc), "top1_0": float(acc0)}
 
 
@@ -342,17 +372,24 @@ def train(a):
     if add_targets(blob, a.threads):
         torch.save(blob, data_file(a))
     embed = blob["embed"].float()
+    config = blob["config"]
+    if a.layers:
+        config = dataclasses.replace(config, num_hidden_layers=a.layers, layer_types=[])
+    ranked, _ = answer_token_ranking(blob)
+    vocab = DraftVocab(ranked, config.vocab_size)
     # SmolLM2 ties its lm_head to the embedding; the tiny Muse ships its own.
-    lm_head_bf16 = blob.get("lm_head", blob["embed"]).to(torch.bfloat16)
-    model = DSparkDrafter(blob["config"])
+    lm_head_bf16 = blob.get("lm_head", blob["embed"])[vocab.ids].to(torch.bfloat16)
+    model = DSparkDrafter(config)
     scale = tap_scale(blob["data"]["train"])
     weights = (a.ce, a.l1, a.conf)
     init_(model, 0, blob["final_norm"].float())
     params = [p for p in model.parameters() if p.requires_grad]
-    print(f"train: {sum(p.numel() for p in params) / 1e6:.2f}M drafter parameters, "
-          f"{len(blob['data']['train'])} sequences", flush=True)
+    print(f"train: {sum(p.numel() for p in params) / 1e6:.2f}M drafter parameters, {config.num_hidden_layers} "
+          f"layers, {len(blob['data']['train'])} sequences, draft vocabulary {vocab.ids.numel()}", flush=True)
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0, betas=(0.9, 0.95))
     seqs = blob["data"]["train"]
+    for seq in seqs:  # anchors from the user turn on (extend sets it too)
+        seq.setdefault("loss_start", loss_start(seq["ids"]))
     budget = a.minutes * 60.0
     t0 = time.time()
     step, log = 0, []
@@ -369,7 +406,11 @@ def train(a):
         opt.zero_grad(set_to_none=True)
         stats = []
         for seq in random.sample(seqs, min(a.seqs_per_step, len(seqs))):
-            out = dspark_loss(model, lm_head_bf16, embed, seq, a.anchors, weights, scale, a.ce_target == "argmax")
+            # bf16 matmuls (avx512_bf16/AMX; softmax and losses stay fp32 under autocast): 1.3x the
+            # steps per minute of fp32 here, the weights kept in fp32.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not a.fp32):
+                out = dspark_loss(model, lm_head_bf16, embed, seq, a.anchors, weights, scale,
+                                  a.ce_target == "argmax", vocab)
             if out is None:
                 continue
             (out[0] / a.seqs_per_step).backward()
@@ -382,6 +423,11 @@ def train(a):
             log.append({"step": step, "seconds": round(time.time() - t0), "lr": lr} | mean)
             print(f"step {step} {time.time() - t0:.0f}s lr {lr:.2e} " +
                   " ".join(f"{k} {v:.3f}" for k, v in mean.items()), flush=True)
+        if a.eval_every and step % a.eval_every == 0:
+            held = held_out_stats(model, lm_head_bf16, embed, blob["data"]["held_out"], weights, scale,
+                                  a.ce_target == "argmax", vocab)
+            log.append({"step": step, "seconds": round(time.time() - t0), "held_out": held})
+            print(f"held-out step {step}: " + " ".join(f"{k} {v:.3f}" for k, v in held.items()), flush=True)
     model.eval()
     with torch.no_grad():
         model.fc.weight.mul_(scale[None, :])  # the checkpoint takes raw taps
@@ -393,22 +439,40 @@ def train(a):
     write_draft_vocab(blob, out_dir)
 
 
-def write_draft_vocab(blob, out_dir: Path):
-    """draft_vocab.json: every token of the training answers, most frequent first (ties by id).
-
-    The engine may draft from the first N only (FR-Spec's frequency-ranked draft vocabulary), so
-    the drafter's lm_head costs N / vocab of the full one. A token the drafter never saw as an
-    answer is one it has hardly learnt to predict, so little acceptance is lost."""
+def answer_token_ranking(blob) -> tuple[list[int], list[int]]:
+    """Every token of the training answers, most frequent first (ties by id), with its count."""
     counts = {}
     for seq in blob["data"]["train"]:
         for t in seq["ids"][seq["prompt_len"]:].tolist():
             counts[t] = counts.get(t, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    total = sum(counts.values())
+    return [t for t, _ in ranked], [c for _, c in ranked]
+
+
+@torch.no_grad()
+def held_out_stats(model, lm_head_bf16, embed, seqs, weights, scale, ce_argmax: bool, vocab: DraftVocab) -> dict:
+    """The loss terms and teacher-forced top-1 on the held-out sequences (the same 16 anchors of
+    each every time): the learning curve on text the drafter never trains on."""
+    state = random.getstate()
+    random.seed(1234)
+    stats = [out[1] for seq in seqs
+             if (out := dspark_loss(model, lm_head_bf16, embed, seq, 16, weights, scale, ce_argmax, vocab))]
+    random.setstate(state)
+    return {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
+
+
+def write_draft_vocab(blob, out_dir: Path):
+    """draft_vocab.json: answer_token_ranking's ids and counts.
+
+    The engine drafts from these ids (or the first draft_vocab_size of them: FR-Spec's
+    frequency-ranked draft vocabulary), so the drafter's lm_head costs N / vocab of the full one;
+    training computes p_d over the same ids. A token the drafter never saw as an answer is one it
+    has hardly learnt to predict, so little acceptance is lost."""
+    ids, counts = answer_token_ranking(blob)
     (out_dir / "draft_vocab.json").write_text(json.dumps({
-        "source": f"answer tokens of the {len(blob['data']['train'])} training sequences ({total} tokens)",
-        "token_ids": [t for t, _ in ranked], "counts": [c for _, c in ranked]}) + "\n")
-    print(f"draft vocabulary: {len(ranked)} distinct answer tokens -> {out_dir / 'draft_vocab.json'}", flush=True)
+        "source": f"answer tokens of the {len(blob['data']['train'])} training sequences ({sum(counts)} tokens)",
+        "token_ids": ids, "counts": counts}) + "\n")
+    print(f"draft vocabulary: {len(ids)} distinct answer tokens -> {out_dir / 'draft_vocab.json'}", flush=True)
 
 
 # --- calibration and evaluation -------------------------------------------------------------------
@@ -418,6 +482,9 @@ def calibrate_and_eval(a):
     blob = load_data(a)
     embed = blob["embed"].float()
     model = DSparkDrafter.load(a.out).eval()
+    vocab_file = Path(a.out) / "draft_vocab.json"
+    if vocab_file.exists():  # draft from the vocabulary the engine drafts from by default
+        model.set_draft_vocab(json.loads(vocab_file.read_text())["token_ids"])
     held = blob["data"]["held_out"]
     calib, test = held[: len(held) // 2], held[len(held) // 2 :]
     t0 = time.time()
@@ -526,9 +593,12 @@ def main():
     ap.add_argument("--ce-target", choices=["argmax", "data"], default="argmax",
                     help="CE label: the target's argmax after the prefix (what greedy verification "
                          "accepts) or the data's next token")
+    ap.add_argument("--layers", type=int, default=0, help="drafter layers (0: the data file's config)")
+    ap.add_argument("--fp32", action="store_true", help="train in fp32 (default: bf16 autocast)")
     ap.add_argument("--seqs-per-step", type=int, default=4)
     ap.add_argument("--anchors", type=int, default=16, help="blocks per sequence per step")
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--eval-every", type=int, default=500, help="held-out loss and top-1 every N steps (0: never)")
     ap.add_argument("--online-prompts", type=int, default=16, help="test prompts decoded live")
     a = ap.parse_args()
     a.out = a.out or str(ROOT / "tests" / "golden" / "dspark" / a.target)

@@ -196,11 +196,13 @@ class MarkovHead(nn.Module):
         if self.gated:
             self.gate_proj = nn.Linear(c.hidden_size + r, r)
 
-    def bias(self, prev: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def bias(self, prev: torch.Tensor, h: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The Markov correction of every vocabulary entry, or of `rows` only (a draft vocabulary)."""
         e = self.markov_w1(prev)
         if self.gated:
             e = torch.sigmoid(self.gate_proj(torch.cat([h, e], -1))) * e
-        return self.markov_w2(e)
+        w2 = self.markov_w2.weight if rows is None else self.markov_w2.weight[rows]
+        return F.linear(e, w2)
 
 
 class ConfidenceHead(nn.Module):
@@ -270,13 +272,25 @@ class DSparkDrafter(nn.Module):
         return embed[ids].float()
 
     # --- heads --------------------------------------------------------------------------------
-    def base_logits(self, h: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
-        return self.config.logit_scale * (h @ lm_head.float().T)
+    def set_draft_vocab(self, token_ids: list[int] | None):
+        """Draft from these ids only (FR-Spec; the engine's draft_vocab.json, draft_vocab_size):
+        every other id's logit is -inf, so its draft probability is 0, as in the engine."""
+        self.draft_vocab = None if token_ids is None else torch.tensor(sorted(token_ids))
 
-    def corrected_logits(self, base, h, prev):
+    def base_logits(self, h: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+        base = self.config.logit_scale * (h @ lm_head.float().T)
+        vocab = getattr(self, "draft_vocab", None)
+        if vocab is not None:
+            keep = torch.full((base.shape[-1],), float("-inf"))
+            keep[vocab] = 0.0
+            base = base + keep
+        return base
+
+    def corrected_logits(self, base, h, prev, rows: torch.Tensor | None = None):
+        """base: logits of every id, or of `rows` only (training over a draft vocabulary)."""
         if self.markov_head is None:
             return base
-        return base + self.config.logit_scale * self.markov_head.bias(prev, h)
+        return base + self.config.logit_scale * self.markov_head.bias(prev, h, rows)
 
     def confidence_logits(self, h, prev):
         if self.confidence_head is None:
@@ -286,9 +300,10 @@ class DSparkDrafter(nn.Module):
             feats = torch.cat([h, self.markov_head.markov_w1(prev)], -1)
         return self.confidence_head.proj(feats.float()).squeeze(-1)
 
-    def teacher_forced(self, h, base, prev):
-        """Training: prev [N, g] = [anchor, true tokens[:-1]]. Returns (logits, conf logits)."""
-        return self.corrected_logits(base, h, prev), self.confidence_logits(h, prev)
+    def teacher_forced(self, h, base, prev, rows: torch.Tensor | None = None):
+        """Training: prev [N, g] = [anchor, true tokens[:-1]]; base over `rows` when given.
+        Returns (logits, conf logits)."""
+        return self.corrected_logits(base, h, prev, rows), self.confidence_logits(h, prev)
 
     @torch.no_grad()
     def draft(self, h, base, anchor: int, temperature: float = 0.0, forced=None, generator=None):

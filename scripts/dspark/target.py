@@ -128,16 +128,67 @@ def docstrings(modules: list[str] = STDLIB) -> list[str]:
     return sorted(set(docs))
 
 
-def prompts(seed: int = 0, held_out: int = 32, per_text: int = 2) -> tuple[list[str], list[str]]:
+# More training text (never held out): the packages of the project's virtualenv, and the methods of
+# every class. The held-out prompts stay those of the base pool above, so drafters trained with and
+# without this text are measured on the same prompts.
+EXTRA_MODULES = ["sympy", "sympy.functions", "sympy.matrices", "sympy.polys", "networkx",
+                 "networkx.algorithms", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional",
+                 "torch.optim", "PIL.Image", "jinja2", "requests", "yaml", "click", "rich.console", "attr",
+                 "mpmath", "pytest", "tqdm", "typer", "fsspec", "scipy.linalg", "scipy.stats",
+                 "scipy.optimize", "scipy.signal", "scipy.sparse", "pandas"]
+
+
+def method_docstrings(modules: list[str]) -> list[str]:
+    """'module.Class.method: first paragraph' of each public method of each public class (40-600 chars)."""
+    import importlib
+
+    docs = []
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:
+            continue
+        for cname, cls in sorted(vars(mod).items()):
+            if cname.startswith("_") or not inspect.isclass(cls):
+                continue
+            for attr, obj in sorted(vars(cls).items()):
+                if attr.startswith("_") or not callable(obj):
+                    continue
+                d = (inspect.getdoc(obj) or "").split("\n\n")[0].strip()
+                if 40 <= len(d) <= 600:
+                    docs.append(f"{name}.{cname}.{attr}: {d}")
+    return sorted(set(docs))
+
+
+def extra_texts(exclude: list[str]) -> list[str]:
+    """EXTRA_MODULES' docstrings and every module's method docstrings, one per distinct body, none
+    whose body appears in `exclude` (held-out and benchmark texts)."""
+    seen, out = set(), []
+    for d in docstrings(EXTRA_MODULES) + method_docstrings(STDLIB + EXTRA_MODULES):
+        body = d.split(": ", 1)[1]
+        if body in seen or any(body in t for t in exclude):
+            continue
+        seen.add(body)
+        out.append(d)
+    return out
+
+
+def prompts(seed: int = 0, held_out: int = 32, per_text: int = 2, extra: bool = False,
+            exclude: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(held_out, train) prompts, deterministically shuffled: license clauses and stdlib/numpy
     docstrings under instruction templates. The first `held_out` texts (one template each) are
-    never trained on; every other text appears under `per_text` different templates."""
+    never trained on; every other text appears under `per_text` different templates. `extra` adds
+    extra_texts() to the training prompts (none of them in the held-out set or `exclude`)."""
     rng = random.Random(seed)
     texts = [(p, TEMPLATES_LICENSE) for p in _license_paragraphs()]
     texts += [(d, TEMPLATES_DOC) for d in docstrings()]
     rng.shuffle(texts)
     held = [rng.choice(tpl).format(t=t) for t, tpl in texts[:held_out]]
     train = [f.format(t=t) for t, tpl in texts[held_out:] for f in rng.sample(tpl, min(per_text, len(tpl)))]
+    if extra:
+        known = {t for t, _ in texts}
+        more = [d for d in extra_texts(held + list(exclude)) if d not in known]
+        train += [f.format(t=t) for t in more for f in rng.sample(TEMPLATES_DOC, per_text)]
     rng.shuffle(train)
     return held, train
 
