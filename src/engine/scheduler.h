@@ -209,10 +209,12 @@ class Scheduler {
   SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
   // Adaptive speculation with a drafter model: is catching `req` up repaid (drafter_catch_up.h)?
   bool CatchUpPays(const Request& req) const;
-  // Would the plan verify full drafts of the requests the drafter is current with and one more
-  // (once the acceptance is measured)? A drafter model drafting for one request of four runs the
-  // same forwards as for all four: where the plan would verify none of it, drafting is pure cost.
-  // Asked once per step.
+  // Would the plan verify full drafts at the acceptance measured so far (drafts are checked
+  // whether verified or not)? Of a drafter model, for the requests it is current with and one
+  // more: drafting for one request of four runs the same forwards as for all four. Of another
+  // costly proposer (DSpark), for every running request. Where the plan would verify none of it,
+  // drafting is pure cost. True until kMinDraftsForAcceptance drafts are measured; asked once
+  // per step.
   bool DraftsWouldBeVerified();
   // After a verification step: num_computed_tokens back to the accepted length, and the counters.
   void RollBackRejected(Request* req, size_t num_emitted);

@@ -283,5 +283,34 @@ TEST(SpeculationGuard, SchedulerKeepsACostlyDrafterThatPays) {
   EXPECT_GT(CostlyDrafterSpeculatingShare(/*priced_per_position=*/true), 0.85);  // per step: 0.78
 }
 
+// A block drafter (DSpark: one forward drafts every request's block, priced per step) at 16
+// requests, where a step costs in proportion to its tokens and drafts go wrong at one position in
+// three: verifying cannot pay at any acceptance it shows. Drafting for all 16 costs as much as the
+// decode step itself, so every drafting step is a step lost. Once the first drafts have measured
+// the acceptance, not even the guard's learning and probing decisions may draft: before, they
+// drafted in 17 of the 200 decode steps here (10-17% of the throughput at 16-64 requests on a CPU).
+TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
+  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {1e-3, 16e-3, 128e-3}});
+  c.propose_cost_per_position = false;
+  int64_t decode_steps = 0, drafting_steps = 0;
+  const auto decode = [](const SchedulerOutput& out, int) { return out.total_num_scheduled_tokens <= 16 * 8; };
+  SpeculatingShare(
+      c, 16, 8, 200, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
+      [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
+        const bool drafts = std::any_of(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
+                                        [](int32_t n) { return n > 0; });
+        result.propose_seconds = drafts ? 16e-3 : 0.0;
+        result.execute_seconds = 1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
+        if (decode(out, step)) {
+          ++decode_steps;
+          drafting_steps += drafts;
+        }
+      },
+      decode);
+  ASSERT_GT(decode_steps, 150);
+  EXPECT_LT(static_cast<double>(drafting_steps) / static_cast<double>(decode_steps), 0.02)
+      << drafting_steps << " of " << decode_steps << " decode steps drafted";
+}
+
 }  // namespace
 }  // namespace ember
