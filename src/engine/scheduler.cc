@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <cmath>
 #include <numeric>
@@ -319,9 +320,9 @@ int32_t Scheduler::TokensToPropose(Request& req) {
     const bool costly = config_.proposer_catches_up || per_step > 0.02 * config_.step_cost.Seconds(decodes);
     if (!guard_.WantsDrafts(decodes, costly)) return 0;
     if (config_.proposer_catches_up && !CatchUpPays(req)) return 0;
-    // Not even the guard's learning and probing steps draft where the measured acceptance cannot
-    // pay at this batch size: a DSpark drafting step for 16 requests costs about a decode step
-    // on a CPU, and those steps alone cost 10-17% of the throughput at 16-64 requests.
+    // Not even the guard's learning and probing steps draft where drafts cannot pay at this batch
+    // size: a DSpark drafting step for 16 requests costs about a decode step on a CPU, and those
+    // steps alone cost 7-17% of the throughput at 16-64 requests (bench/results/dspark_s23).
     if (costly && !DraftsWouldBeVerified()) return 0;
   }
   if (config_.proposer_catches_up) {
@@ -338,13 +339,25 @@ bool Scheduler::DraftsWouldBeVerified() {
   if (engine_acceptance_.checked(1) < DrafterCatchUp::kMinDraftsForAcceptance) return true;
   if (guard_step_.drafts_verifiable) return *guard_step_.drafts_verifiable;
   // A drafter model: the requests it is current with, and the one asking (at the engine's
-  // acceptance). Another proposer drafts for every running request.
+  // acceptance). Another proposer (DSpark) drafts for every running request, and its plan reads
+  // each draft's confidences: the bound is a draft it is sure of (confidence 1 at every position,
+  // as far as its measured calibration believes that), since the plan verifies exactly the drafts
+  // it is most sure of. Gated on the mean acceptance instead, the SmolLM2 drafter stopped drafting
+  // at 1 request, where the plan had verified 2.2 tokens per step.
+  static constexpr std::array<float, AcceptanceStats::kMaxPositions> kSure = [] {
+    std::array<float, AcceptanceStats::kMaxPositions> a{};
+    a.fill(1.0f);
+    return a;
+  }();
+  const int32_t k = std::min<int32_t>(config_.num_speculative_tokens, AcceptanceStats::kMaxPositions);
   std::vector<SpecCandidate> current;
   if (config_.proposer_catches_up) current.push_back({.max_tokens = config_.num_speculative_tokens});
   for (const Request* r : running_) {
-    if (!config_.proposer_catches_up || DrafterIsCurrent(*r)) {
-      current.push_back({.max_tokens = config_.num_speculative_tokens, .stats = &r->acceptance()});
-    }
+    if (config_.proposer_catches_up && !DrafterIsCurrent(*r)) continue;
+    current.push_back({.max_tokens = config_.num_speculative_tokens,
+                       .stats = &r->acceptance(),
+                       .confidences = config_.proposer_catches_up ? std::span<const float>{}
+                                                                  : std::span<const float>(kSure).first(k)});
   }
   const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
   const std::vector<int32_t> plan = PlanSpeculation(PlanInput(current, decodes, decodes));

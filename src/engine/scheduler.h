@@ -209,12 +209,13 @@ class Scheduler {
   SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
   // Adaptive speculation with a drafter model: is catching `req` up repaid (drafter_catch_up.h)?
   bool CatchUpPays(const Request& req) const;
-  // Would the plan verify full drafts at the acceptance measured so far (drafts are checked
-  // whether verified or not)? Of a drafter model, for the requests it is current with and one
+  // Would the plan verify full drafts? Of a drafter model, at the acceptance measured so far
+  // (drafts are checked whether verified or not), for the requests it is current with and one
   // more: drafting for one request of four runs the same forwards as for all four. Of another
-  // costly proposer (DSpark), for every running request. Where the plan would verify none of it,
-  // drafting is pure cost. True until kMinDraftsForAcceptance drafts are measured; asked once
-  // per step.
+  // costly proposer (DSpark), for every running request, each draft as sure as the proposer's
+  // measured calibration allows: an upper bound, false only where no draft could pay at this
+  // batch size. Where the plan would verify none of it, drafting is pure cost. True until
+  // kMinDraftsForAcceptance drafts are measured; asked once per step.
   bool DraftsWouldBeVerified();
   // After a verification step: num_computed_tokens back to the accepted length, and the counters.
   void RollBackRejected(Request* req, size_t num_emitted);

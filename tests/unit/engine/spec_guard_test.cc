@@ -285,10 +285,11 @@ TEST(SpeculationGuard, SchedulerKeepsACostlyDrafterThatPays) {
 
 // A block drafter (DSpark: one forward drafts every request's block, priced per step) at 16
 // requests, where a step costs in proportion to its tokens and drafts go wrong at one position in
-// three: verifying cannot pay at any acceptance it shows. Drafting for all 16 costs as much as the
-// decode step itself, so every drafting step is a step lost. Once the first drafts have measured
-// the acceptance, not even the guard's learning and probing decisions may draft: before, they
-// drafted in 17 of the 200 decode steps here (10-17% of the throughput at 16-64 requests on a CPU).
+// three: verifying cannot pay, even for a draft the drafter were sure of. Drafting for all 16
+// costs as much as the decode step itself, so every drafting step is a step lost. Once the first
+// drafts have been measured, not even the guard's learning and probing decisions may draft:
+// before, they drafted in 17 of the 200 decode steps here (7-17% of the throughput at 16-64
+// requests on a CPU, bench/results/dspark_s23).
 TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
   SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {1e-3, 16e-3, 128e-3}});
   c.propose_cost_per_position = false;
