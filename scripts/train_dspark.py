@@ -375,7 +375,7 @@ def train(a):
     config = blob["config"]
     if a.layers:
         config = dataclasses.replace(config, num_hidden_layers=a.layers, layer_types=[])
-    ranked, _ = answer_token_ranking(blob)
+    ranked, counts = answer_token_ranking(blob)
     vocab = DraftVocab(ranked, config.vocab_size)
     # SmolLM2 ties its lm_head to the embedding; the tiny Muse ships its own.
     lm_head_bf16 = blob.get("lm_head", blob["embed"])[vocab.ids].to(torch.bfloat16)
@@ -436,7 +436,7 @@ def train(a):
     (out_dir / "train_log.json").write_text(json.dumps(
         {"steps": step, "seconds": round(time.time() - t0), "args": vars(a), "log": log}, indent=1, default=str) + "\n")
     print(f"train: {step} steps in {time.time() - t0:.0f}s -> {out_dir}", flush=True)
-    write_draft_vocab(blob, out_dir)
+    write_draft_vocab(blob, out_dir, (ranked, counts))
 
 
 def answer_token_ranking(blob) -> tuple[list[int], list[int]]:
@@ -461,14 +461,14 @@ def held_out_stats(model, lm_head_bf16, embed, seqs, weights, scale, ce_argmax: 
     return {k: sum(s[k] for s in stats) / len(stats) for k in stats[0]}
 
 
-def write_draft_vocab(blob, out_dir: Path):
-    """draft_vocab.json: answer_token_ranking's ids and counts.
+def write_draft_vocab(blob, out_dir: Path, ranking: tuple[list[int], list[int]] | None = None):
+    """draft_vocab.json: answer_token_ranking's ids and counts (`ranking` when already computed).
 
     The engine drafts from these ids (or the first draft_vocab_size of them: FR-Spec's
     frequency-ranked draft vocabulary), so the drafter's lm_head costs N / vocab of the full one;
     training computes p_d over the same ids. A token the drafter never saw as an answer is one it
     has hardly learnt to predict, so little acceptance is lost."""
-    ids, counts = answer_token_ranking(blob)
+    ids, counts = ranking or answer_token_ranking(blob)
     (out_dir / "draft_vocab.json").write_text(json.dumps({
         "source": f"answer tokens of the {len(blob['data']['train'])} training sequences ({sum(counts)} tokens)",
         "token_ids": ids, "counts": counts}) + "\n")

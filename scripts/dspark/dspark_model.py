@@ -244,6 +244,7 @@ class DSparkDrafter(nn.Module):
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.markov_head = MarkovHead(c) if c.markov_rank > 0 else None
         self.confidence_head = ConfidenceHead(c) if c.enable_confidence_head else None
+        self.draft_mask = None  # set_draft_vocab
 
     # --- backbone -----------------------------------------------------------------------------
     def context_states(self, taps: torch.Tensor) -> torch.Tensor:
@@ -275,16 +276,14 @@ class DSparkDrafter(nn.Module):
     def set_draft_vocab(self, token_ids: list[int] | None):
         """Draft from these ids only (FR-Spec; the engine's draft_vocab.json, draft_vocab_size):
         every other id's logit is -inf, so its draft probability is 0, as in the engine."""
-        self.draft_vocab = None if token_ids is None else torch.tensor(sorted(token_ids))
+        self.draft_mask = None
+        if token_ids is not None:
+            self.draft_mask = torch.full((self.config.vocab_size,), float("-inf"))
+            self.draft_mask[torch.tensor(token_ids)] = 0.0
 
     def base_logits(self, h: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
         base = self.config.logit_scale * (h @ lm_head.float().T)
-        vocab = getattr(self, "draft_vocab", None)
-        if vocab is not None:
-            keep = torch.full((base.shape[-1],), float("-inf"))
-            keep[vocab] = 0.0
-            base = base + keep
-        return base
+        return base if self.draft_mask is None else base + self.draft_mask
 
     def corrected_logits(self, base, h, prev, rows: torch.Tensor | None = None):
         """base: logits of every id, or of `rows` only (training over a draft vocabulary)."""

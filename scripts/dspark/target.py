@@ -108,24 +108,40 @@ def _license_paragraphs() -> list[str]:
     return paras
 
 
-def docstrings(modules: list[str] = STDLIB) -> list[str]:
-    """'module.name: first paragraph' of each public function and class of `modules` (40-600 chars)."""
+def _public_members(modules: list[str], methods: bool):
+    """(qualified name, object) of each public function and class of the modules that import, or
+    with `methods`, of each public callable attribute of those classes."""
     import importlib
 
-    docs = []
     for name in modules:
         try:
             mod = importlib.import_module(name)
         except Exception:
             continue
         for attr, obj in sorted(vars(mod).items()):
-            if attr.startswith("_") or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            if attr.startswith("_") or not (inspect.isclass(obj) or (not methods and inspect.isfunction(obj))):
                 continue
-            d = inspect.getdoc(obj) or ""
-            d = d.split("\n\n")[0].strip()
-            if 40 <= len(d) <= 600:
-                docs.append(f"{name}.{attr}: {d}")
+            if not methods:
+                yield f"{name}.{attr}", obj
+                continue
+            for method, fn in sorted(vars(obj).items()):
+                if not method.startswith("_") and callable(fn):
+                    yield f"{name}.{attr}.{method}", fn
+
+
+def _first_paragraphs(members) -> list[str]:
+    """'qualified name: first paragraph of its docstring' for docstrings of 40-600 chars, sorted."""
+    docs = []
+    for qualified, obj in members:
+        d = (inspect.getdoc(obj) or "").split("\n\n")[0].strip()
+        if 40 <= len(d) <= 600:
+            docs.append(f"{qualified}: {d}")
     return sorted(set(docs))
+
+
+def docstrings(modules: list[str] = STDLIB) -> list[str]:
+    """'module.name: first paragraph' of each public function and class of `modules` (40-600 chars)."""
+    return _first_paragraphs(_public_members(modules, methods=False))
 
 
 # More training text (never held out): the packages of the project's virtualenv, and the methods of
@@ -140,24 +156,7 @@ EXTRA_MODULES = ["sympy", "sympy.functions", "sympy.matrices", "sympy.polys", "n
 
 def method_docstrings(modules: list[str]) -> list[str]:
     """'module.Class.method: first paragraph' of each public method of each public class (40-600 chars)."""
-    import importlib
-
-    docs = []
-    for name in modules:
-        try:
-            mod = importlib.import_module(name)
-        except Exception:
-            continue
-        for cname, cls in sorted(vars(mod).items()):
-            if cname.startswith("_") or not inspect.isclass(cls):
-                continue
-            for attr, obj in sorted(vars(cls).items()):
-                if attr.startswith("_") or not callable(obj):
-                    continue
-                d = (inspect.getdoc(obj) or "").split("\n\n")[0].strip()
-                if 40 <= len(d) <= 600:
-                    docs.append(f"{name}.{cname}.{attr}: {d}")
-    return sorted(set(docs))
+    return _first_paragraphs(_public_members(modules, methods=True))
 
 
 def extra_texts(exclude: list[str]) -> list[str]:
