@@ -14,8 +14,9 @@ machine does not always hit the same one; tables show the median over rounds.
                          (tests/golden/dspark/smollm2) on held-out chat prompts (`chat`:
                          bench/datasets/dspark_chat.jsonl, scripts/dspark/make_bench_prompts.py;
                          each request as long as the target's own greedy answer): none, dspark
-                         fixed (all 7 verified), dspark adaptive (Algorithm 1 on its confidences),
-                         the same with the drafter's matmuls in Q8_0 ("quantization": "q8_0")
+                         fixed (all 7 verified), dspark adaptive (Algorithm 1 on its confidences;
+                         the drafter's matmuls in Q8_0, the default), the same on the drafter's
+                         own weights ("quantization": "none")
   --suite muse_mid       the mid Muse Spark (scripts/make_muse_bench_model.py; random weights, no
                          tokenizer, so `ember bench throughput` on random ids, offline): the
                          never-slower check for MoE, where a verify batch reads more experts;
@@ -113,9 +114,9 @@ def suite_configs(suite: str) -> tuple[pathlib.Path, list[dict]]:
             {"label": "dspark adaptive", "engine": "ember",
              "args": ["--speculative-config", ember_spec("dspark", True, K_DSPARK, model=str(drafter),
                                                          enable_adaptive_verification=True)]},
-            {"label": "dspark adaptive q8_0", "engine": "ember",
+            {"label": "dspark adaptive unquantized", "engine": "ember",
              "args": ["--speculative-config", ember_spec("dspark", True, K_DSPARK, model=str(drafter),
-                                                         enable_adaptive_verification=True, quantization="q8_0")]},
+                                                         enable_adaptive_verification=True, quantization="none")]},
         ]
     if suite == "muse_mid":
         drafter = MODELS / "muse-spark-mid-dspark-random"

@@ -74,9 +74,9 @@ Status ParseDSparkFields(JsonFields& fields, SpeculativeConfig& config) {
   if (Status s = IntField(fields, "draft_vocab_size", 0, int64_t{1} << 30, &config.draft_vocab_size); !s.ok()) return s;
   if (fields.Has("quantization")) {
     if (Status s = fields.String("quantization", &config.quantization); !s.ok()) return s;
-    if (config.quantization != "q8_0") {
-      return InvalidArgument(fmt::format("{}: \"quantization\" is \"{}\": a DSpark drafter can be quantized to "
-                                         "\"q8_0\" at load, or leave the field out for its own weights",
+    if (config.quantization != "q8_0" && config.quantization != "none") {
+      return InvalidArgument(fmt::format("{}: \"quantization\" is \"{}\": a DSpark drafter's matmuls run in \"q8_0\" "
+                                         "(the default) or, with \"none\", on its own weights as given",
                                          kWhere, config.quantization));
     }
   }

@@ -56,9 +56,13 @@ struct SpeculativeConfig {
   // Draft from the N most frequent tokens of the drafter's draft_vocab.json (FR-Spec): -1 all it
   // lists (the full vocabulary without the file), 0 the full vocabulary.
   int32_t draft_vocab_size = -1;
-  // vLLM's speculative_config "quantization": the drafter's weights as given (empty), or "q8_0":
-  // its matmuls quantized to GGUF Q8_0 at load.
-  std::string quantization;
+  // vLLM's speculative_config "quantization": "q8_0" (the default) quantizes the drafter's own
+  // matmuls to GGUF Q8_0 at load; "none" keeps its weights as given (what its torch reference
+  // computes). Q8_0 by default because a drafting step reads all of the drafter's weights for a
+  // few rows: the SmolLM2 drafter's step at 1 request took 1.4 ms instead of 2.3 ms (its target's
+  // step: 3.8 ms), with the same acceptance (1.86 against 1.85 tokens per verification step on
+  // its held-out prompts, DSparkSpecDecode.SmolLM2TrainedDrafter*).
+  std::string quantization = "q8_0";
 };
 
 // Parses the JSON text of --speculative-config. Errors name the field and the allowed range.

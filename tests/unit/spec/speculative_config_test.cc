@@ -53,6 +53,11 @@ TEST(SpeculativeConfig, ParsesDSpark) {
   EXPECT_TRUE(d->adaptive);
   EXPECT_EQ(d->draft_confidence_threshold, 0.0f);
   EXPECT_EQ(d->draft_vocab_size, -1) << "all the drafter's draft_vocab.json lists";
+  EXPECT_EQ(d->quantization, "q8_0") << "the drafter's matmuls in Q8_0 unless told \"none\"";
+  auto e = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":5,
+      "quantization":"none"})");
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->quantization, "none");
 }
 
 // Each bad config is an error naming the field at fault.
