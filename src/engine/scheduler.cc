@@ -324,6 +324,10 @@ int32_t Scheduler::TokensToPropose(Request& req) {
     // size: a DSpark drafting step for 16 requests costs about a decode step on a CPU, and those
     // steps alone cost 7-17% of the throughput at 16-64 requests (bench/results/dspark_s23).
     if (costly && !DraftsWouldBeVerified()) return 0;
+    // A probe asks whether the plan would verify fresh drafts now; a few requests' drafts answer
+    // that (the plan verifies the drafts it is surest of), while drafting for every request of a
+    // step of 16 cost the SmolLM2 DSpark drafter about as much as the decode step itself.
+    if (costly && guard_.Probing(decodes) && guard_step_.probe_drafts++ >= kProbeDrafts) return 0;
   }
   if (config_.proposer_catches_up) {
     guard_step_.catch_up_tokens += std::max<int64_t>(0, req.num_tokens() - req.drafter_tokens());

@@ -169,6 +169,10 @@ class Scheduler {
   SchedulerStats Stats() const;
   const SchedulerConfig& config() const { return config_; }
 
+  // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing): enough for the
+  // plan to find a draft worth verifying if there is one, a quarter of a step of 16.
+  static constexpr int64_t kProbeDrafts = 4;
+
  private:
   struct Scheduled {  // one request's share of the step being planned
     Request* req;
@@ -287,6 +291,7 @@ class Scheduler {
     bool speculated = false;
     int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
     std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
+    int64_t probe_drafts = 0;               // requests a costly proposer probes with this step
   };
   GuardStep guard_step_;
 };

@@ -56,6 +56,9 @@ class SpeculationGuard {
   // `costly`: the proposer's time is a noticeable part of a step (not a lookup): then only for a
   // decision the guard allows, and while plans verify nothing only for a probe (see above).
   bool WantsDrafts(int64_t num_decodes, bool costly = false) const;
+  // A costly proposer's drafts in the bucket of `num_decodes` are only probes: its plans have
+  // verified nothing for kMinSteps decisions (WantsDrafts answers for one decision in a period).
+  bool Probing(int64_t num_decodes) const { return buckets_[BucketOf(num_decodes)].unverified >= kMinSteps; }
   // The plan for a step of `num_decodes` decodes verified drafts (or not).
   void Planned(int64_t num_decodes, bool verified);
   // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`

@@ -313,5 +313,32 @@ TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
       << drafting_steps << " of " << decode_steps << " decode steps drafted";
 }
 
+// The same block drafter where drafting looks affordable (steps cost mostly a fixed amount, so a
+// draft it were sure of would be verified) but its drafts are never right: the plans verify
+// nothing, and it drafts only for the guard's probes. A probe drafts for kProbeDrafts requests,
+// not the step's 16: on a CPU, drafting for all of them cost the SmolLM2 drafter a decode step.
+TEST(SpeculationGuard, ABlockDrafterProbesWithAFewRequests) {
+  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {10e-3, 11e-3, 24e-3}});
+  c.propose_cost_per_position = false;
+  int64_t probes = 0, widest = 0;
+  const auto decode = [](const SchedulerOutput& out, int) { return out.total_num_scheduled_tokens <= 16 * 8; };
+  SpeculatingShare(
+      c, 16, 8, 200, [](std::span<const int32_t>, int64_t) { return true; },
+      [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
+        const int64_t drafting = std::count_if(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
+                                               [](int32_t n) { return n > 0; });
+        result.propose_seconds = 0.5e-3 * static_cast<double>(drafting);
+        result.execute_seconds = 10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) +
+                                 result.propose_seconds;
+        if (step >= 20 && drafting > 0) {  // past the first measurements
+          ++probes;
+          widest = std::max(widest, drafting);
+        }
+      },
+      decode);
+  EXPECT_GT(probes, 0) << "the guard keeps probing";
+  EXPECT_LE(widest, Scheduler::kProbeDrafts) << "a probe drafted for " << widest << " requests";
+}
+
 }  // namespace
 }  // namespace ember

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Paired A/B of `ember serve` configurations on a noisy host: the ratio of each configuration's
+output tokens/s to the first one's, with a confidence interval.
+
+scripts/bench_spec_decode.py starts a fresh server per configuration and level and reports
+medians of a few rounds; on a VM whose speed drifts by 10-25% within minutes (the 2-core EPYC
+hosts: `none` alone read 173-247 tok/s at 1 request within three minutes), those ratios move by
+as much. Here every configuration gets its own server, started once and kept warm (adaptive
+speculation's guard learns as a long-running server's would); then each round sends the same
+prompts (seed = round) to every server in turn, rotating the order, so drift hits every
+configuration alike. The result is the geometric mean of the per-round ratios with a 95%
+interval (two standard errors of the log ratios).
+
+  scripts/bench_spec_paired.py --concurrency 16 --rounds 8 --prompts 32 \\
+      none= 'dspark={"method":"dspark","model":"tests/golden/dspark/smollm2","num_speculative_tokens":7}'
+
+Each configuration is LABEL=SPECULATIVE_CONFIG_JSON (empty: no speculation). Writes
+OUT/results.json and the servers' logs.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(os.path.expanduser("~/.cache/ember/models"))
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 180.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server on port {port} exited ({proc.returncode}); see its log")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.5)
+    raise SystemExit(f"the server on port {port} did not come up in {timeout:.0f} s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("configs", nargs="+", help="LABEL=SPECULATIVE_CONFIG_JSON; the first is the baseline")
+    ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember")
+    ap.add_argument("--model", type=Path, default=MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--dataset", type=Path, default=ROOT / "bench/datasets/dspark_chat.jsonl")
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--prompts", type=int, default=8, help="requests per round and configuration")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--port", type=int, default=18600, help="first port (one per configuration)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+
+    labels, specs = zip(*(c.split("=", 1) for c in a.configs))
+    procs = []
+    try:
+        for i, (label, spec) in enumerate(zip(labels, specs)):
+            cmd = [str(a.ember), "serve", str(a.model), "--port", str(a.port + i), "--threads", str(a.threads),
+                   "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
+            if spec:
+                cmd += ["--speculative-config", spec]
+            log = open(a.out / f"server_{label}.log", "w")
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        for i, p in enumerate(procs):
+            wait_ready(a.port + i, p)
+
+        def bench(i: int, seed: int, n: int) -> float:
+            out = a.out / "level.json"
+            subprocess.run([str(a.ember), "bench", "serve", "--base-url", f"http://127.0.0.1:{a.port + i}",
+                            "--model", "model", "--dataset", "jsonl", "--dataset-path", str(a.dataset),
+                            "--output-len", str(a.output_len), "--num-prompts", str(n),
+                            "--concurrency", str(a.concurrency), "--seed", str(seed), "--result-json", str(out)],
+                           check=True, capture_output=True)
+            level = json.loads(out.read_text())["levels"][0]
+            if level["failed"]:
+                raise SystemExit(f"{labels[i]}: {level['failed']} requests failed")
+            return level["output_throughput"]
+
+        for i in range(len(procs)):
+            bench(i, 10_000, max(4, a.concurrency))  # warm-up, prompts no round uses
+        rates = {label: [] for label in labels}
+        for r in range(a.rounds):
+            order = list(range(len(procs)))
+            order = order[r % len(order):] + order[:r % len(order)]
+            for i in order:
+                rates[labels[i]].append(bench(i, r, a.prompts))
+            print(f"round {r}: " + "  ".join(f"{label} {rates[label][-1]:.1f}" for label in labels), flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+
+    summary = {"concurrency": a.concurrency, "rounds": a.rounds, "prompts": a.prompts, "rates": rates, "ratios": {}}
+    base = labels[0]
+    for label in labels[1:]:
+        logs = [math.log(x / y) for x, y in zip(rates[label], rates[base])]
+        mean = statistics.mean(logs)
+        se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
+        ratio = {"geomean": math.exp(mean), "low": math.exp(mean - 2 * se), "high": math.exp(mean + 2 * se)}
+        summary["ratios"][label] = ratio
+        print(f"{label} / {base} at {a.concurrency} requests: {ratio['geomean']:.3f}x "
+              f"(95%: {ratio['low']:.3f}-{ratio['high']:.3f}), {statistics.mean(rates[label]):.1f} vs "
+              f"{statistics.mean(rates[base]):.1f} tok/s mean over {a.rounds} rounds")
+    (a.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
