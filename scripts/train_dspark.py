@@ -244,6 +244,25 @@ def init_(model: DSparkDrafter, seed: int, final_norm: torch.Tensor):
                 p.normal_(0.0, 0.02, generator=g)
 
 
+def init_from_target(model: DSparkDrafter, layer_ids: list[int]):
+    """Starts drafter layer i as the target's layer layer_ids[i] (attention, MLP and both norms;
+    the drafter's q_norm / k_norm, which a Llama layer lacks, stay 1). SmolLM2's drafter has its
+    target's layer shape, so a trained layer replaces a random one: the backbone starts from
+    attention and MLP weights that already read and write the target's residual stream. The
+    weights come from the target as transformers loads it (GGUF q/k rows already in HF order)."""
+    _, target_model = target.load_target()
+    names = ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+             "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+             "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+    drafter = dict(model.named_parameters())
+    with torch.no_grad():
+        for i, src in enumerate(layer_ids):
+            theirs = target_model.model.layers[src].state_dict()
+            for n in names:
+                drafter[f"layers.{i}.{n}"].copy_(theirs[n])
+    del target_model
+
+
 def sample_anchors(seq, n_anchors: int) -> torch.Tensor | None:
     """Block anchors s (slot 0 predicts token s + 1) from the user turn on. In a sequence with a
     continuation, three quarters come from the answer, where the drafter will draft; the rest
@@ -383,6 +402,13 @@ def train(a):
     scale = tap_scale(blob["data"]["train"])
     weights = (a.ce, a.l1, a.conf)
     init_(model, 0, blob["final_norm"].float())
+    if a.init_from_target:
+        if a.target != "smollm2":
+            raise SystemExit("--init-from-target reads SmolLM2's layers (--target smollm2)")
+        layer_ids = [int(x) for x in a.init_from_target.split(",")]
+        if len(layer_ids) != config.num_hidden_layers:
+            raise SystemExit(f"--init-from-target names {len(layer_ids)} layers; the drafter has {config.num_hidden_layers}")
+        init_from_target(model, layer_ids)
     params = [p for p in model.parameters() if p.requires_grad]
     print(f"train: {sum(p.numel() for p in params) / 1e6:.2f}M drafter parameters, {config.num_hidden_layers} "
           f"layers, {len(blob['data']['train'])} sequences, draft vocabulary {vocab.ids.numel()}", flush=True)
@@ -594,6 +620,9 @@ def main():
                     help="CE label: the target's argmax after the prefix (what greedy verification "
                          "accepts) or the data's next token")
     ap.add_argument("--layers", type=int, default=0, help="drafter layers (0: the data file's config)")
+    ap.add_argument("--init-from-target", default="",
+                    help="comma-separated target layers to start the drafter's layers from (smollm2); "
+                         "28,29 against random at 1000 steps: held-out CE 3.87 vs 4.19, top-1 0.270 vs 0.265")
     ap.add_argument("--fp32", action="store_true", help="train in fp32 (default: bf16 autocast)")
     ap.add_argument("--seqs-per-step", type=int, default=4)
     ap.add_argument("--anchors", type=int, default=16, help="blocks per sequence per step")
