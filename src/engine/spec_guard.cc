@@ -66,10 +66,10 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   if (b.unverified < kMinSteps) return true;
   // The longer the plans find nothing worth verifying, the rarer the probes: a probe of a draft
   // model drafted for every request of the step (a quarter of a step for a 135M target on two
-  // cores), so one in kExplorePeriod alone cost more than the 2% the issue allows (a block
-  // drafter's probes also draft for Scheduler::kProbeDrafts requests only). The period doubles every four
-  // silent periods, to kMaxProbePeriod; it stays a multiple of kExplorePeriod, so the probe still
-  // lands on the exploring decision of a bucket that is off.
+  // cores), so one in kExplorePeriod alone cost more than the 2% the issue allows (probes now
+  // draft for Scheduler::kProbeDrafts requests only). The period doubles every four silent
+  // periods, to kMaxProbePeriod; it stays a multiple of kExplorePeriod, so the probe still lands
+  // on the exploring decision of a bucket that is off.
   const int64_t doublings = std::min<int64_t>(kMaxProbeDoublings, (b.unverified - kMinSteps) / (4 * kExplorePeriod));
   const int64_t period = kExplorePeriod << doublings;
   const int64_t phase = next % period;
