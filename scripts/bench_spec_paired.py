@@ -24,25 +24,12 @@ import math
 import os
 import statistics
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
+
+from bench_servers import free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.path.expanduser("~/.cache/ember/models"))
-
-
-def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 180.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server on port {port} exited ({proc.returncode}); see its log")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-            return
-        except Exception:  # noqa: BLE001 - not up yet
-            time.sleep(0.5)
-    raise SystemExit(f"the server on port {port} did not come up in {timeout:.0f} s")
 
 
 def main():
@@ -56,27 +43,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--prompts", type=int, default=8, help="requests per round and configuration")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--port", type=int, default=18600, help="first port (one per configuration)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
 
     labels, specs = zip(*(c.split("=", 1) for c in a.configs))
-    procs = []
+    procs, ports = [], []
     try:
-        for i, (label, spec) in enumerate(zip(labels, specs)):
-            cmd = [str(a.ember), "serve", str(a.model), "--port", str(a.port + i), "--threads", str(a.threads),
+        for label, spec in zip(labels, specs):
+            ports.append(free_port())
+            cmd = [str(a.ember), "serve", str(a.model), "--port", str(ports[-1]), "--threads", str(a.threads),
                    "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
             if spec:
                 cmd += ["--speculative-config", spec]
             log = open(a.out / f"server_{label}.log", "w")
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        for i, p in enumerate(procs):
-            wait_ready(a.port + i, p)
+        for port, p in zip(ports, procs):
+            wait_ready(f"http://127.0.0.1:{port}", p)
 
         def bench(i: int, seed: int, n: int) -> float:
             out = a.out / "level.json"
-            subprocess.run([str(a.ember), "bench", "serve", "--base-url", f"http://127.0.0.1:{a.port + i}",
+            subprocess.run([str(a.ember), "bench", "serve", "--base-url", f"http://127.0.0.1:{ports[i]}",
                             "--model", "model", "--dataset", "jsonl", "--dataset-path", str(a.dataset),
                             "--output-len", str(a.output_len), "--num-prompts", str(n),
                             "--concurrency", str(a.concurrency), "--seed", str(seed), "--result-json", str(out)],
@@ -97,9 +84,7 @@ def main():
             print(f"round {r}: " + "  ".join(f"{label} {rates[label][-1]:.1f}" for label in labels), flush=True)
     finally:
         for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait()
+            stop(p)
 
     summary = {"concurrency": a.concurrency, "rounds": a.rounds, "prompts": a.prompts, "rates": rates, "ratios": {}}
     base = labels[0]

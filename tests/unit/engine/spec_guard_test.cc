@@ -284,58 +284,68 @@ TEST(SpeculationGuard, SchedulerKeepsACostlyDrafterThatPays) {
 }
 
 // A block drafter (DSpark: one forward drafts every request's block, priced per step) at 16
-// requests, where a step costs in proportion to its tokens and drafts go wrong at one position in
-// three: verifying cannot pay, even for a draft the drafter were sure of. Drafting for all 16
-// costs as much as the decode step itself, so every drafting step is a step lost. Once the first
-// drafts have been measured, not even the guard's learning and probing decisions may draft:
-// before, they drafted in 17 of the 200 decode steps here (7-17% of the throughput at 16-64
-// requests on a CPU, bench/results/dspark_s23).
-TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {1e-3, 16e-3, 128e-3}});
+// requests of 200 tokens, drafts going wrong where `wrong` says, each step's startup-measured cost
+// from `cost` and its measured proposer and execute seconds from `time`, given how many requests
+// it asked to draft. `on_decode` sees each decode step and that count.
+void RunBlockDrafterAt16(StepCostModel cost, test::FakeExecutor::WrongFn wrong,
+                         const std::function<void(int64_t drafting, const SchedulerOutput&, ModelRunnerOutput&)>& time,
+                         const std::function<void(int step, int64_t drafting)>& on_decode) {
+  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, std::move(cost));
   c.propose_cost_per_position = false;
-  int64_t decode_steps = 0, drafting_steps = 0;
   const auto decode = [](const SchedulerOutput& out, int) { return out.total_num_scheduled_tokens <= 16 * 8; };
   SpeculatingShare(
-      c, 16, 8, 200, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
+      c, 16, 8, 200, std::move(wrong),
       [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
-        const bool drafts = std::any_of(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
-                                        [](int32_t n) { return n > 0; });
-        result.propose_seconds = drafts ? 16e-3 : 0.0;
-        result.execute_seconds = 1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
-        if (decode(out, step)) {
-          ++decode_steps;
-          drafting_steps += drafts;
-        }
+        const int64_t drafting = std::count_if(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
+                                               [](int32_t n) { return n > 0; });
+        time(drafting, out, result);
+        if (decode(out, step)) on_decode(step, drafting);
       },
       decode);
+}
+
+// Where a step costs in proportion to its tokens and drafts go wrong at one position in three,
+// verifying cannot pay, even for a draft the drafter were sure of. Drafting for all 16 costs as
+// much as the decode step itself, so every drafting step is a step lost. Once the first drafts
+// have been measured, not even the guard's learning and probing decisions may draft: before, they
+// drafted in 17 of the 200 decode steps here (7-17% of the throughput at 16-64 requests on a CPU,
+// bench/results/dspark_s23).
+TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
+  int64_t decode_steps = 0, drafting_steps = 0;
+  RunBlockDrafterAt16(
+      {{1, 16, 128}, {1e-3, 16e-3, 128e-3}}, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
+      [](int64_t drafting, const SchedulerOutput& out, ModelRunnerOutput& result) {
+        result.propose_seconds = drafting > 0 ? 16e-3 : 0.0;
+        result.execute_seconds = 1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
+      },
+      [&](int, int64_t drafting) {
+        ++decode_steps;
+        drafting_steps += drafting > 0;
+      });
   ASSERT_GT(decode_steps, 150);
   EXPECT_LT(static_cast<double>(drafting_steps) / static_cast<double>(decode_steps), 0.02)
       << drafting_steps << " of " << decode_steps << " decode steps drafted";
 }
 
-// The same block drafter where drafting looks affordable (steps cost mostly a fixed amount, so a
-// draft it were sure of would be verified) but its drafts are never right: the plans verify
-// nothing, and it drafts only for the guard's probes. A probe drafts for kProbeDrafts requests,
-// not the step's 16: on a CPU, drafting for all of them cost the SmolLM2 drafter a decode step.
+// Where drafting looks affordable (steps cost mostly a fixed amount, so a draft it were sure of
+// would be verified) but the drafts are never right: the plans verify nothing, and it drafts only
+// for the guard's probes. A probe drafts for kProbeDrafts requests, not the step's 16: on a CPU,
+// drafting for all of them cost the SmolLM2 drafter a decode step.
 TEST(SpeculationGuard, ABlockDrafterProbesWithAFewRequests) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {10e-3, 11e-3, 24e-3}});
-  c.propose_cost_per_position = false;
   int64_t probes = 0, widest = 0;
-  const auto decode = [](const SchedulerOutput& out, int) { return out.total_num_scheduled_tokens <= 16 * 8; };
-  SpeculatingShare(
-      c, 16, 8, 200, [](std::span<const int32_t>, int64_t) { return true; },
-      [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
-        const int64_t drafting = std::count_if(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
-                                               [](int32_t n) { return n > 0; });
+  RunBlockDrafterAt16(
+      {{1, 16, 128}, {10e-3, 11e-3, 24e-3}}, [](std::span<const int32_t>, int64_t) { return true; },
+      [](int64_t drafting, const SchedulerOutput& out, ModelRunnerOutput& result) {
         result.propose_seconds = 0.5e-3 * static_cast<double>(drafting);
-        result.execute_seconds = 10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) +
-                                 result.propose_seconds;
+        result.execute_seconds =
+            10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
+      },
+      [&](int step, int64_t drafting) {
         if (step >= 20 && drafting > 0) {  // past the first measurements
           ++probes;
           widest = std::max(widest, drafting);
         }
-      },
-      decode);
+      });
   EXPECT_GT(probes, 0) << "the guard keeps probing";
   EXPECT_LE(widest, Scheduler::kProbeDrafts) << "a probe drafted for " << widest << " requests";
 }
