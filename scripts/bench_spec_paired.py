@@ -14,8 +14,9 @@ interval (two standard errors of the log ratios).
   scripts/bench_spec_paired.py --concurrency 16 --rounds 8 --prompts 32 \\
       none= 'dspark={"method":"dspark","model":"tests/golden/dspark/smollm2","num_speculative_tokens":7}'
 
-Each configuration is LABEL=SPECULATIVE_CONFIG_JSON (empty: no speculation). Writes
-OUT/results.json and the servers' logs.
+Each configuration is LABEL=SPECULATIVE_CONFIG_JSON (empty: no speculation). `--binary LABEL=PATH`
+serves that configuration with another ember build (an A/B of a change: copy the binary before
+rebuilding). Writes OUT/results.json and the servers' logs.
 """
 
 import argparse
@@ -36,6 +37,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("configs", nargs="+", help="LABEL=SPECULATIVE_CONFIG_JSON; the first is the baseline")
     ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember")
+    ap.add_argument("--binary", action="append", default=[], metavar="LABEL=PATH",
+                    help="serve configuration LABEL with this ember binary instead of --ember")
     ap.add_argument("--model", type=Path, default=MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--dataset", type=Path, default=ROOT / "bench/datasets/dspark_chat.jsonl")
     ap.add_argument("--output-len", type=int, default=128)
@@ -48,11 +51,14 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
 
     labels, specs = zip(*(c.split("=", 1) for c in a.configs))
+    binaries = dict(b.split("=", 1) for b in a.binary)
+    if set(binaries) - set(labels):
+        raise SystemExit(f"--binary names no configuration: {sorted(set(binaries) - set(labels))}")
     procs, ports = [], []
     try:
         for label, spec in zip(labels, specs):
             ports.append(free_port())
-            cmd = [str(a.ember), "serve", str(a.model), "--port", str(ports[-1]), "--threads", str(a.threads),
+            cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]), "--threads", str(a.threads),
                    "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
             if spec:
                 cmd += ["--speculative-config", spec]

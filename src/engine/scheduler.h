@@ -211,6 +211,8 @@ class Scheduler {
   int32_t TokensToPropose(Request& req);
   // What PlanSpeculation needs besides the candidates: the step cost model, the proposer's cost.
   SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
+  // The proposer's time is a noticeable part of a step of `decodes` decodes (not a lookup).
+  bool ProposerIsCostly(int64_t decodes) const;
   // Adaptive speculation with a drafter model: is catching `req` up repaid (drafter_catch_up.h)?
   bool CatchUpPays(const Request& req) const;
   // Would the plan verify full drafts? Of a drafter model, at the acceptance measured so far

@@ -154,7 +154,9 @@ SpecPrediction PredictSpeculation(const SpecPlanInput& in) {
     }
   }
   std::stable_sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) { return a.expected > b.expected; });
-  const double base_rate = static_cast<double>(in.base_emitted) / in.cost->Seconds(std::max<int64_t>(1, in.base_tokens));
+  const double base_rate =
+      static_cast<double>(in.base_emitted) /
+      (in.cost->Seconds(std::max<int64_t>(1, in.base_tokens)) + (in.propose_paid_anyway ? in.propose_seconds : 0.0));
   double best_rate = base_rate * kMinGain;
   size_t best_m = 0;
   double emitted = static_cast<double>(in.base_emitted);

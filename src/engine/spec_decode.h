@@ -129,6 +129,11 @@ struct SpecPlanInput {
   int64_t base_tokens = 0;         // tokens the step computes without speculation
   int64_t base_emitted = 0;        // tokens it emits without speculation (one per decode)
   double propose_seconds = 0.0;    // the proposer's cost per step, paid when anyone speculates
+  // The step pays propose_seconds whether or not it verifies: it drafts for the next step either
+  // way (Scheduler::TokensToPropose decides that, not this plan), so the cost is on both sides and
+  // only the verification's own cost decides. False: drafting is the choice being weighed (paid
+  // only with speculation), as when deciding whether to draft at all.
+  bool propose_paid_anyway = false;
   // The proposer's cost per position of the longest verified draft (a drafter model's forward per
   // draft token), paid on top: drafting m tokens for the next step costs m of them.
   double propose_seconds_per_position = 0.0;

@@ -59,6 +59,10 @@ class FakeExecutor : public Executor {
   // position after it, so drafts go wrong mid-way like real ones).
   using WrongFn = std::function<bool(std::span<const int32_t> prompt, int64_t position)>;
   void set_draft_errors(WrongFn wrong) { wrong_ = std::move(wrong); }
+  // When set too, each draft token comes with `confidence(position)` (a block drafter's
+  // per-token confidence head, Draft::confidences).
+  using ConfidenceFn = std::function<float(int64_t position)>;
+  void set_draft_confidences(ConfidenceFn confidence) { confidence_ = std::move(confidence); }
   int64_t num_drafted() const { return num_drafted_; }
 
   ModelRunnerOutput Execute(const SchedulerOutput& out) override {
@@ -99,6 +103,11 @@ class FakeExecutor : public Executor {
           const int64_t pos = r->num_tokens() + j;
           gone_wrong = gone_wrong || wrong_(r->prompt_token_ids(), pos);
           d.push_back(gone_wrong ? 7 : token_fn_(r->prompt_token_ids(), pos));
+        }
+        if (confidence_) {
+          result.draft_confidences.resize(out.scheduled_reqs.size());
+          std::vector<float>& c = result.draft_confidences[result.reqs.size() - 1];
+          for (int32_t j = 0; j < out.num_tokens_to_propose[i]; ++j) c.push_back(confidence_(r->num_tokens() + j));
         }
         num_drafted_ += static_cast<int64_t>(d.size());
       }
@@ -206,6 +215,7 @@ class FakeExecutor : public Executor {
   int64_t total_tokens_ = 0;
   int64_t num_steps_ = 0;
   WrongFn wrong_;
+  ConfidenceFn confidence_;
   int64_t num_drafted_ = 0;
 };
 

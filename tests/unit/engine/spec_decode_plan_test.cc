@@ -88,6 +88,30 @@ TEST(PlanSpeculation, NeverWhenEveryTokenCostsAFullStep) {
   EXPECT_EQ(Total(Plan(linear, 16, 0.95, 5)), 0);
 }
 
+// A block drafter at one request on a CPU (SmolLM2 and its DSpark drafter: a step 4.03 ms plus
+// 0.43 ms per extra token, a drafting step 1.4 ms) with drafts right at about a third of their
+// first positions. Charged to verification, the drafting makes no plan worth it; where the step
+// drafts for the next one anyway, its cost is on both sides and the first tokens are worth their
+// 0.43 ms (the plan verified 60% of what had been drafted before, 1.03x no speculation; weighed
+// this way 1.16x, bench/results/dspark_s25).
+TEST(PlanSpeculation, DraftingPaidAnywayIsNotChargedToVerification) {
+  const StepCostModel cost{{1, 2, 3, 4}, {4.03e-3, 4.46e-3, 4.90e-3, 5.33e-3}};
+  AcceptanceStats engine;
+  const std::vector<float> confidences = {0.35f, 0.35f, 0.3f, 0.3f, 0.2f, 0.2f, 0.2f};
+  const std::vector<SpecCandidate> candidates = {{7, nullptr, confidences}};
+  SpecPlanInput input{.candidates = candidates, .base_tokens = 1, .base_emitted = 1, .propose_seconds = 1.4e-3,
+                      .cost = &cost, .engine = &engine};
+  EXPECT_EQ(Total(PlanSpeculation(input)), 0) << "drafting is the choice being weighed";
+  input.propose_paid_anyway = true;
+  // Only what verifying costs is weighed: the first two tokens (0.35 and 0.12 expected) are worth
+  // their 0.43-0.44 ms each, the third (0.04) is not.
+  EXPECT_EQ(Total(PlanSpeculation(input)), 2);
+  const std::vector<float> hopeless(7, 0.05f);
+  const std::vector<SpecCandidate> wrong = {{7, nullptr, hopeless}};
+  input.candidates = wrong;
+  EXPECT_EQ(Total(PlanSpeculation(input)), 0) << "a draft not worth its verification stays unverified";
+}
+
 TEST(PlanSpeculation, BacksOffAsTheBatchGrows) {
   // Fixed cost 10, then 1 per token: a batch of 1 is nearly free to widen, a batch of 64 is not.
   StepCostModel cost;
