@@ -288,7 +288,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   // steps, and a switched-off bucket, which stops drafting, must still reach its next exploration.
   const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
   if (candidates.empty()) {
-    if (base_emitted > 0) guard_.Planned(base_emitted, false);
+    if (base_emitted > 0) guard_.Planned(base_emitted, false, allowed);
     if (base_emitted > 0) EMBER_LOG_DEBUG("spec plan: {} decodes, none with drafts, allowed {}", base_emitted, allowed);
     return;
   }
@@ -312,7 +312,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   } else {
     for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
   }
-  guard_.Planned(base_emitted, std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; }));
+  guard_.Planned(base_emitted, std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; }), allowed);
   EMBER_LOG_DEBUG("spec plan: {} decodes, {} with drafts, allowed {}, verifies {} tokens, proposer {:.2f} ms", base_emitted,
                   candidates.size(), allowed, std::accumulate(plan.begin(), plan.end(), int64_t{0}), propose_seconds_ * 1e3);
   for (size_t i = 0; i < decodes.size(); ++i) {

@@ -76,8 +76,10 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   return phase == period - 1 || phase == period - 2;
 }
 
-void SpeculationGuard::Planned(int64_t num_decodes, bool verified) {
-  Bucket& b = buckets_[BucketOf(num_decodes)];
+void SpeculationGuard::Planned(int64_t num_decodes, bool verified, bool allowed) {
+  const int i = BucketOf(num_decodes);
+  if (!allowed && VerdictOf(i) == Verdict::kLearning) return;
+  Bucket& b = buckets_[i];
   b.unverified = verified ? 0 : b.unverified + 1;
 }
 
