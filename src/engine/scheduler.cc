@@ -301,10 +301,10 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     // step to draft for the next one, it drafts whatever this plan verifies (TokensToPropose
     // follows the guard, not the plan): the drafting is paid either way, so the plan weighs only
     // what verifying costs. Charged to verification, the drafting (a third of a SmolLM2 step at 1
-    // request) made the plan leave 40% of the drafts it had paid for unverified, at 1.03x no
-    // speculation; weighed this way, 1.15x (bench/results/dspark_s25). Where the guard drafts only
-    // for exploring or probing, drafting is still the choice: each draft must pay for it, or the
-    // plans verify nothing and the probes back off.
+    // request) made the plan leave 40% of the drafts it had paid for unverified: 0.93-1.12x no
+    // speculation in paired runs, 1.04-1.16x weighed this way (bench/results/dspark_s25). Where
+    // the guard drafts only for exploring or probing, drafting is still the choice: each draft
+    // must pay for it, or the plans verify nothing and the probes back off.
     input.propose_paid_anyway = !config_.propose_cost_per_position && !config_.proposer_catches_up &&
                                 !guard_.Probing(base_emitted) &&
                                 guard_.WantsDrafts(base_emitted, ProposerIsCostly(base_emitted));

@@ -92,8 +92,8 @@ TEST(PlanSpeculation, NeverWhenEveryTokenCostsAFullStep) {
 // 0.43 ms per extra token, a drafting step 1.4 ms) with drafts right at about a third of their
 // first positions. Charged to verification, the drafting makes no plan worth it; where the step
 // drafts for the next one anyway, its cost is on both sides and the first tokens are worth their
-// 0.43 ms (the plan verified 60% of what had been drafted before, 1.03x no speculation; weighed
-// this way 1.16x, bench/results/dspark_s25).
+// 0.43 ms (the plan verified 60% of what had been drafted before: 0.93-1.12x no speculation in
+// paired runs; weighed this way 1.04-1.16x, bench/results/dspark_s25).
 TEST(PlanSpeculation, DraftingPaidAnywayIsNotChargedToVerification) {
   const StepCostModel cost{{1, 2, 3, 4}, {4.03e-3, 4.46e-3, 4.90e-3, 5.33e-3}};
   AcceptanceStats engine;

@@ -307,32 +307,45 @@ TEST(SpeculationGuard, SchedulerKeepsACostlyDrafterThatPays) {
   EXPECT_GT(CostlyDrafterSpeculatingShare(/*priced_per_position=*/true), 0.85);  // per step: 0.78
 }
 
+// SmolLM2 and its DSpark drafter at 1 request on the EPYC VM: a step 4.03 ms + 0.43 ms per extra
+// token; a drafting step (PricedDraftingTimer) 1.4 ms.
+SchedulerConfig BlockDrafterAt1() {
+  SchedulerConfig c = test::AdaptiveSpecConfig(1, 7, {{1, 2, 4, 8}, {4.03e-3, 4.46e-3, 5.32e-3, 7.04e-3}});
+  c.propose_cost_per_position = false;
+  return c;
+}
+bool Drafting(const SchedulerOutput& out) {
+  return std::any_of(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
+                     [](int32_t n) { return n > 0; });
+}
+StepTimer PricedDraftingTimer(const StepCostModel& cost) {
+  return [cost](const SchedulerOutput& out, int, ModelRunnerOutput& result) {
+    result.propose_seconds = Drafting(out) ? 1.4e-3 : 0.0;
+    result.execute_seconds = cost.Seconds(out.total_num_scheduled_tokens) + result.propose_seconds;
+  };
+}
+// A fixed pseudo-random function of a position (splitmix64's finaliser), for draft outcomes.
+uint64_t Mix(int64_t x, uint64_t salt) {
+  uint64_t z = static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull + salt;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 31);
+}
+
 // A block drafter (DSpark: priced per step) at 1 request whose confidence head tells easy tokens
 // (0.9, right 9 times in 10) from hard ones (0.3, right 3 times in 10), steps timed as SmolLM2's
 // with its drafter on a CPU (4.03 ms + 0.43 ms per extra token; drafting 1.4 ms). Speculation
 // pays, so the guard keeps it on and every step drafts for the next; a draft that starts with a
 // hard token is then still worth verifying (0.3 tokens for 0.43 ms) though not worth drafting
 // for. Charged the drafting as well, the plan left those drafts unverified: 40% of the SmolLM2
-// drafter's drafts at 1 request, 1.03x no speculation where verifying them gave 1.16x
+// drafter's drafts at 1 request, 0.93-1.12x no speculation where verifying them gave 1.04-1.16x
 // (bench/results/dspark_s25).
 TEST(SpeculationGuard, ABlockDrafterThatPaysVerifiesWhatItDrafted) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(1, 7, {{1, 2, 4, 8}, {4.03e-3, 4.46e-3, 5.32e-3, 7.04e-3}});
-  c.propose_cost_per_position = false;
-  const auto mix = [](int64_t x, uint64_t salt) {
-    uint64_t z = static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull + salt;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    return z ^ (z >> 31);
-  };
-  const auto hard = [&](int64_t pos) { return mix(pos, 1) % 2 == 0; };
+  const SchedulerConfig c = BlockDrafterAt1();
+  const auto hard = [](int64_t pos) { return Mix(pos, 1) % 2 == 0; };
   const double share = SpeculatingShare(
       c, 4, 8, 256,
-      [&](std::span<const int32_t>, int64_t pos) { return mix(pos, 2) % 10 < (hard(pos) ? 7u : 1u); },
-      [&](const SchedulerOutput& out, int, ModelRunnerOutput& result) {
-        const bool drafting = std::any_of(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
-                                          [](int32_t n) { return n > 0; });
-        result.propose_seconds = drafting ? 1.4e-3 : 0.0;
-        result.execute_seconds = c.step_cost.Seconds(out.total_num_scheduled_tokens) + result.propose_seconds;
-      },
+      [&](std::span<const int32_t>, int64_t pos) { return Mix(pos, 2) % 10 < (hard(pos) ? 7u : 1u); },
+      PricedDraftingTimer(c.step_cost),
       [](const SchedulerOutput& out, int step) { return step >= 100 && out.total_num_scheduled_tokens <= 8; },
       [&](int64_t pos) { return hard(pos) ? 0.3f : 0.9f; });
   EXPECT_GT(share, 0.8);
@@ -345,26 +358,16 @@ TEST(SpeculationGuard, ABlockDrafterThatPaysVerifiesWhatItDrafted) {
 // verify nothing and the drafting backs off to rare probes. Weighed as already paid for there,
 // every verified probe reset that back-off: 15% of the decode steps drafted.
 TEST(SpeculationGuard, ABlockDrafterThatCannotPayBacksOff) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(1, 7, {{1, 2, 4, 8}, {4.03e-3, 4.46e-3, 5.32e-3, 7.04e-3}});
-  c.propose_cost_per_position = false;
-  const auto mix = [](int64_t x) {
-    uint64_t z = static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull + 2;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    return z ^ (z >> 31);
-  };
+  const SchedulerConfig c = BlockDrafterAt1();
+  const StepTimer timer = PricedDraftingTimer(c.step_cost);
   int64_t decode_steps = 0, drafting_steps = 0;
-  const auto drafting = [](const SchedulerOutput& out) {
-    return std::any_of(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
-                       [](int32_t n) { return n > 0; });
-  };
   SpeculatingShare(
-      c, 4, 8, 256, [&](std::span<const int32_t>, int64_t pos) { return mix(pos) % 100 >= 35; },
+      c, 4, 8, 256, [](std::span<const int32_t>, int64_t pos) { return Mix(pos, 2) % 100 >= 35; },
       [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
-        result.propose_seconds = drafting(out) ? 1.4e-3 : 0.0;
-        result.execute_seconds = c.step_cost.Seconds(out.total_num_scheduled_tokens) + result.propose_seconds;
+        timer(out, step, result);
         if (step >= 300 && out.total_num_scheduled_tokens <= 8) {
           ++decode_steps;
-          drafting_steps += drafting(out);
+          drafting_steps += Drafting(out);
         }
       },
       [](const SchedulerOutput&, int) { return true; }, [](int64_t) { return 0.35f; });
