@@ -58,8 +58,8 @@ def main():
     try:
         for label, spec in zip(labels, specs):
             ports.append(free_port())
-            cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]), "--threads", str(a.threads),
-                   "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
+            cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]),
+                   "--threads", str(a.threads), "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
             if spec:
                 cmd += ["--speculative-config", spec]
             log = open(a.out / f"server_{label}.log", "w")

@@ -326,7 +326,6 @@ int32_t Scheduler::TokensToPropose(Request& req) {
   // Adaptive: a little past what was verified last, so the plan can grow; drafting is cheap for
   // lookups, and a drafter model pays only for what may be used.
   if (config_.adaptive_speculation) {
-    // A proposer costing over 2% of a plain step is worth stopping when nothing is verified.
     const int64_t decodes = std::max<int64_t>(1, guard_step_.num_decodes);
     const bool costly = ProposerIsCostly(decodes);
     if (!guard_.WantsDrafts(decodes, costly)) return 0;
