@@ -30,6 +30,10 @@ using PagedAttentionTileFn = void (*)(const PagedKvView& kv, const PagedTileTask
 using SoftmaxExpFn = void (*)(const float* x, int64_t count, float* out);
 // out[i] = gelu_tanh(gate[i]) * up[i] for i < count (kernels/ops.h GeGluTanh).
 using GeGluTanhFn = void (*)(const float* gate, const float* up, int64_t count, float* out);
+struct KeyValueRows;
+// One query over key/value rows in memory (kernels/row_attention.h RowAttention).
+using RowAttentionFn = void (*)(const float* q, int64_t head_dim, float scale, const KeyValueRows* runs,
+                                int64_t num_runs, float* scores, float* out);
 
 struct KernelVariant {
   MatMulBF16Fn matmul_bf16;
@@ -37,6 +41,7 @@ struct KernelVariant {
   PagedAttentionTileFn paged_attention_tile;
   GeGluTanhFn geglu_tanh;
   SoftmaxExpFn softmax_exp;
+  RowAttentionFn row_attention;
 };
 
 // One variant per ISA level (kernels/variants.h), registered with the ember-wide registry

@@ -3,5 +3,5 @@
 
 namespace ember::kernels {
 const KernelVariant kRefVariant = {&ref::MatMulBF16, &ref::MatMulF32, &ref::PagedAttentionTile,
-                                   &ref::GeGluTanh, &ref::SoftmaxExp};
+                                   &ref::GeGluTanh, &ref::SoftmaxExp, &ref::RowAttention};
 }  // namespace ember::kernels

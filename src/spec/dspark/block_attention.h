@@ -5,7 +5,9 @@
 //
 // Block slot t (0-based; position anchor + t) sees context positions j with
 // ContextBegin(anchor, t) <= j < anchor (the window: (anchor + t) - j < window), and block slots
-// j <= t on a causal layer, every slot otherwise. Softmax in f32 with the maximum subtracted.
+// j <= t on a causal layer, every slot otherwise. Each query is one kernels::RowAttention (the
+// active kernel variant's; f32, softmax with the maximum subtracted) over its context rows then
+// the block's rows.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +31,13 @@ struct BlockAttentionShape {
 int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t);
 // The most keys one query reads with `context_size` context positions.
 int64_t MaxKeys(const BlockAttentionShape& shape, int64_t context_size);
+// Floats of AttendBlockHead's `scores` scratch with `context_size` context positions.
+int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size);
 
 // One query head `head` of one block: out rows [block_size, num_heads * head_dim] (only this
 // head's columns written); q [block_size, num_heads * head_dim] after norm and RoPE; k, v
 // [block_size, num_kv_heads * head_dim] the block's own (k after norm and RoPE). `scores` holds
-// MaxKeys floats. The context must hold every position ContextBegin names.
+// ScoresScratch floats. The context must hold every position ContextBegin names.
 void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,
                      int64_t head, const float* q, const float* k, const float* v, float* scores, float* out);
 

@@ -203,7 +203,7 @@ void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::s
 
   int64_t max_keys = 0;
   const BlockAttentionShape& shape = attention_[index];
-  for (const Block& block : blocks) max_keys = std::max(max_keys, MaxKeys(shape, block.context->size()));
+  for (const Block& block : blocks) max_keys = std::max(max_keys, ScoresScratch(shape, block.context->size()));
   ThreadPool& pool = ThreadPool::Global();
   float* scores = workspace_.Take<float>(pool.num_threads() * max_keys);
   float* attn = workspace_.Take<float>(rows * qw);

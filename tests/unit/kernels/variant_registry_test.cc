@@ -142,6 +142,7 @@ TEST(VariantRegistryFamilies, EveryFamilyIsCompleteForEveryAvailableLevel) {
     EXPECT_NE(k.paged_attention_tile, nullptr);
     EXPECT_NE(k.geglu_tanh, nullptr);
     EXPECT_NE(k.softmax_exp, nullptr);
+    EXPECT_NE(k.row_attention, nullptr);
     ASSERT_TRUE(quant::kBlockDotVariants.Has(isa));
     const quant::BlockDotVariant& b = quant::kBlockDotVariants.For(isa);
     for (int f = 0; f < quant::kWeightFormatCount; ++f) {

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/gelu_tanh.h"
 #include "kernels/cpu/paged_attention_tile.h"
+#include "kernels/cpu/row_attention.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -287,14 +288,14 @@ struct Avx2PagedSimd {
 
 const KernelVariant kAvx2Variant = {&MatMulBF16Avx2, &MatMulF32Avx2,
                                     &cpu::PagedAttentionTile<Avx2PagedSimd>, &cpu::GeGluTanhAvx2,
-                                    &cpu::SoftmaxExp<Avx2PagedSimd>};
+                                    &cpu::SoftmaxExp<Avx2PagedSimd>, &cpu::RowAttention<Avx2PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX2 + FMA: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx2Variant = {nullptr, nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx2Variant = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

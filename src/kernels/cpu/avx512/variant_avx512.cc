@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/gelu_tanh.h"
 #include "kernels/cpu/paged_attention_tile.h"
+#include "kernels/cpu/row_attention.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace ember::kernels {
@@ -303,14 +304,14 @@ struct Avx512PagedSimd {
 
 const KernelVariant kAvx512Variant = {&MatMulBF16Avx512, &MatMulF32Avx512,
                                       &cpu::PagedAttentionTile<Avx512PagedSimd>, &cpu::GeGluTanhAvx512,
-                                      &cpu::SoftmaxExp<Avx512PagedSimd>};
+                                      &cpu::SoftmaxExp<Avx512PagedSimd>, &cpu::RowAttention<Avx512PagedSimd>};
 
 }  // namespace ember::kernels
 
 #else  // the compiler cannot target AVX-512: the variant is never offered
 
 namespace ember::kernels {
-const KernelVariant kAvx512Variant = {nullptr, nullptr, nullptr, nullptr, nullptr};
+const KernelVariant kAvx512Variant = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 }  // namespace ember::kernels
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/gelu_tanh.h"
 #include "kernels/cpu/paged_attention_tile.h"
+#include "kernels/cpu/row_attention.h"
 #include "kernels/cpu/tiled_matmul.h"
 #include "kernels/ref/ref.h"
 #include "kernels/variants.h"
@@ -179,6 +180,6 @@ struct GenericPagedSimd {
 
 const KernelVariant kGenericVariant = {&MatMulBF16Generic, &MatMulF32Generic,
                                        &cpu::PagedAttentionTile<GenericPagedSimd>, &ref::GeGluTanh,
-                                       &cpu::SoftmaxExp<GenericPagedSimd>};
+                                       &cpu::SoftmaxExp<GenericPagedSimd>, &cpu::RowAttention<GenericPagedSimd>};
 
 }  // namespace ember::kernels
