@@ -16,13 +16,21 @@ interval (two standard errors of the log ratios).
 
 Each configuration is LABEL=SPECULATIVE_CONFIG_JSON (empty: no speculation). `--binary LABEL=PATH`
 serves that configuration with another ember build (an A/B of a change: copy the binary before
-rebuilding). Writes OUT/results.json and the servers' logs.
+rebuilding). `--peer LABEL=ARGS` adds a llama.cpp llama-server (`--llama-server PATH`, built
+natively from source: scripts/build_llama_server.sh) serving the same GGUF with those extra
+arguments in the same rounds, e.g. its own DSpark drafter converted by its converter:
+
+  scripts/bench_spec_paired.py --concurrency 1 --llama-server PATH none= "dspark=$S" \
+      --peer llama_none= --peer "llama_dspark=-md DRAFTER.gguf --spec-type draft-dspark --spec-draft-n-max 3"
+
+Writes OUT/results.json and the servers' logs.
 """
 
 import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 from pathlib import Path
@@ -39,6 +47,9 @@ def main():
     ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember")
     ap.add_argument("--binary", action="append", default=[], metavar="LABEL=PATH",
                     help="serve configuration LABEL with this ember binary instead of --ember")
+    ap.add_argument("--peer", action="append", default=[], metavar="LABEL=ARGS",
+                    help="a llama-server configuration (extra arguments, shell-quoted) in the same rounds")
+    ap.add_argument("--llama-server", type=Path, default=Path(os.path.expanduser("~/.cache/ember/llama.cpp/bin/llama-server")))
     ap.add_argument("--model", type=Path, default=MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--dataset", type=Path, default=ROOT / "bench/datasets/dspark_chat.jsonl")
     ap.add_argument("--output-len", type=int, default=128)
@@ -51,6 +62,8 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
 
     labels, specs = zip(*(c.split("=", 1) for c in a.configs))
+    peers = dict(c.split("=", 1) for c in a.peer)
+    labels, specs = labels + tuple(peers), specs + tuple(peers.values())
     binaries = dict(b.split("=", 1) for b in a.binary)
     if set(binaries) - set(labels):
         raise SystemExit(f"--binary names no configuration: {sorted(set(binaries) - set(labels))}")
@@ -58,12 +71,20 @@ def main():
     try:
         for label, spec in zip(labels, specs):
             ports.append(free_port())
-            cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]),
-                   "--threads", str(a.threads), "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048", "--served-model-name", "model"]
-            if spec:
-                cmd += ["--speculative-config", spec]
+            env = None
+            if label in peers:  # the same slots, context per slot and threads as the ember servers
+                cmd = [str(a.llama_server), "-m", str(a.model), "--host", "127.0.0.1", "--port", str(ports[-1]),
+                       "--threads", str(a.threads), "--threads-batch", str(a.threads), "-np", str(a.concurrency),
+                       "-c", str(a.concurrency * 2048), "--alias", "model", "--no-warmup", *shlex.split(spec)]
+                env = os.environ | {"LD_LIBRARY_PATH": str(a.llama_server.parent)}
+            else:
+                cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]),
+                       "--threads", str(a.threads), "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048",
+                       "--served-model-name", "model"]
+                if spec:
+                    cmd += ["--speculative-config", spec]
             log = open(a.out / f"server_{label}.log", "w")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
         for port, p in zip(ports, procs):
             wait_ready(f"http://127.0.0.1:{port}", p)
 
@@ -93,13 +114,17 @@ def main():
             stop(p)
 
     summary = {"concurrency": a.concurrency, "rounds": a.rounds, "prompts": a.prompts, "rates": rates, "ratios": {}}
-    base = labels[0]
-    for label in labels[1:]:
+    # Every configuration against the first; each further peer also against the first peer (a
+    # peer's own speculation against its own plain server).
+    pairs = [(label, labels[0]) for label in labels[1:]]
+    peer_labels = list(peers)
+    pairs += [(label, peer_labels[0]) for label in peer_labels[1:]]
+    for label, base in pairs:
         logs = [math.log(x / y) for x, y in zip(rates[label], rates[base])]
         mean = statistics.mean(logs)
         se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
         ratio = {"geomean": math.exp(mean), "low": math.exp(mean - 2 * se), "high": math.exp(mean + 2 * se)}
-        summary["ratios"][label] = ratio
+        summary["ratios"][label if base == labels[0] else f"{label}/{base}"] = ratio
         print(f"{label} / {base} at {a.concurrency} requests: {ratio['geomean']:.3f}x "
               f"(95%: {ratio['low']:.3f}-{ratio['high']:.3f}), {statistics.mean(rates[label]):.1f} vs "
               f"{statistics.mean(rates[base]):.1f} tok/s mean over {a.rounds} rounds")
