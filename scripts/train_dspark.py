@@ -43,6 +43,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -104,7 +105,8 @@ def make_data(a):
         pairs = target.generate_with_ember(tok, group, a.max_new, temp, seed=len(data[split]), ember=a.ember)
         seqs = [torch.tensor(prompt + cont) for prompt, cont in pairs]
         for (prompt, _), ids, tap in zip(pairs, seqs, target.taps_batched(m, seqs, TAPS)):
-            data[split].append({"ids": ids, "prompt_len": len(prompt), "taps": tap, "temperature": temp})
+            data[split].append({"ids": ids, "prompt_len": len(prompt), "taps": tap, "temperature": temp,
+                                "loss_start": loss_start(ids)})
         print(f"data: {split} T={temp}: {len(data[split])} sequences, "
               f"{sum(len(d['ids']) - d['prompt_len'] for d in data[split])} generated tokens, "
               f"{time.time() - t0:.0f}s", flush=True)
@@ -126,9 +128,11 @@ def make_data(a):
         raise SystemExit("data: no training sequences within --data-minutes")
     embed, _ = target.embed_and_head(model)
     CACHE.mkdir(parents=True, exist_ok=True)
-    torch.save({"data": data, "embed": embed.clone(), "final_norm": model.model.norm.weight.detach().clone(),
-                "mask_token_id": drafter_config(tok).mask_token_id, "batches_done": done,
-                "config": drafter_config(tok)}, data_file(a))
+    blob = {"data": data, "embed": embed.clone(), "final_norm": model.model.norm.weight.detach().clone(),
+            "mask_token_id": drafter_config(tok).mask_token_id, "batches_done": done,
+            "config": drafter_config(tok)}
+    add_targets(blob, a.threads)  # here, so that training need not write the (large) file again
+    save_data(blob, a)
 
 
 def training_prompts() -> tuple[list[str], list[str]]:
@@ -189,7 +193,7 @@ def extend_data(a):
     n_tok = sum(len(d["ids"]) - d["loss_start"] for d in data["train"])
     print(f"extend: +{added} prompt-only sequences, {len(data['train'])} training sequences, "
           f"{n_tok} training positions, {time.time() - t0:.0f}s", flush=True)
-    torch.save(blob, data_file(a))
+    save_data(blob, a)
 
 
 def data_file(a) -> Path:
@@ -198,7 +202,17 @@ def data_file(a) -> Path:
 
 
 def load_data(a):
-    return torch.load(data_file(a), weights_only=False)
+    # Memory-mapped: the taps of all training prompts (~18 GB in bf16) need not fit in memory.
+    return torch.load(data_file(a), weights_only=False, mmap=True)
+
+
+def save_data(blob, a):
+    """Writes beside the data file and renames over it: the blob's tensors may be mapped from the
+    old file, which truncating it in place would pull out from under them."""
+    path = data_file(a)
+    tmp = path.with_suffix(".tmp")
+    torch.save(blob, tmp)
+    os.replace(tmp, path)
 
 
 def make_muse_tiny_data(a):
@@ -222,7 +236,7 @@ def make_muse_tiny_data(a):
                                     "loss_start": 0})
         print(f"data: {split}: {len(data[split])} sequences, {time.time() - t0:.0f}s", flush=True)
     CACHE.mkdir(parents=True, exist_ok=True)
-    torch.save({"data": data, "config": muse_tiny.drafter_config(), **muse_tiny.weights(model)}, data_file(a))
+    save_data({"data": data, "config": muse_tiny.drafter_config(), **muse_tiny.weights(model)}, a)
 
 
 # --- training -------------------------------------------------------------------------------------
@@ -389,7 +403,7 @@ def train(a):
     torch.manual_seed(0)
     blob = load_data(a)
     if add_targets(blob, a.threads):
-        torch.save(blob, data_file(a))
+        save_data(blob, a)
     embed = blob["embed"].float()
     config = blob["config"]
     if a.layers:
