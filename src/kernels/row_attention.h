@@ -25,6 +25,8 @@ struct KeyValueRows {
 void RowAttention(const float* q, int64_t head_dim, float scale, const KeyValueRows* runs, int64_t num_runs,
                   float* scores, float* out);
 // Scratch floats for `num_keys` keys: the count rounded up to whole vectors of the widest variant.
-inline int64_t RowAttentionScratch(int64_t num_keys) { return (num_keys + 15) / 16 * 16; }
+// (Out of line: ISA-flagged variant files include this header, and an inline function's copy
+// compiled there could be the one the linker keeps for the whole program.)
+int64_t RowAttentionScratch(int64_t num_keys);
 
 }  // namespace ember::kernels
