@@ -20,8 +20,12 @@ rebuilding). `--peer LABEL=ARGS` adds a llama.cpp llama-server (`--llama-server 
 natively from source: scripts/build_llama_server.sh) serving the same GGUF with those extra
 arguments in the same rounds, e.g. its own DSpark drafter converted by its converter:
 
-  scripts/bench_spec_paired.py --concurrency 1 --llama-server PATH none= "dspark=$S" \
+  scripts/bench_spec_paired.py --concurrency 1 --llama-server PATH none= "dspark=$S" \\
       --peer llama_none= --peer "llama_dspark=-md DRAFTER.gguf --spec-type draft-dspark --spec-draft-n-max 3"
+
+(DRAFTER.gguf: scripts/dspark/export_llamacpp_drafter.py, then llama.cpp's converter; a drafter
+that taps the target's final-normed state also needs the llama.cpp change described in
+bench/results/dspark_s26/README.md.)
 
 Writes OUT/results.json and the servers' logs.
 """
@@ -63,10 +67,12 @@ def main():
 
     labels, specs = zip(*(c.split("=", 1) for c in a.configs))
     peers = dict(c.split("=", 1) for c in a.peer)
+    if len(peers) != len(a.peer) or set(peers) & set(labels) or len(set(labels)) != len(labels):
+        raise SystemExit("every configuration and --peer needs a label of its own")
     labels, specs = labels + tuple(peers), specs + tuple(peers.values())
     binaries = dict(b.split("=", 1) for b in a.binary)
-    if set(binaries) - set(labels):
-        raise SystemExit(f"--binary names no configuration: {sorted(set(binaries) - set(labels))}")
+    if not set(binaries) <= set(labels) - set(peers):
+        raise SystemExit(f"--binary names no ember configuration: {sorted(set(binaries) - (set(labels) - set(peers)))}")
     procs, ports = [], []
     try:
         for label, spec in zip(labels, specs):

@@ -12,13 +12,9 @@ int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t
   return std::max<int64_t>(0, anchor + t - shape.window + 1);
 }
 
-int64_t MaxKeys(const BlockAttentionShape& shape, int64_t context_size) {
-  const int64_t context = shape.window > 0 ? std::min(context_size, shape.window) : context_size;
-  return context + shape.block_size;
-}
-
 int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size) {
-  return kernels::RowAttentionScratch(MaxKeys(shape, context_size));
+  const int64_t context = shape.window > 0 ? std::min(context_size, shape.window) : context_size;
+  return kernels::RowAttentionScratch(context + shape.block_size);
 }
 
 void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,

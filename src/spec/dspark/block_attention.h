@@ -29,9 +29,8 @@ struct BlockAttentionShape {
 // The first context position block position `t` at `anchor` may read (sliding window: keys in
 // (query position - window, query position]).
 int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t);
-// The most keys one query reads with `context_size` context positions.
-int64_t MaxKeys(const BlockAttentionShape& shape, int64_t context_size);
-// Floats of AttendBlockHead's `scores` scratch with `context_size` context positions.
+// Floats of AttendBlockHead's `scores` scratch with `context_size` context positions (room for the
+// most keys one query reads, rounded up as kernels::RowAttention wants).
 int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size);
 
 // One query head `head` of one block: out rows [block_size, num_heads * head_dim] (only this
