@@ -1,5 +1,7 @@
-// GGUF quantized prefill GEMM rate per type, packed-GEMM variant (avx512 VNNI tiles, amx tiles),
-// m, model-like (n, k) and thread count, the matrix resident in cache (compute bound).
+// GGUF quantized GEMM rate per type, packed-GEMM variant (avx2 tiles for the 32-element types and
+// row dots for the K-quants, avx512 VNNI tiles, amx tiles), m (1 and 4: decode and a speculative
+// verification step; 16-512: prefill), model-like (n, k) and thread count, the matrix resident in
+// cache (compute bound).
 //
 //   GgufGemm/<type>/<isa>/m:M/n:N/k:K/threads:T   gop/s       2 m n k / best call seconds / 1e9
 //
@@ -30,8 +32,8 @@ namespace {
 
 constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                                GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
-constexpr const char* kVariants[] = {"avx512", "amx"};
-constexpr int64_t kRows[] = {16, 64, 256, 512};
+constexpr const char* kVariants[] = {"avx2", "avx512", "amx"};
+constexpr int64_t kRows[] = {1, 4, 16, 64, 256, 512};
 constexpr int64_t kShapes[][2] = {{576, 1536}, {640, 2048}};
 constexpr int kThreadCounts[] = {1, 2};
 

@@ -26,6 +26,7 @@ struct Plan {
   const DotVariant* variant = nullptr;
   const GgufPackedForm* form = nullptr;  // the packed GEMM, or null for the row dots
   bool amx = false;
+  bool avx2 = false;  // the AVX2 tiles (same bits as the avx512 ones)
   bool extend = false;  // the packed form appends its per-row data (Q8_0's integer block sums)
   QuantizeActivationFn quantize = nullptr;
   int64_t act_bytes = 0;
@@ -54,14 +55,17 @@ Plan MakePlan(const QuantMatrix& w, int64_t m, Isa isa) {
   plan.variant = &kDotVariants.For(isa);
   plan.dot = plan.variant->For(w.type);
   EMBER_CHECK(plan.dot != nullptr, "GgufMatMul: variant {} has no {} dot", IsaName(isa), traits->name);
-  const bool packed_isa = isa >= Isa::kAvx512;
+  // AVX2 has tiles for the 32-element types only (PackQuantMatrix packs no other type there).
+  const bool packed_isa = isa >= Isa::kAvx512 ||
+                          (isa == Isa::kAvx2 && plan.kernels->packed != nullptr && plan.kernels->packed->rows_avx2 != nullptr);
   plan.form = w.packed != nullptr && packed_isa ? plan.kernels->packed : nullptr;
   EMBER_CHECK(plan.form != nullptr || w.packed == nullptr || !packed_isa, "GgufMatMul: packed {} matrix", traits->name);
   // Prefill shapes under the amx variant take the tile GEMM (the same bits as the avx512 one).
+  plan.avx2 = plan.form != nullptr && isa == Isa::kAvx2;
   plan.amx = plan.form != nullptr && isa == Isa::kAmx && plan.form->rows_amx != nullptr && m >= plan.form->amx_min_rows;
   // The packed form may append its own per-row data (Q8_0's integer block sums) to each row; the
-  // tile GEMM has no use for it (its Q8_0 product is signed x signed).
-  plan.extend = plan.form != nullptr && plan.form->extend_activation != nullptr && !plan.amx;
+  // tile GEMM and the AVX2 tiles have no use for it (their Q8_0 product is signed x signed).
+  plan.extend = plan.form != nullptr && plan.form->extend_activation != nullptr && !plan.amx && isa >= Isa::kAvx512;
   const int64_t k = w.cols;
   plan.act_bytes = ActivationRowBytes(w.type, k) + (plan.extend ? plan.form->extra_activation_bytes(k) : 0);
   plan.quantize = FindGgufKernels(*plan.kernels->activation)->quantize_activation;
@@ -96,7 +100,7 @@ void MultiplyQuantized(const Plan& plan, const QuantMatrix& w, const uint8_t* ac
   if (plan.form != nullptr) {
     const int64_t groups = (n + kPackRows - 1) / kPackRows;
     const int64_t group_bytes = plan.form->bytes(kPackRows, k);
-    const auto rows = plan.amx ? plan.form->rows_amx : plan.form->rows_avx512;
+    const auto rows = plan.amx ? plan.form->rows_amx : plan.avx2 ? plan.form->rows_avx2 : plan.form->rows_avx512;
     pool.ParallelFor(
         groups,
         [&](int64_t begin, int64_t end) { rows(static_cast<const uint8_t*>(w.packed), n, k, begin, end, act, m, act_bytes, y); },

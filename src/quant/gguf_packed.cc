@@ -204,24 +204,28 @@ void PackQ6_K(const QuantMatrix& w, uint8_t* out) {
 }
 
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w) {
-  // Only GgufMatMul's avx512 and amx paths read the copy: under EMBER_ISA=avx2 (or ref) it would
-  // be memory held for nothing.
+  // Only GgufMatMul's avx512 and amx paths, and avx2's for the types it has tiles for, read the
+  // copy: anywhere else (EMBER_ISA=ref, a K-quant under avx2) it would be memory held for nothing.
   const GgufTypeKernels* kernels = FindGgufKernels(w.type);
-  if (ActiveIsa() < Isa::kAvx512 || kernels == nullptr || kernels->packed == nullptr || w.rows == 0 || w.cols == 0) {
-    return nullptr;
-  }
+  if (kernels == nullptr || kernels->packed == nullptr || w.rows == 0 || w.cols == 0) return nullptr;
+  const Isa isa = ActiveIsa();
+  if (isa < Isa::kAvx2 || (isa == Isa::kAvx2 && kernels->packed->rows_avx2 == nullptr)) return nullptr;
   std::shared_ptr<uint8_t[]> packed(new uint8_t[kernels->packed->bytes(w.rows, w.cols)]);
   kernels->packed->pack(w, packed.get());
   return std::shared_ptr<const void>(packed, packed.get());
 }
 
 namespace entries {
-constinit const GgufPackedForm kPackedQ4_0 = {&PackedQ4_0Bytes, &PackQ4_0, &PackedRowsQ4_0Avx512, &PackedRowsQ4_0Amx, kAmxMinRows};
-constinit const GgufPackedForm kPackedQ4_1 = {&PackedQ4_1Bytes, &PackQ4_1, &PackedRowsQ4_1Avx512, &PackedRowsQ4_1Amx, kAmxMinRows};
-constinit const GgufPackedForm kPackedQ5_0 = {&PackedQ5_0Bytes, &PackQ5_0, &PackedRowsQ5_0Avx512, &PackedRowsQ5_0Amx, kAmxMinRows};
-constinit const GgufPackedForm kPackedQ5_1 = {&PackedQ5_1Bytes, &PackQ5_1, &PackedRowsQ5_1Avx512, &PackedRowsQ5_1Amx, kAmxMinRows};
+constinit const GgufPackedForm kPackedQ4_0 = {&PackedQ4_0Bytes, &PackQ4_0, &PackedRowsQ4_0Avx512, &PackedRowsQ4_0Amx, kAmxMinRows,
+                                              nullptr, nullptr, &PackedRowsQ4_0Avx2};
+constinit const GgufPackedForm kPackedQ4_1 = {&PackedQ4_1Bytes, &PackQ4_1, &PackedRowsQ4_1Avx512, &PackedRowsQ4_1Amx, kAmxMinRows,
+                                              nullptr, nullptr, &PackedRowsQ4_1Avx2};
+constinit const GgufPackedForm kPackedQ5_0 = {&PackedQ5_0Bytes, &PackQ5_0, &PackedRowsQ5_0Avx512, &PackedRowsQ5_0Amx, kAmxMinRows,
+                                              nullptr, nullptr, &PackedRowsQ5_0Avx2};
+constinit const GgufPackedForm kPackedQ5_1 = {&PackedQ5_1Bytes, &PackQ5_1, &PackedRowsQ5_1Avx512, &PackedRowsQ5_1Amx, kAmxMinRows,
+                                              nullptr, nullptr, &PackedRowsQ5_1Avx2};
 constinit const GgufPackedForm kPackedQ8_0 = {&PackedQ8_0Bytes, &PackQ8_0, &PackedRowsQ8_0Avx512, &PackedRowsQ8_0Amx, kAmxMinRows,
-                                              &PackedActivationExtraBytesQ8_0, &ExtendQ8_0Activation};
+                                              &PackedActivationExtraBytesQ8_0, &ExtendQ8_0Activation, &PackedRowsQ8_0Avx2};
 constinit const GgufPackedForm kPackedQ4_K = {&PackedQ4_KBytes, &PackQ4_K, &PackedRowsQ4_KAvx512, &PackedRowsQ4_KAmx, kAmxMinRows};
 constinit const GgufPackedForm kPackedQ5_K = {&PackedQ5_KBytes, &PackQ5_K, &PackedRowsQ5_KAvx512, &PackedRowsQ5_KAmx, kAmxMinRows};
 constinit const GgufPackedForm kPackedQ6_K = {&PackedQ6_KBytes, &PackQ6_K, &PackedRowsQ6_KAvx512, &PackedRowsQ6_KAmx, kAmxMinRowsQ6_K};

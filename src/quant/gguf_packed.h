@@ -1,5 +1,5 @@
 // GGUF weight matrices (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) repacked at load time for a
-// column-lane GEMM (AVX-512 hosts).
+// column-lane GEMM (AVX-512 hosts; AVX2 hosts for the 32-element types).
 //
 // The row-at-a-time dots (gguf_dot.h) spend per (weight row, activation row, block) an integer
 // dot, an int -> float conversion, a scale product and two FMAs on one 32-element block: ~6
@@ -76,8 +76,9 @@ inline constexpr int64_t kPackedQ5_KBlockBytes = 2880;
 inline constexpr int64_t kPackedQ6_KBlockBytes = 3360;
 
 // The packed copy of `w` (a type whose traits row has a packed form: every type GgufMatMul
-// multiplies by except F32 / F16 / BF16) when the avx512 or amx variant is active, else null:
-// GgufMatMul then uses the row dots. The amx level reads the same copy (no second layout).
+// multiplies by except F32 / F16 / BF16) when the avx512 or amx variant is active, or the avx2
+// one and the form has AVX2 tiles (the 32-element types), else null: GgufMatMul then uses the
+// row dots. The amx level reads the same copy (no second layout).
 // Set the result's get() as `w.packed` and keep the pointer alive as long as the matrix.
 std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w);
 
@@ -125,6 +126,19 @@ void PackedRowsQ5_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t g
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 void PackedRowsQ6_KAvx512(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
                           const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+
+// The AVX2 tiles of the 32-element types (gguf_packed_avx2.cc): the same contract and the same
+// bits as the Avx512 ones (the Q8_0 extension of the activation rows is not read).
+void PackedRowsQ4_0Avx2(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ4_1Avx2(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ5_0Avx2(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ5_1Avx2(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
+void PackedRowsQ8_0Avx2(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                        const uint8_t* act, int64_t m, int64_t act_bytes, float* y);
 
 // The AMX tile GEMMs (gguf_packed_amx.cc): the same contract and the same bits as the Avx512 ones,
 // for m >= kAmxMinRows under the amx variant. The activation tiles are kAmxTileRows rows: `act`

@@ -40,6 +40,10 @@ struct GgufPackedForm {
   // fills them from the quantized row, or null.
   int64_t (*extra_activation_bytes)(int64_t k) = nullptr;
   void (*extend_activation)(uint8_t* row, int64_t k) = nullptr;
+  // The same contract and bits as rows_avx512 with AVX2 only (it reads no activation extension),
+  // or null: the avx2 variant then keeps no packed copy and runs its row dots.
+  void (*rows_avx2)(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, int64_t group_end,
+                    const uint8_t* act, int64_t m, int64_t act_bytes, float* y) = nullptr;
 };
 
 struct GgufTypeKernels {

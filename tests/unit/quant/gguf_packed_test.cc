@@ -16,6 +16,7 @@
 #include "quant/gguf_dequant.h"
 #include "quant/gguf_dot.h"
 #include "quant/gguf_dot_variants.h"
+#include "quant/gguf_type_kernels.h"
 #include "quant_test_util.h"
 
 namespace ember::quant {
@@ -29,12 +30,21 @@ Packed RandomPacked(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
 
 std::vector<float> RandomX(int64_t m, int64_t k, std::mt19937& rng) { return test_util::RandomActivationRows(m, k, rng); }
 
-using GgufPackedTest = test_util::LevelTest<Isa::kAvx512>;
+// Every test runs under the avx512 level (AVX-512 tiles) and the avx2 one (AVX2 tiles, for the
+// types that have them), each where the host has it.
+template <typename Level>
+class GgufPackedTest : public Level {};
+using Levels = ::testing::Types<test_util::LevelTest<Isa::kAvx512>, test_util::LevelTest<Isa::kAvx2>>;
+TYPED_TEST_SUITE(GgufPackedTest, Levels);
 
-// The types with a packed form (every one a GgufMatMul of an AVX-512 host uses).
-const std::vector<GgmlType>& PackedTypes() {
-  static const std::vector<GgmlType> types = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                              GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+// The types with a packed form that the active level multiplies with: every one under avx512,
+// those with AVX2 tiles under avx2.
+std::vector<GgmlType> PackedTypes() {
+  std::vector<GgmlType> types;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    if (ActiveIsa() >= Isa::kAvx512 || FindGgufKernels(type)->packed->rows_avx2 != nullptr) types.push_back(type);
+  }
   return types;
 }
 
@@ -113,7 +123,7 @@ float PackedElement(GgmlType type, const uint8_t* packed, int64_t nb, int64_t g,
 }
 
 // Unpacking each layout by hand gives back every row's dequantized values.
-TEST_F(GgufPackedTest, LayoutHoldsEveryElement) {
+TYPED_TEST(GgufPackedTest, LayoutHoldsEveryElement) {
   for (GgmlType type : PackedTypes()) {
     SCOPED_TRACE(static_cast<int>(type));
     std::mt19937 rng(3);
@@ -135,7 +145,7 @@ TEST_F(GgufPackedTest, LayoutHoldsEveryElement) {
   }
 }
 
-TEST_F(GgufPackedTest, MatchesReferenceDots) {
+TYPED_TEST(GgufPackedTest, MatchesReferenceDots) {
   std::mt19937 rng(11);
   ThreadPool::SetGlobalThreads(2);
   for (GgmlType type : PackedTypes()) {
@@ -166,7 +176,7 @@ TEST_F(GgufPackedTest, MatchesReferenceDots) {
 
 // Row i of a batch (4-row tiles and a 2- or 3-row tail, 2 threads) equals that row alone on one
 // thread, and a matrix's leading rows give the same bits as the same rows inside a taller one.
-TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
+TYPED_TEST(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
   for (GgmlType type : PackedTypes()) {
   SCOPED_TRACE(static_cast<int>(type));
   std::mt19937 rng(5);
@@ -197,6 +207,52 @@ TEST_F(GgufPackedTest, BitIdenticalAcrossBatchingThreadsAndPadding) {
     EXPECT_EQ(std::memcmp(head_y.data() + i * 37, batched.data() + i * n, 37 * sizeof(float)), 0) << "row " << i;
   }
   }
+}
+
+// The AVX2 tiles give the AVX-512 tiles' bits (same integers, same f32 sequence per lane), so a
+// model's logits do not depend on which of the two a host runs. Needs an AVX-512 host.
+TEST(GgufPackedAvx2Test, SameBitsAsTheAvx512Tiles) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no avx512 level here: " << IsaUnavailableReason(Isa::kAvx512);
+  test::IsaLevelRestorer restore;
+  ThreadPool::SetGlobalThreads(2);
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    std::mt19937 rng(17);
+    const int64_t n = 45, k = 640;
+    ASSERT_TRUE(SelectIsa("avx512").ok());
+    const Packed w = RandomPacked(type, n, k, rng);  // the layout is the same under both levels
+    ASSERT_NE(w.packed, nullptr);
+    for (int64_t m : {1, 3, 7}) {
+      const std::vector<float> x = RandomX(m, k, rng);
+      std::vector<float> avx512(static_cast<size_t>(m * n)), avx2(static_cast<size_t>(m * n));
+      ASSERT_TRUE(SelectIsa("avx512").ok());
+      GgufMatMul(x.data(), m, w.matrix, avx512.data());
+      ASSERT_TRUE(SelectIsa("avx2").ok());
+      GgufMatMul(x.data(), m, w.matrix, avx2.data());
+      EXPECT_EQ(std::memcmp(avx512.data(), avx2.data(), avx2.size() * sizeof(float)), 0) << "m=" << m;
+    }
+  }
+}
+
+// Mutation guard for the level switch above: under avx2 with a packed copy, GgufMatMul runs the
+// AVX2 tiles, not the row dots (whose f32 order differs, so the bits would too).
+TYPED_TEST(GgufPackedTest, Avx2RunsTheTilesNotTheRowDots) {
+  if (ActiveIsa() != Isa::kAvx2) GTEST_SKIP() << "the avx2 level only";
+  std::mt19937 rng(23);
+  const int64_t n = 64, k = 4096, m = 2;
+  int differ = 0;
+  for (GgmlType type : PackedTypes()) {
+    const Packed w = RandomPacked(type, n, k, rng);
+    ASSERT_NE(w.packed, nullptr) << static_cast<int>(type);
+    const std::vector<float> x = RandomX(m, k, rng);
+    std::vector<float> tiles(static_cast<size_t>(m * n)), dots(static_cast<size_t>(m * n));
+    GgufMatMul(x.data(), m, w.matrix, tiles.data());
+    QuantMatrix plain = w.matrix;
+    plain.packed = nullptr;
+    GgufMatMul(x.data(), m, plain, dots.data());
+    differ += std::memcmp(tiles.data(), dots.data(), tiles.size() * sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, static_cast<int>(PackedTypes().size()));
 }
 
 }  // namespace
