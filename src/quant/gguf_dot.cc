@@ -61,17 +61,20 @@ void QuantizeActivationF32(const float* x, int64_t n, void* out) {
   if (n > 0) std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
 }
 
-// The AVX-512 quantizers are bit-exact with the scalar ones (gguf_quantize_simd.h), so they are
-// used whenever the host has them, whatever the active dot variant: every variant sees the same
-// activation bits.
+// The AVX-512 and AVX2 quantizers are bit-exact with the scalar ones (gguf_quantize_simd.h), so
+// they are used whenever the host has them, whatever the active dot variant: every variant sees
+// the same activation bits.
 void QuantizeActivationQ8_0(const float* x, int64_t n, void* out) {
   EMBER_CHECK(n % kQK == 0, "Q8_0 activations need a multiple of 32 elements, got {}", n);
   auto* blocks = static_cast<BlockQ8_0*>(out);
   // Written bytewise: the kernels read them with memcpy too, at any alignment of `out`.
   auto* sums = static_cast<uint8_t*>(out) + Q8_0BlockSumsOffset(n / kQK);
   static const bool avx512 = IsaSupported(Isa::kAvx512);
+  static const bool avx2 = IsaSupported(Isa::kAvx2);
   if (avx512) {
     QuantizeActivationQ8_0Avx512(x, n, blocks, sums);
+  } else if (avx2) {
+    QuantizeActivationQ8_0Avx2(x, n, blocks, sums);
   } else {
     quant::QuantizeActivationQ8_0(x, n, blocks, sums);
   }
@@ -80,8 +83,11 @@ void QuantizeActivationQ8_0(const float* x, int64_t n, void* out) {
 void QuantizeActivationQ8_K(const float* x, int64_t n, void* out) {
   EMBER_CHECK(n % kQKK == 0, "Q8_K activations need a multiple of 256 elements, got {}", n);
   static const bool avx512 = IsaSupported(Isa::kAvx512);
+  static const bool avx2 = IsaSupported(Isa::kAvx2);
   if (avx512) {
     QuantizeRowQ8_KAvx512(x, n, static_cast<BlockQ8_K*>(out));
+  } else if (avx2) {
+    QuantizeRowQ8_KAvx2(x, n, static_cast<BlockQ8_K*>(out));
   } else {
     QuantizeRowQ8_K(x, n, static_cast<BlockQ8_K*>(out));
   }

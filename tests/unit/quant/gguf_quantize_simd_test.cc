@@ -1,4 +1,4 @@
-// The AVX-512 activation quantizers produce the scalar quantizers' bytes exactly (the scalar
+// The AVX-512 and AVX2 activation quantizers produce the scalar quantizers' bytes exactly (the scalar
 // Q8_0 one is checked against gguf-py in gguf_dequant_test.cc), on random rows and on the
 // values where rounding, clamping and NaN handling can go wrong.
 #include "quant/gguf_quantize_simd.h"
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -60,33 +61,53 @@ std::vector<float> Inputs() {
   return x;
 }
 
-TEST(GgufQuantizeSimdTest, Q8_0ActivationRowIsBitExact) {
-  if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "no AVX-512 on this host";
+// Each vectorised quantizer, where the host runs it.
+struct Quantizers {
+  const char* name;
+  bool (*available)();
+  void (*q8_0)(const float* x, int64_t n, BlockQ8_0* blocks, uint8_t* sums);
+  void (*q8_k)(const float* x, int64_t n, BlockQ8_K* out);
+};
+
+class GgufQuantizeSimdTest : public ::testing::TestWithParam<Quantizers> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().available()) GTEST_SKIP() << "no " << GetParam().name << " on this host";
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Isas, GgufQuantizeSimdTest,
+    ::testing::Values(Quantizers{"avx512", [] { return HostCpuFeatures().HasAvx512Set(); },
+                                 &QuantizeActivationQ8_0Avx512, &QuantizeRowQ8_KAvx512},
+                      Quantizers{"avx2", [] { return HostCpuFeatures().HasAvx2Set(); }, &QuantizeActivationQ8_0Avx2,
+                                 &QuantizeRowQ8_KAvx2}),
+    [](const ::testing::TestParamInfo<Quantizers>& info) { return std::string(info.param.name); });
+
+TEST_P(GgufQuantizeSimdTest, Q8_0ActivationRowIsBitExact) {
   const std::vector<float> x = Inputs();
   const int64_t n = static_cast<int64_t>(x.size());
   const int64_t bytes = ActivationRowBytes(GgmlType::kQ8_0, n);
   const int64_t sums_at = Q8_0BlockSumsOffset(n / 32);
   std::vector<uint8_t> scalar(bytes, 0xaa), simd(bytes, 0xaa);
   QuantizeActivationQ8_0(x.data(), n, reinterpret_cast<BlockQ8_0*>(scalar.data()), scalar.data() + sums_at);
-  QuantizeActivationQ8_0Avx512(x.data(), n, reinterpret_cast<BlockQ8_0*>(simd.data()), simd.data() + sums_at);
+  GetParam().q8_0(x.data(), n, reinterpret_cast<BlockQ8_0*>(simd.data()), simd.data() + sums_at);
   for (int64_t i = 0; i < bytes; ++i) ASSERT_EQ(scalar[i], simd[i]) << "byte " << i << " (block " << i / 34 << ")";
 }
 
-TEST(GgufQuantizeSimdTest, Q8_KRowIsBitExact) {
-  if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "no AVX-512 on this host";
+TEST_P(GgufQuantizeSimdTest, Q8_KRowIsBitExact) {
   const std::vector<float> x = Inputs();
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<BlockQ8_K> scalar(n / 256), simd(n / 256);
   std::memset(scalar.data(), 0xaa, scalar.size() * sizeof(BlockQ8_K));
   std::memset(simd.data(), 0xaa, simd.size() * sizeof(BlockQ8_K));
   QuantizeRowQ8_K(x.data(), n, scalar.data());
-  QuantizeRowQ8_KAvx512(x.data(), n, simd.data());
+  GetParam().q8_k(x.data(), n, simd.data());
   for (size_t b = 0; b < scalar.size(); ++b)
     ASSERT_EQ(0, std::memcmp(&scalar[b], &simd[b], sizeof(BlockQ8_K))) << "block " << b;
 }
 
-TEST(GgufQuantizeSimdTest, HalfwayValuesRoundAwayFromZero) {
-  if (!HostCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "no AVX-512 on this host";
+TEST_P(GgufQuantizeSimdTest, HalfwayValuesRoundAwayFromZero) {
   std::vector<float> x(32, 0.0f);
   x[0] = 127.0f;  // d = 1
   x[1] = 2.5f;
@@ -95,8 +116,7 @@ TEST(GgufQuantizeSimdTest, HalfwayValuesRoundAwayFromZero) {
   x[4] = -0.5f;
   x[5] = std::nextafter(0.5f, 0.0f);
   std::vector<uint8_t> row(ActivationRowBytes(GgmlType::kQ8_0, 32));
-  QuantizeActivationQ8_0Avx512(x.data(), 32, reinterpret_cast<BlockQ8_0*>(row.data()),
-                               row.data() + Q8_0BlockSumsOffset(1));
+  GetParam().q8_0(x.data(), 32, reinterpret_cast<BlockQ8_0*>(row.data()), row.data() + Q8_0BlockSumsOffset(1));
   const auto& block = *reinterpret_cast<const BlockQ8_0*>(row.data());
   EXPECT_EQ(block.qs[0], 127);
   EXPECT_EQ(block.qs[1], 3);
