@@ -11,6 +11,14 @@ prompts (seed = round) to every server in turn, rotating the order, so drift hit
 configuration alike. The result is the geometric mean of the per-round ratios with a 95%
 interval (two standard errors of the log ratios).
 
+Two servers of the same configuration differ by more than their rounds' scatter suggests: an
+A/A pair (`none= none_b=`) at 1 request read 0.941x (0.911-0.972) over 10 rounds on a Zen 3 EPYC
+(bench/results/dspark_s27), a gap that stays for the servers' lifetime (where their memory landed,
+what the guard learned). `--instances K` therefore starts every configuration's server afresh K
+times, `--rounds` rounds each, and takes the interval from the K per-instance mean log ratios
+(two standard errors over instances), so an instance's luck counts as the noise it is; with one
+instance it is the per-round interval as before. Add an A/A pair to see the method's own floor.
+
   scripts/bench_spec_paired.py --concurrency 16 --rounds 8 --prompts 32 \\
       none= 'dspark={"method":"dspark","model":"tests/golden/dspark/smollm2","num_speculative_tokens":7}'
 
@@ -45,54 +53,35 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.path.expanduser("~/.cache/ember/models"))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("configs", nargs="+", help="LABEL=SPECULATIVE_CONFIG_JSON; the first is the baseline")
-    ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember")
-    ap.add_argument("--binary", action="append", default=[], metavar="LABEL=PATH",
-                    help="serve configuration LABEL with this ember binary instead of --ember")
-    ap.add_argument("--peer", action="append", default=[], metavar="LABEL=ARGS",
-                    help="a llama-server configuration (extra arguments, shell-quoted) in the same rounds")
-    ap.add_argument("--llama-server", type=Path, default=Path(os.path.expanduser("~/.cache/ember/llama.cpp/bin/llama-server")))
-    ap.add_argument("--model", type=Path, default=MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--dataset", type=Path, default=ROOT / "bench/datasets/dspark_chat.jsonl")
-    ap.add_argument("--output-len", type=int, default=128)
-    ap.add_argument("--concurrency", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--prompts", type=int, default=8, help="requests per round and configuration")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
-    a = ap.parse_args()
-    a.out.mkdir(parents=True, exist_ok=True)
-
-    labels, specs = zip(*(c.split("=", 1) for c in a.configs))
-    peers = dict(c.split("=", 1) for c in a.peer)
-    if len(peers) != len(a.peer) or set(peers) & set(labels) or len(set(labels)) != len(labels):
-        raise SystemExit("every configuration and --peer needs a label of its own")
-    labels, specs = labels + tuple(peers), specs + tuple(peers.values())
-    binaries = dict(b.split("=", 1) for b in a.binary)
-    if not set(binaries) <= set(labels) - set(peers):
-        raise SystemExit(f"--binary names no ember configuration: {sorted(set(binaries) - (set(labels) - set(peers)))}")
-    procs, ports = [], []
+def run_instance(a, labels, specs, peers, binaries, instance, rates):
+    """Starts a server per configuration, warms each, runs a.rounds paired rounds into `rates`,
+    stops the servers."""
+    # Servers start in an order rotated per instance: at 1 request the second of two identical
+    # servers read ~5% slower than the first (an A/A pair, 0.941x and 0.952x in two runs), so the
+    # start order must not stay with a configuration.
+    start = [(instance + j) % len(labels) for j in range(len(labels))]
+    procs, ports = [None] * len(labels), [0] * len(labels)
     try:
-        for label, spec in zip(labels, specs):
-            ports.append(free_port())
+        for j in start:
+            label, spec = labels[j], specs[j]
+            ports[j] = free_port()
             env = None
             if label in peers:  # the same slots, context per slot and threads as the ember servers
-                cmd = [str(a.llama_server), "-m", str(a.model), "--host", "127.0.0.1", "--port", str(ports[-1]),
+                cmd = [str(a.llama_server), "-m", str(a.model), "--host", "127.0.0.1", "--port", str(ports[j]),
                        "--threads", str(a.threads), "--threads-batch", str(a.threads), "-np", str(a.concurrency),
                        "-c", str(a.concurrency * 2048), "--alias", "model", "--no-warmup", *shlex.split(spec)]
                 env = os.environ | {"LD_LIBRARY_PATH": str(a.llama_server.parent)}
             else:
-                cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[-1]),
+                cmd = [binaries.get(label, str(a.ember)), "serve", str(a.model), "--port", str(ports[j]),
                        "--threads", str(a.threads), "--max-num-seqs", str(a.concurrency), "--max-model-len", "2048",
                        "--served-model-name", "model"]
                 if spec:
                     cmd += ["--speculative-config", spec]
-            log = open(a.out / f"server_{label}.log", "w")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
-        for port, p in zip(ports, procs):
-            wait_ready(f"http://127.0.0.1:{port}", p)
+            log = open(a.out / f"server_{label}_{instance}.log", "w")
+            procs[j] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # One at a time: servers loading side by side would share the cores at startup, where
+            # ember measures its step costs.
+            wait_ready(f"http://127.0.0.1:{ports[j]}", procs[j])
 
         def bench(i: int, seed: int, n: int) -> float:
             out = a.out / "level.json"
@@ -108,18 +97,59 @@ def main():
 
         for i in range(len(procs)):
             bench(i, 10_000, max(4, a.concurrency))  # warm-up, prompts no round uses
-        rates = {label: [] for label in labels}
         for r in range(a.rounds):
+            # Rounds of every instance take new prompts; the order rotates across all of them.
+            g = instance * a.rounds + r
             order = list(range(len(procs)))
-            order = order[r % len(order):] + order[:r % len(order)]
+            order = order[g % len(order):] + order[:g % len(order)]
             for i in order:
-                rates[labels[i]].append(bench(i, r, a.prompts))
-            print(f"round {r}: " + "  ".join(f"{label} {rates[label][-1]:.1f}" for label in labels), flush=True)
+                rates[labels[i]].append(bench(i, g, a.prompts))
+            print(f"instance {instance} round {r}: " + "  ".join(f"{label} {rates[label][-1]:.1f}" for label in labels),
+                  flush=True)
     finally:
         for p in procs:
-            stop(p)
+            if p is not None:
+                stop(p)
 
-    summary = {"concurrency": a.concurrency, "rounds": a.rounds, "prompts": a.prompts, "rates": rates, "ratios": {}}
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("configs", nargs="+", help="LABEL=SPECULATIVE_CONFIG_JSON; the first is the baseline")
+    ap.add_argument("--ember", type=Path, default=ROOT / "build/release/tools/ember/ember")
+    ap.add_argument("--binary", action="append", default=[], metavar="LABEL=PATH",
+                    help="serve configuration LABEL with this ember binary instead of --ember")
+    ap.add_argument("--peer", action="append", default=[], metavar="LABEL=ARGS",
+                    help="a llama-server configuration (extra arguments, shell-quoted) in the same rounds")
+    ap.add_argument("--llama-server", type=Path, default=Path(os.path.expanduser("~/.cache/ember/llama.cpp/bin/llama-server")))
+    ap.add_argument("--model", type=Path, default=MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--dataset", type=Path, default=ROOT / "bench/datasets/dspark_chat.jsonl")
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=10, help="rounds per instance")
+    ap.add_argument("--instances", type=int, default=1,
+                    help="fresh servers this many times, --rounds rounds each; the interval is then over instances")
+    ap.add_argument("--prompts", type=int, default=8, help="requests per round and configuration")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+
+    labels, specs = zip(*(c.split("=", 1) for c in a.configs))
+    peers = dict(c.split("=", 1) for c in a.peer)
+    if len(peers) != len(a.peer) or set(peers) & set(labels) or len(set(labels)) != len(labels):
+        raise SystemExit("every configuration and --peer needs a label of its own")
+    labels, specs = labels + tuple(peers), specs + tuple(peers.values())
+    binaries = dict(b.split("=", 1) for b in a.binary)
+    if not set(binaries) <= set(labels) - set(peers):
+        raise SystemExit(f"--binary names no ember configuration: {sorted(set(binaries) - (set(labels) - set(peers)))}")
+    rates = {label: [] for label in labels}
+    instance_of_round = []
+    for instance in range(a.instances):
+        run_instance(a, labels, specs, peers, binaries, instance, rates)
+        instance_of_round += [instance] * a.rounds
+
+    summary = {"concurrency": a.concurrency, "rounds": a.rounds, "instances": a.instances, "prompts": a.prompts,
+               "rates": rates, "ratios": {}}
     # Every configuration against the first; each further peer also against the first peer (a
     # peer's own speculation against its own plain server).
     pairs = [(label, labels[0]) for label in labels[1:]]
@@ -127,13 +157,19 @@ def main():
     pairs += [(label, peer_labels[0]) for label in peer_labels[1:]]
     for label, base in pairs:
         logs = [math.log(x / y) for x, y in zip(rates[label], rates[base])]
-        mean = statistics.mean(logs)
-        se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
+        # One sample per instance when there are several (rounds of one instance share its luck).
+        samples = logs if a.instances == 1 else [
+            statistics.mean(v for v, i in zip(logs, instance_of_round) if i == k) for k in range(a.instances)]
+        mean = statistics.mean(samples)
+        se = statistics.stdev(samples) / math.sqrt(len(samples)) if len(samples) > 1 else float("nan")
         ratio = {"geomean": math.exp(mean), "low": math.exp(mean - 2 * se), "high": math.exp(mean + 2 * se)}
+        if a.instances > 1:
+            ratio["per_instance"] = [math.exp(v) for v in samples]
         summary["ratios"][label if base == labels[0] else f"{label}/{base}"] = ratio
+        spread = f"{a.rounds} rounds" if a.instances == 1 else f"{a.instances} instances x {a.rounds} rounds"
         print(f"{label} / {base} at {a.concurrency} requests: {ratio['geomean']:.3f}x "
               f"(95%: {ratio['low']:.3f}-{ratio['high']:.3f}), {statistics.mean(rates[label]):.1f} vs "
-              f"{statistics.mean(rates[base]):.1f} tok/s mean over {a.rounds} rounds")
+              f"{statistics.mean(rates[base]):.1f} tok/s mean over {spread}")
     (a.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
