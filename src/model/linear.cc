@@ -38,7 +38,7 @@ Linear Linear::Quantized(const quant::QuantMatrix& weight, std::shared_ptr<const
   linear.read_row_ = &ReadGgufRow;
   linear.quant_ = weight;
   // A type with a packed form (every quantized type, quant/gguf_packed.h) gets a repacked copy for
-  // the 16-row GEMM while the avx512 variant is active.
+  // the 16-row GEMM while the avx512 variant is active, or the avx2 one for the 32-element types.
   linear.owner_ = quant::PackQuantMatrix(weight);
   linear.quant_.packed = linear.owner_.get();
   if (linear.owner_ != nullptr) {

@@ -276,7 +276,7 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
       fmt::format("memory: weights {:.1f} MiB{}, KV cache {:.1f} MiB, step workspace {:.1f} MiB",
                   p.weight_bytes / 1048576.0,
                   p.repacked_weight_bytes > 0
-                      ? fmt::format(" (+{:.1f} MiB repacked for the AVX-512 / AMX GEMMs)", p.repacked_weight_bytes / 1048576.0)
+                      ? fmt::format(" (+{:.1f} MiB repacked for the packed GEMMs)", p.repacked_weight_bytes / 1048576.0)
                       : std::string(),
                   p.kv_bytes / 1048576.0, p.workspace_bytes / 1048576.0),
       fmt::format("KV cache: {}", kv::DescribeKvConfig(p.kv)),

@@ -94,7 +94,7 @@ Expected<std::unique_ptr<CausalLM>> LoadModelWithLog(const std::string& model_di
   const WeightBytes bytes = (*model)->weight_bytes();
   EMBER_LOG_INFO("loaded {} ({}) in {:.2f} s: weights {:.1f} MiB{}, {:.1f} MiB streamed per decode token", model_dir,
                  (*model)->info().architecture, seconds, bytes.total / 1048576.0,
-                 bytes.repacked > 0 ? fmt::format(" (+{:.1f} MiB repacked for the AVX-512 GEMM)", bytes.repacked / 1048576.0)
+                 bytes.repacked > 0 ? fmt::format(" (+{:.1f} MiB repacked for the packed GEMMs)", bytes.repacked / 1048576.0)
                                     : std::string(),
                  bytes.per_token_decode / 1048576.0);
   EMBER_LOG_INFO("cpu: {}; kernels: {}; threads: {}", HostCpuFeatures().ToString(),

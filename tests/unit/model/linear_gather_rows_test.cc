@@ -1,6 +1,6 @@
 // Linear::GatherRows (a drafter's lm_head over its draft vocabulary): the gathered matrix's
 // products are bitwise the selected columns of the full matrix's, for dense (f32, bf16) and GGUF
-// (Q8_0, repacked for the AVX-512 GEMM where that variant runs) weights, at one row and at several.
+// (Q8_0, repacked for the packed GEMM where the variant has one) weights, at one row and at several.
 #include <gtest/gtest.h>
 
 #include <algorithm>
