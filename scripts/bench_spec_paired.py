@@ -11,13 +11,16 @@ prompts (seed = round) to every server in turn, rotating the order, so drift hit
 configuration alike. The result is the geometric mean of the per-round ratios with a 95%
 interval (two standard errors of the log ratios).
 
-Two servers of the same configuration differ by more than their rounds' scatter suggests: an
-A/A pair (`none= none_b=`) at 1 request read 0.941x (0.911-0.972) over 10 rounds on a Zen 3 EPYC
-(bench/results/dspark_s27), a gap that stays for the servers' lifetime (where their memory landed,
-what the guard learned). `--instances K` therefore starts every configuration's server afresh K
-times, `--rounds` rounds each, and takes the interval from the K per-instance mean log ratios
-(two standard errors over instances), so an instance's luck counts as the noise it is; with one
-instance it is the per-round interval as before. Add an A/A pair to see the method's own floor.
+Add an A/A pair (`none= none_b=`, two identical servers) to see the method's own floor. Started
+together, as this script used to start them, the second of two identical servers read 0.941x
+(0.911-0.972) and 0.952x of the first at 1 request on a Zen 3 EPYC (bench/results/dspark_s27);
+started one at a time in a rotated order, 1.009-1.016x. So the servers start one at a time, in an
+order rotated per instance, and `--instances K` starts them afresh K times, `--rounds` rounds each,
+taking the interval from the K per-instance mean log ratios (two standard errors over instances),
+so that one set of servers' luck counts as the noise it is; with one instance (the default) the
+interval is the per-round one.
+
+  scripts/bench_spec_paired.py --concurrency 4 --instances 4 --rounds 3 --prompts 16 none= none_b= "dspark=$S"
 
   scripts/bench_spec_paired.py --concurrency 16 --rounds 8 --prompts 32 \\
       none= 'dspark={"method":"dspark","model":"tests/golden/dspark/smollm2","num_speculative_tokens":7}'
