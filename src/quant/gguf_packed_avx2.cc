@@ -87,9 +87,12 @@ constexpr int64_t BlockBytes() {
 }
 
 // kRows activation rows against half h (rows 8h .. 8h + 7) of one 16-row group:
-// out[r * ldy + c] for c < cols.
+// out[r * ldy + c] for c < cols. `prefetch`: the first pass over the group, which streams it from
+// memory (it reads a part of every line of each block: 32 bytes of each 64-byte vector); later
+// passes, the other half and further activation rows, find it in cache.
 template <Legacy kType, int kRows>
-void TileHalf(int64_t nb, const uint8_t* group, int h, const uint8_t* const* rows, float* y, int64_t ldy, int cols) {
+void TileHalf(int64_t nb, const uint8_t* group, int h, const uint8_t* const* rows, float* y, int64_t ldy, int cols,
+              bool prefetch) {
   constexpr bool kQ8 = kType == Legacy::kQ8_0;
   constexpr bool kMin = kType == Legacy::kQ4_1 || kType == Legacy::kQ5_1;
   constexpr bool kFifthBit = kType == Legacy::kQ5_0 || kType == Legacy::kQ5_1;
@@ -107,7 +110,7 @@ void TileHalf(int64_t nb, const uint8_t* group, int h, const uint8_t* const* row
   for (int r = 0; r < kRows; ++r) acc[r] = second[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = group + b * kBlockBytes;
-    PrefetchAhead(block, kBlockBytes / 2);
+    if (prefetch) PrefetchAhead(block, kBlockBytes);
     __m256i isum[kRows], part[kRows];
     for (int r = 0; r < kRows; ++r) isum[r] = part[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
@@ -157,7 +160,7 @@ void TileHalf(int64_t nb, const uint8_t* group, int h, const uint8_t* const* row
 }
 
 using TileFn = void (*)(int64_t nb, const uint8_t* group, int h, const uint8_t* const* rows, float* y, int64_t ldy,
-                        int cols);
+                        int cols, bool prefetch);
 
 // Groups [group_begin, group_end), each as two halves: kTileRows activation rows per pass over a
 // half's blocks, then the 1-3 rows left in one pass, each row's sequence the same whichever tile
@@ -180,7 +183,7 @@ void Groups(const uint8_t* packed, int64_t n, int64_t k, int64_t group_begin, in
       for (int64_t i = 0; i < m; i += kTileRows) {
         const int tile = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
         for (int r = 0; r < tile; ++r) rows[r] = act + (i + r) * act_bytes;
-        kTiles[tile - 1](nb, group, h, rows, out + i * n, n, cols);
+        kTiles[tile - 1](nb, group, h, rows, out + i * n, n, cols, h == 0 && i == 0);
       }
     }
   }
