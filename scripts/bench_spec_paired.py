@@ -135,6 +135,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
     a = ap.parse_args()
+    if a.instances < 1 or a.rounds < 1 or a.prompts < 1:
+        raise SystemExit("--instances, --rounds and --prompts must be at least 1")
     a.out.mkdir(parents=True, exist_ok=True)
 
     labels, specs = zip(*(c.split("=", 1) for c in a.configs))

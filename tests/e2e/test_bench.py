@@ -1,8 +1,11 @@
 """`ember bench serve | throughput | roofline` end to end: the load generator against a live
-`ember serve` (SmolLM2), offline throughput on a tiny model, and a roofline smoke run. No timing
-assertions: the numbers depend on the machine; the tests check the counts and the JSON shape."""
+`ember serve` (SmolLM2), offline throughput on a tiny model, a roofline smoke run, and the paired
+A/B script (scripts/bench_spec_paired.py). No timing assertions: the numbers depend on the
+machine; the tests check the counts and the JSON shape."""
 import json
+import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -194,3 +197,23 @@ def test_bench_expert_load_refusals(ember_bin, golden_dir, tmp_path):
     counts.write_text(json.dumps({"num_experts": 8, "layers": {"0": [1] * 7}}))
     bad = run(ember_bin, "placement", "--counts", counts, "--expert-parallel-size", 2, "--out", placement, check=False)
     assert bad.returncode == 1 and "layers.0 has 7 counts, num_experts is 8" in bad.stderr
+
+
+def test_bench_spec_paired_instances(ember_bin, tmp_path):
+    """scripts/bench_spec_paired.py --instances: fresh servers per instance, one ratio per instance
+    behind the interval, every round's rate kept; impossible counts are refused."""
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts/bench_spec_paired.py"
+    bad = subprocess.run([sys.executable, str(script), "--instances", "0", "none="], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--instances, --rounds and --prompts must be at least 1" in bad.stderr
+    if not SMOLLM.exists():
+        pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
+    out = tmp_path / "paired"
+    subprocess.run([sys.executable, str(script), "--ember", str(ember_bin), "--model", str(SMOLLM), "--threads", "1",
+                    "--instances", "2", "--rounds", "1", "--prompts", "1", "--output-len", "4", "--out", str(out),
+                    "none=", "none_b="], check=True, capture_output=True, text=True, timeout=600)
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["instances"] == 2 and [len(v) for v in summary["rates"].values()] == [2, 2]
+    ratio = summary["ratios"]["none_b"]
+    assert len(ratio["per_instance"]) == 2 and ratio["low"] <= ratio["geomean"] <= ratio["high"]
+    assert {p.name for p in out.glob("server_*.log")} == {"server_none_0.log", "server_none_1.log",
+                                                          "server_none_b_0.log", "server_none_b_1.log"}
