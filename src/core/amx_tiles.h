@@ -11,7 +11,7 @@
 // before the amx level can be selected.
 #pragma once
 
-// GCC spells the feature macro __AMX_TILE__, clang (the tsan and fuzz presets) __AMXTILE__.
+// GCC spells the feature macro __AMX_TILE__, clang (the asan and tsan presets) __AMXTILE__.
 #if !defined(__AMX_TILE__) && !defined(__AMXTILE__)
 #error "core/amx_tiles.h is for files built with the AMX flags (*_amx.cc)"
 #endif

@@ -104,6 +104,9 @@ void ExpertWeights::ApplyGrouped(std::span<const Group> groups) const {
     thread_local std::vector<quant::BlockScaledGroup> pieces;  // per thread: no allocation once grown
     pieces.clear();
     for (const Group& g : groups) {
+      // An expert no row was routed to has nothing to compute, and its y may be null (which
+      // y + column must never offset).
+      if (g.n == 0) continue;
       int64_t column = 0;
       for (const quant::BlockScaledMatrix& m : parts_[g.expert]) {
         pieces.push_back({m, g.x, g.n, g.y + column, rows_});

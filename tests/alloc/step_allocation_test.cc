@@ -19,6 +19,7 @@
 #include <string>
 
 #include "model/causal_lm.h"
+#include "support/source_dir.h"
 
 // The replacements below pair malloc with free on purpose; GCC's heuristic cannot see that.
 #if defined(__GNUC__) && !defined(__clang__)

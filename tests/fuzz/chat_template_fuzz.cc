@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chat_template_inputs.h"
+#include "support/source_dir.h"
 #include "tokenizer/chat_template.h"
 
 namespace {

@@ -1,6 +1,6 @@
-// Without libFuzzer (gcc, the release and asan presets): runs a fuzz target over the files given
-// (or the files in the folders given), so that the seed corpus and every crash ever found and
-// committed stay regression tests in the ordinary suites.
+// Without libFuzzer (every build links each target with this as <target>_replay): runs a fuzz
+// target over the files given (or the files in the folders given), so that the seed corpus and
+// every crash ever found and committed stay regression tests in the ordinary suites.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>

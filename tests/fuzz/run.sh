@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes each target for SECONDS under libFuzzer (the fuzz preset's build in build/fuzz), one
+# Fuzzes each target for SECONDS under libFuzzer (the asan preset's build in build/asan), one
 # after the other: `make test-fuzz` (a short run, part of `make test`) and `make fuzz` (longer).
 #   tests/fuzz/run.sh SECONDS TARGET...
-# New interesting inputs collect in build/fuzz/corpus/<target> (kept between runs, never
+# New interesting inputs collect in build/asan/fuzz/corpus/<target> (kept between runs, never
 # committed); the committed corpus/<target>/ is read, never written. A crash, a sanitizer report,
 # a leak, an input slower than FUZZ_UNIT_TIMEOUT seconds or one needing more than FUZZ_RSS_MB of
 # memory stops that target, prints where its input was written and how to replay it, and makes
@@ -11,8 +11,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 seconds=$1
 shift
-build=build/fuzz
-artifacts=$build/artifacts
+build=build/asan
+work=$build/fuzz
+artifacts=$work/artifacts
 unit_timeout=${FUZZ_UNIT_TIMEOUT:-10}
 rss_mb=${FUZZ_RSS_MB:-2048}
 mkdir -p "$artifacts"
@@ -20,20 +21,20 @@ failed=()
 for target in "$@"; do
   exe=$build/tests/fuzz/$target
   if [[ ! -x $exe ]]; then
-    echo "fuzz: $exe is not built (cmake --build --preset fuzz)" >&2
+    echo "fuzz: $exe is not built (make asan-build)" >&2
     exit 2
   fi
-  mkdir -p "$build/corpus/$target"
-  log=$build/fuzz-$target.log
+  mkdir -p "$work/corpus/$target"
+  log=$work/fuzz-$target.log
   before=$(ls "$artifacts" | sort)
   start=$(date +%s)
   "$exe" -max_total_time="$seconds" -timeout="$unit_timeout" -rss_limit_mb="$rss_mb" -print_final_stats=1 \
-    -artifact_prefix="$artifacts/$target-" "$build/corpus/$target" "tests/fuzz/corpus/$target" > "$log" 2>&1
+    -artifact_prefix="$artifacts/$target-" "$work/corpus/$target" "tests/fuzz/corpus/$target" > "$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   if [[ $rc -eq 0 ]]; then
-    echo "fuzz: $target ok: ${runs:-?} runs in $(($(date +%s) - start)) s (${speed:-?}/s), $(ls "$build/corpus/$target" | wc -l) inputs in $build/corpus/$target"
+    echo "fuzz: $target ok: ${runs:-?} runs in $(($(date +%s) - start)) s (${speed:-?}/s), $(ls "$work/corpus/$target" | wc -l) inputs in $work/corpus/$target"
     continue
   fi
   failed+=("$target")

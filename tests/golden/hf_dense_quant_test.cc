@@ -21,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "model/quantized_weights.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

@@ -25,6 +25,7 @@
 #include "quant/block_scaled.h"
 #include "support/model_cache.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

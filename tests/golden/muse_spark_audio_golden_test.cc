@@ -16,6 +16,7 @@
 #include "model/weight_source.h"
 #include "support/golden_logits.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

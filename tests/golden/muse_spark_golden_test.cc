@@ -12,6 +12,7 @@
 #include "model/causal_lm.h"
 #include "support/golden_logits.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

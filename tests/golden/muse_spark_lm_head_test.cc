@@ -14,6 +14,7 @@
 
 #include "model/causal_lm.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

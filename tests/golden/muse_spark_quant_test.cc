@@ -29,6 +29,7 @@
 #include "model/quantized_weights.h"
 #include "support/golden_logits.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

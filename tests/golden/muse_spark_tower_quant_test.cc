@@ -29,6 +29,7 @@
 #include "model/weight_source.h"
 #include "quant/block_scaled_dot.h"
 #include "support/golden_logits.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

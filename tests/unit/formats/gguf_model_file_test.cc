@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

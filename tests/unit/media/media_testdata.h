@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/source_dir.h"
+
 namespace ember::media::testing {
 
 inline std::string TestdataPath(const std::string& name) {

@@ -19,6 +19,7 @@
 #include "model/blocks/dense_decoder.h"
 #include "model/causal_lm.h"
 #include "random_dense_decoder.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/causal_lm.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

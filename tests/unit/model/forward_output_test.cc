@@ -11,6 +11,7 @@
 
 #include "model/causal_lm.h"
 #include "random_dense_decoder.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

@@ -17,6 +17,7 @@
 #include "model/causal_lm.h"
 #include "model/kv_store.h"
 #include "random_dense_decoder.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

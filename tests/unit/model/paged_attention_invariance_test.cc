@@ -162,7 +162,6 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
         ASSERT_EQ(std::memcmp(rows.data(), whole.data(), rows.size() * sizeof(float)), 0) << threads << " threads";
       }
     }
-    // Chunked prefills (tiles start at other offsets), the chunk batched with other sequences.
     // Chunked prefills (tiles start at other offsets), batched with other sequences or alone;
     // the lone chunks of 8 after a first chunk of 6 are the few-tiles path with multi-row tiles
     // (with a 512-key window, a tile at positions 766-773 spans four segments).
@@ -171,7 +170,15 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
       int threads;
       bool batched;
     };
-    for (const Plan& plan : {Plan{1, 1, 2, true}, Plan{7, 7, 1, true}, Plan{100, 100, 3, true}, Plan{6, 8, 2, false}}) {
+#ifdef EMBER_SANITIZED
+    // Under the sanitizers a query at a time (600 calls over every variant, 1-4 minutes a test)
+    // is left to the release suite: the probes above and below call one query at a time.
+    const std::vector<Plan> plans = {Plan{7, 7, 1, true}, Plan{100, 100, 3, true}, Plan{6, 8, 2, false}};
+#else
+    const std::vector<Plan> plans = {Plan{1, 1, 2, true}, Plan{7, 7, 1, true}, Plan{100, 100, 3, true},
+                                     Plan{6, 8, 2, false}};
+#endif
+    for (const Plan& plan : plans) {
       std::vector<float> rows;
       for (int64_t begin = 0; begin < n; begin += begin == 0 ? plan.first : plan.chunk) {
         const int64_t end = std::min(n, begin + (begin == 0 ? plan.first : plan.chunk));

@@ -12,6 +12,7 @@
 #include "formats/checkpoint.h"
 #include "model/quant_scheme.h"
 #include "model/quantized_weights.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "model/causal_lm.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

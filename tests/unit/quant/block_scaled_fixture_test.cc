@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "quant/block_scaled.h"
+#include "support/source_dir.h"
 
 namespace ember::quant {
 namespace {

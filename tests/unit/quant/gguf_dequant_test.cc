@@ -18,6 +18,7 @@
 #include "core/dtypes.h"
 #include "formats/ggml_type.h"
 #include "quant/gguf_blocks.h"
+#include "support/source_dir.h"
 
 namespace ember::quant {
 namespace {

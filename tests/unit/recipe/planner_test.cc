@@ -8,6 +8,7 @@
 #include "formats/safetensors.h"
 #include "recipe/report.h"
 #include "runner/local_engine.h"
+#include "support/source_dir.h"
 
 namespace ember::recipe {
 namespace {

@@ -22,6 +22,7 @@
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
 #include "support/engine_run.h"
+#include "support/source_dir.h"
 #include "unit/runner/local_engine_support.h"
 #include "unit/spec/dspark_random_drafter.h"
 

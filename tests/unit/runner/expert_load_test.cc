@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "local_engine_support.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

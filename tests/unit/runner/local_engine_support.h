@@ -12,6 +12,7 @@
 
 #include "model/causal_lm.h"
 #include "runner/local_engine.h"
+#include "support/source_dir.h"
 
 namespace ember::test {
 

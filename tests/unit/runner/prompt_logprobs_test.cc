@@ -12,6 +12,7 @@
 #include "runner/local_engine.h"
 #include "runner/sampler/logprobs.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

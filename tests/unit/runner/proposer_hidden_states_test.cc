@@ -11,6 +11,7 @@
 #include "spec/ngram_proposer.h"
 #include "support/engine_run.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember {
 namespace {

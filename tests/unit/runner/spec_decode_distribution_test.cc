@@ -14,6 +14,7 @@
 #include "runner/local_engine.h"
 #include "core/counter_random.h"
 #include "spec/draft_model_loader.h"
+#include "support/source_dir.h"
 #include "unit/runner/local_engine_support.h"
 #include "unit/spec/dspark_random_drafter.h"
 

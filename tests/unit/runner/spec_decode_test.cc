@@ -12,6 +12,7 @@
 
 #include "model/causal_lm.h"
 #include "support/engine_run.h"
+#include "support/source_dir.h"
 #include "unit/runner/local_engine_support.h"
 #include "runner/local_engine.h"
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -263,10 +264,12 @@ TEST_F(RemoteFetchTest, SizesAreRefusedFromTheHeaderAndFromTheBytes) {
 }
 
 TEST_F(RemoteFetchTest, ASlowServerRunsOutOfTime) {
-  std::atomic<bool> done{false};
-  server_.Route("/slow", [&done](int fd) {
+  // Shared with the server's thread, which may still be sending when the test body returns (the
+  // fixture stops the server after it): a local captured by reference would be read after its end.
+  const auto done = std::make_shared<std::atomic<bool>>(false);
+  server_.Route("/slow", [done](int fd) {
     FakeMediaServer::Send(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
-    for (int i = 0; i < 100 && !done; ++i) {  // a byte every 50 ms: 5 s for the body
+    for (int i = 0; i < 100 && !*done; ++i) {  // a byte every 50 ms: 5 s for the body
       FakeMediaServer::Send(fd, "z");
       std::this_thread::sleep_for(50ms);
     }
@@ -275,7 +278,7 @@ TEST_F(RemoteFetchTest, ASlowServerRunsOutOfTime) {
   policy_.timeout_seconds = 0.5;
   const auto start = std::chrono::steady_clock::now();
   const std::string error = ErrorOf(Fetch(server_.Url("127.0.0.1", "/slow")));
-  done = true;
+  *done = true;
   EXPECT_NE(error.find("did not arrive within 0.5 s (--media-fetch-timeout)"), std::string::npos) << error;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
 }

@@ -21,6 +21,7 @@
 #include "spec/draft_model_loader.h"
 #include "spec/vocabulary_check.h"
 #include "support/single_sequence.h"
+#include "support/source_dir.h"
 
 namespace ember::spec {
 namespace {

@@ -12,6 +12,7 @@
 #include "dspark_random_drafter.h"
 #include "model/causal_lm.h"
 #include "spec/dspark/dspark_loader.h"
+#include "support/source_dir.h"
 
 namespace ember::spec::dspark {
 namespace {

@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "model/linear.h"
 #include "spec/dspark/drafter.h"
+#include "support/source_dir.h"
 
 namespace ember::spec::dspark::test {
 

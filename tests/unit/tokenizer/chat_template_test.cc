@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/source_dir.h"
 #include "tokenizer/jinja/template.h"
 
 namespace ember {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/source_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::tokenizer_testing {
