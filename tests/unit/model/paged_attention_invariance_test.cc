@@ -170,15 +170,7 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
       int threads;
       bool batched;
     };
-#ifdef EMBER_SANITIZED
-    // Under the sanitizers a query at a time (600 calls over every variant, 1-4 minutes a test)
-    // is left to the release suite: the probes above and below call one query at a time.
-    const std::vector<Plan> plans = {Plan{7, 7, 1, true}, Plan{100, 100, 3, true}, Plan{6, 8, 2, false}};
-#else
-    const std::vector<Plan> plans = {Plan{1, 1, 2, true}, Plan{7, 7, 1, true}, Plan{100, 100, 3, true},
-                                     Plan{6, 8, 2, false}};
-#endif
-    for (const Plan& plan : plans) {
+    for (const Plan& plan : {Plan{1, 1, 2, true}, Plan{7, 7, 1, true}, Plan{100, 100, 3, true}, Plan{6, 8, 2, false}}) {
       std::vector<float> rows;
       for (int64_t begin = 0; begin < n; begin += begin == 0 ? plan.first : plan.chunk) {
         const int64_t end = std::min(n, begin + (begin == 0 ? plan.first : plan.chunk));
@@ -219,6 +211,12 @@ class PagedAttentionInvarianceTest : public ::testing::TestWithParam<kv::KvDtype
   void RunOnEveryVariant(const Shape& s, uint32_t seed) {
     Setup(s, seed);
     for (const Isa isa : AvailableIsas()) {
+#ifdef EMBER_SANITIZED
+      // The scalar oracle converts each K/V element through a call: under the sanitizers it took
+      // 95% of this suite's time (2-5 minutes a test). The release suite runs it here, and the
+      // sanitizers see its memory accesses in paged_attention_test.
+      if (isa == Isa::kRef) continue;
+#endif
       SCOPED_TRACE(std::string(IsaName(isa)));
       ASSERT_TRUE(SelectIsa(IsaName(isa)).ok());
       CheckSequence0();
