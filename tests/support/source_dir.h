@@ -1,5 +1,5 @@
 // The source tree's root, for the tests and fuzz targets that read committed fixtures
-// (EMBER_SOURCE_DIR "/tests/..."). Found at run time, never compiled in: an absolute path in a
+// (std::string(EMBER_SOURCE_DIR) + "/tests/..."; a value, not a literal). Found at run time, never compiled in: an absolute path in a
 // compile command differs between two clones, and ccache could then reuse none of the test
 // objects in a fresh clone (CI's). ctest sets $EMBER_SOURCE_DIR (tests/CMakeLists.txt); a test
 // binary run by hand from a build folder inside the tree finds the root above itself.
