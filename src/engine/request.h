@@ -137,9 +137,9 @@ class Request {
   // Draft tokens the last plan let this request verify (adaptive speculation's memory).
   int32_t last_spec_plan() const { return last_spec_plan_; }
   void set_last_spec_plan(int32_t n) { last_spec_plan_ = n; }
-  // A drafter model's view (SchedulerConfig::proposer_catches_up): the request's token count when
-  // the runner last drafted for it, so the drafter has computed that many; 0 before, and again
-  // after a preemption (the runner's proposer drops the request then).
+  // The request's token count when the runner last drafted for it; 0 before, and again after a
+  // preemption (the runner's proposer drops the request then). A drafter model
+  // (SchedulerConfig::proposer_catches_up) has computed that many; DSpark has projected them.
   int64_t drafter_tokens() const { return drafter_tokens_; }
   void set_drafter_tokens(int64_t n) { drafter_tokens_ = n; }
   // Per KV group, the block-list lengths the runner must cut its copy to before the next diff's

@@ -337,15 +337,36 @@ int32_t Scheduler::TokensToPropose(Request& req) {
     // A probe asks whether the plan would verify fresh drafts now; a few requests' drafts answer
     // that (the plan verifies the drafts it is surest of), while drafting for every request of a
     // step of 16 cost the SmolLM2 DSpark drafter about as much as the decode step itself.
-    if (costly && guard_.Probing(decodes) && guard_step_.probe_drafts++ >= kProbeDrafts) return 0;
+    if (costly && guard_.Probing(decodes) && !ProbesWith(req)) return 0;
   }
   if (config_.proposer_catches_up) {
     guard_step_.catch_up_tokens += std::max<int64_t>(0, req.num_tokens() - req.drafter_tokens());
-    req.set_drafter_tokens(req.num_tokens());
   }
+  req.set_drafter_tokens(req.num_tokens());
   const int32_t want = config_.adaptive_speculation ? std::max(2, req.last_spec_plan() + 2)
                                                     : config_.num_speculative_tokens;
   return std::min(want, config_.num_speculative_tokens);
+}
+
+int64_t Scheduler::DrafterLag(const Request& req) {
+  return req.num_tokens() - std::max(req.drafter_tokens(), req.num_prompt_tokens());
+}
+
+bool Scheduler::ProbesWith(const Request& req) {
+  // The probe's kProbeDrafts requests are those the drafter is most nearly current with: a
+  // drafter that catches up (a draft model) or keeps its context lazily (DSpark projects the
+  // rows of every token since the request last drafted) pays least for them, and a request
+  // prefilled a step ago costs nothing to catch up. Where speculation is off, the first
+  // requests in order would be the longest-running ones, those that cost most.
+  if (!guard_step_.probe_lag) {
+    std::vector<int64_t> lags;
+    for (const Request* r : running_) lags.push_back(DrafterLag(*r));
+    if (lags.empty()) lags.push_back(DrafterLag(req));
+    const size_t n = std::min<size_t>(kProbeDrafts, lags.size());
+    std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(n - 1), lags.end());
+    guard_step_.probe_lag = lags[n - 1];
+  }
+  return DrafterLag(req) <= *guard_step_.probe_lag && guard_step_.probe_drafts++ < kProbeDrafts;
 }
 
 bool Scheduler::ProposerIsCostly(int64_t decodes) const {

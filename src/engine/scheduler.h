@@ -206,9 +206,13 @@ class Scheduler {
   void ScheduleRunning(StepPlan& plan);
   // Sets num_spec_tokens of the decoding requests in `order` for this step.
   void PlanSpeculativeTokens(const std::vector<Request*>& order, int64_t budget);
-  // Tokens the runner should draft after this step for `req` (0: none). Marks `req` as caught up
-  // when it asks a drafter model to draft for it.
+  // Tokens the runner should draft after this step for `req` (0: none). Marks the drafter as
+  // current with `req` (Request::drafter_tokens) when it asks for a draft.
   int32_t TokensToPropose(Request& req);
+  // Tokens of `req` its proposer has not drafted since (its prompt not counted).
+  static int64_t DrafterLag(const Request& req);
+  // In a probing step, whether `req` is one of the kProbeDrafts that draft; counts it.
+  bool ProbesWith(const Request& req);
   // What PlanSpeculation needs besides the candidates: the step cost model, the proposer's cost.
   SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
   // The proposer's time is a noticeable part of a step of `decodes` decodes (not a lookup).
@@ -294,6 +298,7 @@ class Scheduler {
     int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
     std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
     int64_t probe_drafts = 0;               // requests a costly proposer probes with this step
+    std::optional<int64_t> probe_lag;       // ProbesWith's bound on DrafterLag, once asked in the step
   };
   GuardStep guard_step_;
 };

@@ -191,6 +191,7 @@ void ModelRunner::ShareHiddenStates(const std::vector<RunnerRequest*>& requests,
     states.first_row = built.batch.query_start_loc[i];
     // The diff's num_computed_tokens: where this step's rows start.
     states.first_position = requests[i]->num_computed_tokens;
+    states.num_prompt_tokens = requests[i]->num_prompt_tokens;
     states.tokens = requests[i]->tokens;
     states.block_keys = kv::BlockKeys(requests[i]->cache_salt_key, requests[i]->block_content);
     proposer_->ObserveTargetHiddenStates(requests[i]->req, states);

@@ -66,6 +66,7 @@ struct TargetHiddenStates {
   int64_t first_row = 0;             // the request's first verified row in the batch
   int64_t num_rows = 0;              // verified positions: a prefill chunk, or 1 + accepted drafts
   int64_t first_position = 0;
+  int64_t num_prompt_tokens = 0;     // positions below it are the prompt's
   // The request's tokens (prompt then output) through at least first_position + num_rows, and
   // its prefix-cache keys (salt, multimodal content): what a proposer that caches per-prefix
   // state keys it by (positions before first_position may have come from the target's prefix

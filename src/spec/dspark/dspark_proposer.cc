@@ -130,14 +130,13 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
     }
   }
   state.pending_rows += states.num_rows;
+  state.pending_prompt |= states.first_position < states.num_prompt_tokens;
 }
 
 void DSparkProposer::FinishObservations() {
-  // Requests with a batch's worth of rows waiting (a prefill chunk; a request that has not
-  // drafted for a while) are projected now, together; the others wait for their next draft.
   to_project_.clear();
   for (auto& [req, state] : requests_) {
-    if (state.pending_rows >= kLazyRows) to_project_.push_back(&state);
+    if (state.pending_rows >= kMaxWaitingRows || (cache_ && state.pending_prompt)) to_project_.push_back(&state);
   }
   Project(to_project_);
 }
@@ -175,6 +174,7 @@ void DSparkProposer::Project(std::span<RequestState* const> states) {
       next_done += count;
       if (next_done == state.pending_rows) {
         state.pending_rows = 0;
+        state.pending_prompt = false;
         state.pending.clear();
         if (cache_) state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
         ++next;
@@ -271,8 +271,9 @@ void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, 
   auto it = requests_.find(req);
   if (it == requests_.end()) return;
   // A finished request's last rows go to the prefix cache too (a next turn of the conversation
-  // starts with them); a preempted or aborted one's are dropped.
-  if (completed && cache_) ProjectOne(it->second);
+  // starts with them) if it was drafting until about its end; a preempted or aborted one's are
+  // dropped, and so are those of a request that was not drafting (kRecentRows).
+  if (completed && cache_ && it->second.pending_rows <= kRecentRows) ProjectOne(it->second);
   requests_.erase(it);
 }
 

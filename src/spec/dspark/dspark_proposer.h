@@ -85,22 +85,38 @@ class DSparkProposer final : public Proposer {
   // ships calibration.json), so the scheduler plans verification from it (Algorithm 1).
   bool confidences_calibrated() const override { return drafter_->config().enable_confidence_head; }
   std::span<const int32_t> TargetHiddenStateLayers() const override { return drafter_->config().target_layer_ids; }
-  // Keeps the request's tap rows; they are projected into its context lazily (see kLazyRows).
+  // Keeps the request's tap rows; they are projected into its context lazily (see kMaxWaitingRows).
   void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) override;
   void FinishObservations() override;
 
   // The context is kept current lazily: a request's reported rows wait, unprojected, until it
-  // drafts (Propose projects the waiting rows of every request it drafts for, in one batch) or
-  // until this many wait (FinishObservations projects those requests together). Projecting one
-  // row per step costs a matrix-vector product that reads fc's weights for a single row (0.17 ms
-  // a step for SmolLM2's drafter, ~4% of its target's step); where adaptive speculation drafts
-  // rarely, that upkeep was most of what DSpark cost. Batched, a row costs a tenth of that.
-  static constexpr int64_t kLazyRows = 32;
+  // drafts (Propose projects the waiting rows of every request it drafts for, in one batch).
+  // Projecting is the drafter's upkeep, paid per token whether or not the request ever drafts
+  // again: ~2.1M multiply-adds a token for SmolLM2's drafter, ~1.5% of its target, and ~1.6% of a
+  // 16-request server's time by a perf profile while adaptive speculation had switched
+  // verification off there (bench/results/dspark_s29). So rows wait while their request does not
+  // draft, and FinishObservations projects only
+  //  - a request's prompt rows when the prefix cache is on: other requests' prompts restore the
+  //    drafter's context from it (a system prompt the target serves from its own prefix cache
+  //    is never reported again, and a drafter with full-attention layers cannot draft without it);
+  //  - a request with kMaxWaitingRows waiting, which bounds their memory (feature_width floats a
+  //    row: 11.5 KB for SmolLM2's drafter, so 2.9 MB a request).
+  // A request that finishes with more than kRecentRows waiting (it was not drafting: speculation
+  // was off at that load) drops them instead of projecting them into the prefix cache; the next
+  // turn of its conversation then finds the drafter's context only through what was projected
+  // (see RestoreFromCache).
+  static constexpr int64_t kMaxWaitingRows = 256;
+  static constexpr int64_t kRecentRows = 32;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
 
   const DSparkDrafter& drafter() const { return *drafter_; }
   int64_t num_tracked_requests() const { return static_cast<int64_t>(requests_.size()); }
+  // Rows of `req` reported and not projected yet (0 for an unknown request).
+  int64_t num_waiting_rows(RequestId req) const {
+    auto it = requests_.find(req);
+    return it == requests_.end() ? 0 : it->second.pending_rows;
+  }
   // The request's context store (after projecting what was reported), or nullptr.
   const DSparkContext* context(RequestId req);
   // The drafter's prefix cache, or nullptr when off.
@@ -123,6 +139,7 @@ class DSparkProposer final : public Proposer {
     // Reported rows not projected yet ([pending_rows, feature_width]), positions context.end() ..
     std::vector<float> pending;
     int64_t pending_rows = 0;
+    bool pending_prompt = false;  // some waiting rows are prompt positions
     int64_t next_position() const { return context.end() + pending_rows; }
   };
   // Projects the waiting rows of `states` into their contexts, as one batch.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
+#include <map>
 #include <vector>
 
 #include "engine_harness.h"
@@ -441,6 +443,72 @@ TEST(SpeculationGuard, ABlockDrafterProbesWithAFewRequests) {
       });
   EXPECT_GT(probes, 0) << "the guard keeps probing";
   EXPECT_LE(widest, Scheduler::kProbeDrafts) << "a probe drafted for " << widest << " requests";
+}
+
+// A probe drafts for the requests the drafter is most nearly current with
+// (Scheduler::ProbesWith): a DSpark context projects every row since the request last drafted (and
+// a draft model catches up on them), so those that drafted last, or were just prefilled, cost
+// least. Here four short requests leave early and four waiting ones take their slots, last in the
+// running order: the probes after they join draft for them, not for the first requests in order,
+// which have not drafted since the guard's learning.
+TEST(SpeculationGuard, ProbesDraftForTheRequestsTheDrafterIsNearestTo) {
+  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {10e-3, 11e-3, 24e-3}});
+  c.propose_cost_per_position = false;
+  const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 600);
+  kv::KvCacheManager kv(kv_config, {});
+  Scheduler scheduler(c, &kv);
+  test::FakeExecutor executor(c, 1, kv_config.block_size);
+  executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
+  executor.set_draft_errors([](std::span<const int32_t>, int64_t) { return true; });  // never right
+  for (int r = 0; r < 20; ++r) {
+    RequestInput input;
+    input.external_id = "r" + std::to_string(r);
+    input.prompt_token_ids = test::Prompt(8, r);
+    input.sampling.max_tokens = r < 4 ? 80 : 300;
+    input.sampling.ignore_eos = true;
+    ASSERT_TRUE(scheduler.Add(static_cast<RequestIndex>(r), std::move(input)).ok());
+  }
+  std::map<RequestIndex, int64_t> drafted_at;  // the request's tokens when it last drafted (or joined)
+  std::map<RequestIndex, int64_t> tokens;
+  int64_t probes = 0, probes_with_newcomers = 0, stale_probes = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const SchedulerOutput out = scheduler.Schedule();
+    if (out.empty()) break;
+    int64_t drafting = 0;
+    for (size_t i = 0; i < out.scheduled_reqs.size(); ++i) {
+      const RequestIndex r = out.scheduled_reqs[i];
+      tokens[r] = scheduler.Find(r)->num_tokens();
+      if (!drafted_at.contains(r)) drafted_at[r] = tokens[r];
+      drafting += out.num_tokens_to_propose[i] > 0;
+    }
+    if (step >= 20 && drafting > 0 && drafting <= Scheduler::kProbeDrafts) {
+      ++probes;
+      int64_t most_behind_probed = -1, least_behind_other = std::numeric_limits<int64_t>::max();
+      bool newcomer = false;
+      for (size_t i = 0; i < out.scheduled_reqs.size(); ++i) {
+        const RequestIndex r = out.scheduled_reqs[i];
+        const int64_t behind = tokens[r] - drafted_at[r];
+        if (out.num_tokens_to_propose[i] > 0) {
+          most_behind_probed = std::max(most_behind_probed, behind);
+          newcomer |= r >= 16;
+        } else {
+          least_behind_other = std::min(least_behind_other, behind);
+        }
+      }
+      stale_probes += most_behind_probed > least_behind_other;
+      probes_with_newcomers += newcomer;
+    }
+    for (size_t i = 0; i < out.scheduled_reqs.size(); ++i) {
+      if (out.num_tokens_to_propose[i] > 0) drafted_at[out.scheduled_reqs[i]] = tokens[out.scheduled_reqs[i]];
+    }
+    ModelRunnerOutput result = executor.Execute(out);
+    result.propose_seconds = 0.5e-3 * static_cast<double>(drafting);
+    result.execute_seconds = 10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
+    scheduler.UpdateFromOutput(out, result);
+  }
+  EXPECT_GT(probes, 3);
+  EXPECT_GT(probes_with_newcomers, 0) << "no probe drafted for a request that joined late";
+  EXPECT_EQ(stale_probes, 0) << "probes drafted for a request further behind than one left out";
 }
 
 }  // namespace

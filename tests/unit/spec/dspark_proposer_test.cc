@@ -42,9 +42,10 @@ std::vector<int32_t> Tokens(int64_t anchor_position, int32_t anchor) {
 
 // Reports positions [first, first + count) of the fixture's features as one step would: the
 // request's rows sit at batch row 1 of a batch with other rows around them. `tokens` are the
-// request's tokens the runner passes along (Tokens(first + count, 1) unless given).
+// request's tokens the runner passes along (Tokens(first + count, 1) unless given). Positions past
+// the fixture's repeat its rows (for tests that count rows, not compare drafts).
 void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count,
-            std::vector<int32_t> tokens = {}, uint64_t cache_salt_key = 0) {
+            std::vector<int32_t> tokens = {}, uint64_t cache_salt_key = 0, int64_t num_prompt_tokens = 0) {
   if (tokens.empty()) tokens = Tokens(first + count, 1);
   const int64_t hidden = kTarget.hidden_size;
   const size_t taps = p.TargetHiddenStateLayers().size();
@@ -52,7 +53,7 @@ void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, i
   std::vector<float> data(taps * batch_rows * hidden, -7.0f);
   for (size_t t = 0; t < taps; ++t) {
     for (int64_t i = 0; i < count; ++i) {
-      const float* row = f.feature_row(first + i) + t * hidden;
+      const float* row = f.feature_row((first + i) % f.num_positions()) + t * hidden;
       std::copy(row, row + hidden, data.data() + (t * batch_rows + 1 + i) * hidden);
     }
   }
@@ -64,6 +65,7 @@ void Report(DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, i
   s.first_row = 1;
   s.num_rows = count;
   s.first_position = first;
+  s.num_prompt_tokens = num_prompt_tokens;
   s.tokens = tokens;
   s.block_keys = kv::BlockKeys(cache_salt_key);
   p.ObserveTargetHiddenStates(req, s);
@@ -244,6 +246,60 @@ TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
   EXPECT_FALSE(run(64, other, 0));
   EXPECT_FALSE(run(64, {}, 42));
   EXPECT_FALSE(run(0, {}, 0));
+}
+
+// The drafter's upkeep waits for a draft: a request's generated rows are projected only when it
+// drafts (or kMaxWaitingRows wait), its prompt rows at once while the prefix cache is on (other
+// prompts restore from them), and a request that finishes with more than kRecentRows waiting (it
+// was not drafting) drops them instead of storing them in the prefix cache.
+TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
+  constexpr int64_t kBlock = 8, kPrompt = 10;
+  auto step = [](DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count) {
+    Report(p, f, req, first, count, {}, 0, kPrompt);
+    p.FinishObservations();
+  };
+  {
+    Fixture f(GetParam());
+    DSparkProposerOptions o;
+    o.context_cache_block_size = kBlock;
+    o.context_cache_positions = 1024;
+    auto p = MakeProposer(f, o);
+    const DSparkContextCache& cache = *p->context_cache();
+    step(*p, f, 1, 0, kPrompt);
+    EXPECT_EQ(p->num_waiting_rows(1), 0) << "prompt rows are projected at once for the prefix cache";
+    EXPECT_EQ(cache.num_blocks(), 1);
+    const int64_t generated = DSparkProposer::kRecentRows + 8;
+    for (int64_t i = 0; i < generated; ++i) step(*p, f, 1, kPrompt + i, 1);
+    EXPECT_EQ(p->num_waiting_rows(1), generated) << "a request that does not draft projects nothing";
+    EXPECT_EQ(cache.num_blocks(), 1);
+    p->OnReleased(1, Tokens(kPrompt + generated, 1), kPrompt, true);
+    EXPECT_EQ(cache.num_blocks(), 1) << "a request that was not drafting stores no more blocks";
+
+    // One that drafts projects what waited, and a few rows after its last draft still go to the
+    // prefix cache when it finishes: positions 0-23 are three blocks.
+    step(*p, f, 2, 0, kPrompt);
+    for (int64_t i = 0; i < 10; ++i) step(*p, f, 2, kPrompt + i, 1);
+    EXPECT_EQ(p->num_waiting_rows(2), 10);
+    EXPECT_FALSE(ProposeOne(*p, 2, Tokens(kPrompt + 10, 8)).tokens.empty());
+    EXPECT_EQ(p->num_waiting_rows(2), 0);
+    step(*p, f, 2, kPrompt + 10, 4);
+    EXPECT_EQ(p->num_waiting_rows(2), 4);
+    p->OnReleased(2, Tokens(kPrompt + 14, 1), kPrompt, true);
+    EXPECT_EQ(cache.num_blocks(), 3);
+  }
+  {
+    // Without a prefix cache the prompt waits too; kMaxWaitingRows bound what waits.
+    Fixture f(GetParam());
+    auto p = MakeProposer(f);
+    step(*p, f, 1, 0, kPrompt);
+    EXPECT_EQ(p->num_waiting_rows(1), kPrompt);
+    int64_t position = kPrompt;
+    while (position < DSparkProposer::kMaxWaitingRows - 1) step(*p, f, 1, position++, 1);
+    EXPECT_EQ(p->num_waiting_rows(1), DSparkProposer::kMaxWaitingRows - 1);
+    step(*p, f, 1, position++, 1);
+    EXPECT_EQ(p->num_waiting_rows(1), 0);
+    EXPECT_EQ(p->context(1)->end(), position);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkProposerTest, ::testing::Values("tiny", "tiny_gated"),
