@@ -92,10 +92,10 @@ class DSparkProposer final : public Proposer {
   // The context is kept current lazily: a request's reported rows wait, unprojected, until it
   // drafts (Propose projects the waiting rows of every request it drafts for, in one batch).
   // Projecting is the drafter's upkeep, paid per token whether or not the request ever drafts
-  // again: ~2.1M multiply-adds a token for SmolLM2's drafter, ~1.5% of its target, and ~1.6% of a
-  // 16-request server's time by a perf profile while adaptive speculation had switched
-  // verification off there (bench/results/dspark_s29). So rows wait while their request does not
-  // draft, and FinishObservations projects only
+  // again: ~2.1M multiply-adds a token for SmolLM2's drafter, ~1.5% of its target; in a perf
+  // profile of a 16-request server whose plans verified nothing, 0.8% of the engine thread's
+  // samples, then 0.4% with rows waiting (bench/results/dspark_s29). So rows wait while their
+  // request does not draft, and FinishObservations projects only
   //  - a request's prompt rows when the prefix cache is on: other requests' prompts restore the
   //    drafter's context from it (a system prompt the target serves from its own prefix cache
   //    is never reported again, and a drafter with full-attention layers cannot draft without it);
