@@ -359,8 +359,12 @@ bool Scheduler::ProbesWith(const Request& req) {
   // prefilled a step ago costs nothing to catch up. Where speculation is off, the first
   // requests in order would be the longest-running ones, those that cost most.
   if (!guard_step_.probe_lag) {
+    // Among the requests that have sampled: one still computing its prompt drafts nothing this
+    // step, and its lag of 0 would take a probe's place.
     std::vector<int64_t> lags;
-    for (const Request* r : running_) lags.push_back(DrafterLag(*r));
+    for (const Request* r : running_) {
+      if (r->num_output_tokens() > 0) lags.push_back(DrafterLag(*r));
+    }
     if (lags.empty()) lags.push_back(DrafterLag(req));
     const size_t n = std::min<size_t>(kProbeDrafts, lags.size());
     std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(n - 1), lags.end());
