@@ -353,7 +353,7 @@ int64_t Scheduler::DrafterLag(const Request& req) {
 }
 
 bool Scheduler::ProbesWith(const Request& req) {
-  // The probe's kProbeDrafts requests are those the drafter is most nearly current with: a
+  // The probe's ProbeDrafts requests are those the drafter is most nearly current with: a
   // drafter that catches up (a draft model) or keeps its context lazily (DSpark projects the
   // rows of every token since the request last drafted) pays least for them, and a request
   // prefilled a step ago costs nothing to catch up. Where speculation is off, the first
@@ -366,11 +366,12 @@ bool Scheduler::ProbesWith(const Request& req) {
       if (r->num_output_tokens() > 0) lags.push_back(DrafterLag(*r));
     }
     if (lags.empty()) lags.push_back(DrafterLag(req));
-    const size_t n = std::min<size_t>(kProbeDrafts, lags.size());
+    guard_step_.probe_width = ProbeDrafts(static_cast<int64_t>(lags.size()));
+    const size_t n = static_cast<size_t>(guard_step_.probe_width);
     std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(n - 1), lags.end());
     guard_step_.probe_lag = lags[n - 1];
   }
-  return DrafterLag(req) <= *guard_step_.probe_lag && guard_step_.probe_drafts++ < kProbeDrafts;
+  return DrafterLag(req) <= *guard_step_.probe_lag && guard_step_.probe_drafts++ < guard_step_.probe_width;
 }
 
 bool Scheduler::ProposerIsCostly(int64_t decodes) const {

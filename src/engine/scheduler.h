@@ -169,9 +169,13 @@ class Scheduler {
   SchedulerStats Stats() const;
   const SchedulerConfig& config() const { return config_; }
 
-  // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing): enough for the
-  // plan to find a draft worth verifying if there is one, a quarter of a step of 16.
-  static constexpr int64_t kProbeDrafts = 4;
+  // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing) while `running`
+  // requests run: a quarter of them, 1 to kMaxProbeDrafts. The plan weighs each draft by its own
+  // confidences against what verifying its tokens costs in a step of that many decodes, so one
+  // draft it would verify is what a probe looks for; drafting for all four requests at 4 made
+  // every probe cost half a decode step of the SmolLM2 target (each request's waiting rows).
+  static constexpr int64_t kMaxProbeDrafts = 4;
+  static int64_t ProbeDrafts(int64_t running) { return std::clamp<int64_t>(running / 4, 1, kMaxProbeDrafts); }
 
  private:
   struct Scheduled {  // one request's share of the step being planned
@@ -211,7 +215,7 @@ class Scheduler {
   int32_t TokensToPropose(Request& req);
   // Tokens of `req` its proposer has not drafted since (its prompt not counted).
   static int64_t DrafterLag(const Request& req);
-  // In a probing step, whether `req` is one of the kProbeDrafts that draft; counts it.
+  // In a probing step, whether `req` is one of the ProbeDrafts that draft; counts it.
   bool ProbesWith(const Request& req);
   // What PlanSpeculation needs besides the candidates: the step cost model, the proposer's cost.
   SpecPlanInput PlanInput(std::span<const SpecCandidate> candidates, int64_t base_tokens, int64_t base_emitted) const;
@@ -298,6 +302,7 @@ class Scheduler {
     int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
     std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
     int64_t probe_drafts = 0;               // requests a costly proposer probes with this step
+    int64_t probe_width = 0;                // ProbeDrafts of the step, once asked
     std::optional<int64_t> probe_lag;       // ProbesWith's bound on DrafterLag, once asked in the step
   };
   GuardStep guard_step_;

@@ -61,19 +61,23 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   if (!costly) return Explores(next) || VerdictOf(i) != Verdict::kOff;
   // A costly proposer drafts only for a decision that may speculate, and while its plans verify
   // nothing, only for a probe once per kExplorePeriod decisions: the last decision of the period
-  // where the bucket is off (the exploring one), the one before it otherwise.
+  // (the exploring one) where that one may speculate, the one before it otherwise.
   if (!WouldAllow(i, next)) return false;
   if (b.unverified < kMinSteps) return true;
   // The longer the plans find nothing worth verifying, the rarer the probes: a probe of a draft
   // model drafted for every request of the step (a quarter of a step for a 135M target on two
   // cores), so one in kExplorePeriod alone cost more than the 2% the issue allows (probes now
-  // draft for Scheduler::kProbeDrafts requests only). The period doubles every four silent
+  // draft for Scheduler::ProbeDrafts requests only). The period doubles every four silent
   // periods, to kMaxProbePeriod; it stays a multiple of kExplorePeriod, so the probe still lands
   // on the exploring decision of a bucket that is off.
   const int64_t doublings = std::min<int64_t>(kMaxProbeDoublings, (b.unverified - kMinSteps) / (4 * kExplorePeriod));
   const int64_t period = kExplorePeriod << doublings;
   const int64_t phase = next % period;
-  return phase == period - 1 || phase == period - 2;
+  // One probe per period. A bucket whose plans verify nothing never gets a speculating side and
+  // stays learning, where both decisions may speculate: both drafted before, which made every
+  // probe at 4 requests two drafting steps.
+  if (phase == period - 1) return true;
+  return phase == period - 2 && !WouldAllow(i, next + 1);
 }
 
 void SpeculationGuard::Planned(int64_t num_decodes, bool verified, bool allowed) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "engine_harness.h"
@@ -133,6 +134,34 @@ TEST(SpeculationGuard, ProbesGrowRareWhileNothingIsVerified) {
   EXPECT_GE(late, 2);
   guard.Planned(4, true);
   EXPECT_TRUE(guard.WantsDrafts(4, true));
+}
+
+// A bucket whose plans verify nothing never measures a speculating step, so it stays learning,
+// where every other decision may speculate: a probe must still be one drafting decision per
+// period, not the exploring decision and the one before it (before: two, each a drafting step
+// for every probed request).
+TEST(SpeculationGuard, ABucketThatNeverVerifiedProbesOncePerPeriod) {
+  SpeculationGuard guard;
+  int64_t drafting = 0, allowed_drafts = 0;
+  const int64_t periods = 3;
+  int64_t s = 0;
+  for (; !guard.Probing(4); ++s) {  // learning: every allowed decision drafts
+    ASSERT_LT(s, 100);
+    guard.Planned(4, false, guard.Allow(4));
+  }
+  ASSERT_FALSE(guard.off(4)) << "no verdict: nothing speculated";
+  const int64_t first = ((s / SpeculationGuard::kExplorePeriod) + 1) * SpeculationGuard::kExplorePeriod;
+  for (; s < first + periods * SpeculationGuard::kExplorePeriod; ++s) {
+    const bool drafts = guard.WantsDrafts(4, /*costly=*/true);
+    const bool allowed = guard.Allow(4);
+    if (s >= first) {
+      drafting += drafts;
+      allowed_drafts += drafts && allowed;
+    }
+    guard.Planned(4, false, allowed);
+  }
+  EXPECT_EQ(drafting, periods) << "probing decisions in " << periods << " periods";
+  EXPECT_EQ(allowed_drafts, drafting) << "a probe is a decision that may speculate";
 }
 
 // A bucket without a verdict starts from what its neighbours imply: larger than a bucket where
@@ -378,18 +407,20 @@ TEST(SpeculationGuard, ABlockDrafterThatCannotPayBacksOff) {
       << drafting_steps << " of " << decode_steps << " decode steps drafted";
 }
 
-// A block drafter (DSpark: one forward drafts every request's block, priced per step) at 16
-// requests of 200 tokens, drafts going wrong where `wrong` says, each step's startup-measured cost
-// from `cost` and its measured proposer and execute seconds from `time`, given how many requests
-// it asked to draft. `on_decode` sees each decode step and that count.
-void RunBlockDrafterAt16(StepCostModel cost, test::FakeExecutor::WrongFn wrong,
-                         const std::function<void(int64_t drafting, const SchedulerOutput&, ModelRunnerOutput&)>& time,
-                         const std::function<void(int step, int64_t drafting)>& on_decode) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, std::move(cost));
+// A block drafter (DSpark: one forward drafts every request's block, priced per step) at
+// `requests` requests of 200 tokens, drafts going wrong where `wrong` says, each step's
+// startup-measured cost from `cost` and its measured proposer and execute seconds from `time`,
+// given how many requests it asked to draft. `on_decode` sees each decode step and that count.
+void RunBlockDrafter(int requests, StepCostModel cost, test::FakeExecutor::WrongFn wrong,
+                     const std::function<void(int64_t drafting, const SchedulerOutput&, ModelRunnerOutput&)>& time,
+                     const std::function<void(int step, int64_t drafting)>& on_decode) {
+  SchedulerConfig c = test::AdaptiveSpecConfig(requests, 7, std::move(cost));
   c.propose_cost_per_position = false;
-  const auto decode = [](const SchedulerOutput& out, int) { return out.total_num_scheduled_tokens <= 16 * 8; };
+  const auto decode = [requests](const SchedulerOutput& out, int) {
+    return out.total_num_scheduled_tokens <= int64_t{requests} * 8;
+  };
   SpeculatingShare(
-      c, 16, 8, 200, std::move(wrong),
+      c, requests, 8, 200, std::move(wrong),
       [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
         const int64_t drafting = std::count_if(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
                                                [](int32_t n) { return n > 0; });
@@ -407,8 +438,8 @@ void RunBlockDrafterAt16(StepCostModel cost, test::FakeExecutor::WrongFn wrong,
 // bench/results/dspark_s23).
 TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
   int64_t decode_steps = 0, drafting_steps = 0;
-  RunBlockDrafterAt16(
-      {{1, 16, 128}, {1e-3, 16e-3, 128e-3}}, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
+  RunBlockDrafter(
+      16, {{1, 16, 128}, {1e-3, 16e-3, 128e-3}}, [](std::span<const int32_t>, int64_t pos) { return (pos * 7919) % 3 == 0; },
       [](int64_t drafting, const SchedulerOutput& out, ModelRunnerOutput& result) {
         result.propose_seconds = drafting > 0 ? 16e-3 : 0.0;
         result.execute_seconds = 1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
@@ -424,25 +455,30 @@ TEST(SpeculationGuard, ABlockDrafterDoesNotDraftWhereItsAcceptanceCannotPay) {
 
 // Where drafting looks affordable (steps cost mostly a fixed amount, so a draft it were sure of
 // would be verified) but the drafts are never right: the plans verify nothing, and it drafts only
-// for the guard's probes. A probe drafts for kProbeDrafts requests, not the step's 16: on a CPU,
-// drafting for all of them cost the SmolLM2 drafter a decode step.
+// for the guard's probes. A probe drafts for a quarter of the running requests (1 to 4), not
+// all of them: on a CPU, drafting for 16 cost the SmolLM2 drafter a decode step, and for all 4 of
+// 4 half of one.
 TEST(SpeculationGuard, ABlockDrafterProbesWithAFewRequests) {
-  int64_t probes = 0, widest = 0;
-  RunBlockDrafterAt16(
-      {{1, 16, 128}, {10e-3, 11e-3, 24e-3}}, [](std::span<const int32_t>, int64_t) { return true; },
-      [](int64_t drafting, const SchedulerOutput& out, ModelRunnerOutput& result) {
-        result.propose_seconds = 0.5e-3 * static_cast<double>(drafting);
-        result.execute_seconds =
-            10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
-      },
-      [&](int step, int64_t drafting) {
-        if (step >= 20 && drafting > 0) {  // past the first measurements
-          ++probes;
-          widest = std::max(widest, drafting);
-        }
-      });
-  EXPECT_GT(probes, 0) << "the guard keeps probing";
-  EXPECT_LE(widest, Scheduler::kProbeDrafts) << "a probe drafted for " << widest << " requests";
+  for (const int requests : {16, 4}) {
+    SCOPED_TRACE(std::to_string(requests) + " requests");
+    int64_t probes = 0, widest = 0;
+    RunBlockDrafter(
+        requests, {{1, 16, 128}, {10e-3, 11e-3, 24e-3}}, [](std::span<const int32_t>, int64_t) { return true; },
+        [](int64_t drafting, const SchedulerOutput& out, ModelRunnerOutput& result) {
+          result.propose_seconds = 0.5e-3 * static_cast<double>(drafting);
+          result.execute_seconds =
+              10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
+        },
+        [&](int step, int64_t drafting) {
+          if (step >= 40 && drafting > 0) {  // past the first measurements
+            ++probes;
+            widest = std::max(widest, drafting);
+          }
+        });
+    EXPECT_GT(probes, 0) << "the guard keeps probing";
+    EXPECT_EQ(widest, Scheduler::ProbeDrafts(requests)) << "the widest probe";
+    EXPECT_EQ(Scheduler::ProbeDrafts(requests), requests / 4);
+  }
 }
 
 // A probe drafts for the requests the drafter is most nearly current with
@@ -481,7 +517,7 @@ TEST(SpeculationGuard, ProbesDraftForTheRequestsTheDrafterIsNearestTo) {
       if (!drafted_at.contains(r)) drafted_at[r] = tokens[r];
       drafting += out.num_tokens_to_propose[i] > 0;
     }
-    if (step >= 20 && drafting > 0 && drafting <= Scheduler::kProbeDrafts) {
+    if (step >= 20 && drafting > 0 && drafting <= Scheduler::kMaxProbeDrafts) {
       ++probes;
       int64_t most_behind_probed = -1, least_behind_other = std::numeric_limits<int64_t>::max();
       bool newcomer = false;
