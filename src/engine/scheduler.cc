@@ -296,18 +296,6 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   if (!allowed) {
     plan.assign(candidates.size(), 0);
   } else if (config_.adaptive_speculation) {
-    // A probe drafted for a few of the step's decodes (ProbesWith) to ask whether drafting for
-    // all of them would pay, so the plan answers for a step in which every decode had a draft like
-    // these, and verifies their share of that. Judged as a step of its own, the few drafts' gain
-    // was diluted over the whole step against the whole drafting step, and a bucket that went
-    // probing while its drafts were worthless never came back once they were good
-    // (SpeculationGuard.AProbeAsksWhetherDraftingForEveryRequestWouldPay).
-    const bool widened = guard_.Probing(base_emitted) && ProposerIsCostly(base_emitted) &&
-                         static_cast<int64_t>(candidates.size()) < base_emitted;
-    const size_t probed = candidates.size();
-    for (size_t i = probed; widened && static_cast<int64_t>(i) < base_emitted; ++i) {
-      candidates.push_back(candidates[i % probed]);
-    }
     SpecPlanInput input = PlanInput(candidates, base_tokens, base_emitted);
     // A block drafter costs the same per step at any draft length, and where the guard wants the
     // step to draft for the next one, it drafts whatever this plan verifies (TokensToPropose
@@ -321,14 +309,12 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
                                 !guard_.Probing(base_emitted) &&
                                 guard_.WantsDrafts(base_emitted, ProposerIsCostly(base_emitted));
     plan = PlanSpeculation(input);
-    // Equal gains keep their order, so the probed drafts come before their copies.
-    plan.resize(probed);
   } else {
     for (const SpecCandidate& c : candidates) plan.push_back(c.max_tokens);
   }
   guard_.Planned(base_emitted, std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; }), allowed);
   EMBER_LOG_DEBUG("spec plan: {} decodes, {} with drafts, allowed {}, verifies {} tokens, proposer {:.2f} ms", base_emitted,
-                  decodes.size(), allowed, std::accumulate(plan.begin(), plan.end(), int64_t{0}), propose_seconds_ * 1e3);
+                  candidates.size(), allowed, std::accumulate(plan.begin(), plan.end(), int64_t{0}), propose_seconds_ * 1e3);
   for (size_t i = 0; i < decodes.size(); ++i) {
     decodes[i]->set_num_spec_tokens(plan[i]);
     decodes[i]->set_last_spec_plan(plan[i]);

@@ -170,10 +170,10 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
   // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing) while `running`
-  // requests run: a quarter of them, 1 to kMaxProbeDrafts. The probe's plan answers for a step in
-  // which every request had drafts like theirs (PlanSpeculativeTokens), so a few drafts ask the
-  // question; drafting for all four requests at 4 made every probe cost half a decode step of
-  // the SmolLM2 target (each request's waiting rows projected).
+  // requests run: a quarter of them, 1 to kMaxProbeDrafts. The plan weighs each draft by its own
+  // confidences against what verifying its tokens costs in a step of that many decodes; drafting
+  // for all four requests at 4 made every probe cost half a decode step of the SmolLM2 target
+  // (each request's waiting rows projected).
   static constexpr int64_t kMaxProbeDrafts = 4;
   static int64_t ProbeDrafts(int64_t running) { return std::clamp<int64_t>(running / 4, 1, kMaxProbeDrafts); }
 

@@ -481,54 +481,6 @@ TEST(SpeculationGuard, ABlockDrafterProbesWithAFewRequests) {
   }
 }
 
-// A probe drafts for a few of the step's requests to ask whether drafting for all of them would
-// pay, so the plan must answer that question. Judged as a step of its own, a few drafts' gain
-// against the whole drafting step, diluted over a step of 16, could not clear kMinGain: a bucket
-// that went probing while its drafts were worthless never came back once they were good (the
-// drafter's context recovered, the prompts changed). Here a drafting step costs 10 ms whatever
-// it drafts for (a block drafter reading its weights), a decode step 10 ms + 0.1 ms a token, and
-// the drafts are wrong (confidence 0) for the first 60 steps, then right (confidence 0.95): for
-// a probe's two-token drafts the plan predicts 1.33x plain decoding if every request of the step
-// verified one, 0.76x if the four probed did.
-TEST(SpeculationGuard, AProbeAsksWhetherDraftingForEveryRequestWouldPay) {
-  SchedulerConfig c = test::AdaptiveSpecConfig(16, 7, {{1, 16, 128}, {10.16e-3, 11.6e-3, 22.8e-3}});
-  c.propose_cost_per_position = false;
-  const kv::KvCacheConfig kv_config = test::FullOnlyKv(16, 800);
-  kv::KvCacheManager kv(kv_config, {});
-  Scheduler scheduler(c, &kv);
-  test::FakeExecutor executor(c, 1, kv_config.block_size);
-  constexpr int kRight = 60;
-  int now = 0;
-  executor.set_token_fn([](std::span<const int32_t>, int64_t pos) { return static_cast<int32_t>(100 + pos % 50); });
-  executor.set_draft_errors([&](std::span<const int32_t>, int64_t) { return now < kRight; });
-  executor.set_draft_confidences([&](int64_t) { return now < kRight ? 0.0f : 0.95f; });
-  test::AddFixedLengthRequests(scheduler, 16, 8, 700);
-  int64_t probing_before = 0, late_steps = 0, late_speculating = 0;
-  for (; now < 400; ++now) {
-    const SchedulerOutput out = scheduler.Schedule();
-    if (out.empty()) break;
-    const bool decode = out.total_num_scheduled_tokens <= 16 * 8;
-    bool speculating = false;
-    for (const std::vector<int32_t>& d : out.scheduled_spec_tokens) speculating |= !d.empty();
-    const int64_t drafting = std::count_if(out.num_tokens_to_propose.begin(), out.num_tokens_to_propose.end(),
-                                           [](int32_t n) { return n > 0; });
-    if (now >= 30 && now < kRight && decode) probing_before += drafting > 0 && drafting <= Scheduler::kMaxProbeDrafts;
-    if (now >= kRight + 50 && decode) {
-      ++late_steps;
-      late_speculating += speculating;
-    }
-    ModelRunnerOutput result = executor.Execute(out);
-    result.propose_seconds = drafting > 0 ? 10e-3 : 0.0;
-    result.execute_seconds =
-        10e-3 + 0.1e-3 * static_cast<double>(out.total_num_scheduled_tokens) + result.propose_seconds;
-    scheduler.UpdateFromOutput(out, result);
-  }
-  ASSERT_GT(probing_before, 0) << "the bucket was probing before the drafts turned right";
-  ASSERT_GT(late_steps, 20);
-  EXPECT_GT(static_cast<double>(late_speculating) / static_cast<double>(late_steps), 0.8)
-      << late_speculating << " of " << late_steps << " decode steps speculated once the drafts were right";
-}
-
 // A probe drafts for the requests the drafter is most nearly current with
 // (Scheduler::ProbesWith): a DSpark context projects every row since the request last drafted (and
 // a draft model catches up on them), so those that drafted last, or were just prefilled, cost
