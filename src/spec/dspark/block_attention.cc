@@ -18,13 +18,15 @@ int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size) {
 }
 
 void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,
-                     int64_t head, const float* q, const float* k, const float* v, float* scores, float* out) {
+                     int64_t head, const float* q, const float* k, const float* v, float* scores, float* out,
+                     int64_t num_queries) {
+  EMBER_CHECK(num_queries >= 0 && num_queries <= shape.block_size);
   const int64_t hd = shape.head_dim;
   const int64_t q_stride = shape.num_heads * hd;
   const int64_t kv_stride = shape.num_kv_heads * hd;
   const int64_t kv_head = head / (shape.num_heads / shape.num_kv_heads);
   const int64_t kv_offset = kv_head * hd;
-  for (int64_t t = 0; t < shape.block_size; ++t) {
+  for (int64_t t = 0; t < num_queries; ++t) {
     const float* qt = q + t * q_stride + head * hd;
     const int64_t begin = ContextBegin(shape, anchor, t);
     EMBER_CHECK(begin >= context.begin() && anchor == context.end(), "DSpark context [{}, {}) lacks [{}, {})",

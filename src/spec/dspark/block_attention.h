@@ -33,11 +33,14 @@ int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t
 // most keys one query reads, rounded up as kernels::RowAttention wants).
 int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size);
 
-// One query head `head` of one block: out rows [block_size, num_heads * head_dim] (only this
-// head's columns written); q [block_size, num_heads * head_dim] after norm and RoPE; k, v
-// [block_size, num_kv_heads * head_dim] the block's own (k after norm and RoPE). `scores` holds
-// ScoresScratch floats. The context must hold every position ContextBegin names.
+// One query head `head` of one block, for its first `num_queries` slots (block_size: all; the
+// drafter's last layer asks only for the slots whose logits are wanted): out rows [num_queries,
+// num_heads * head_dim] (only this head's columns written); q [num_queries, num_heads * head_dim]
+// after norm and RoPE; k, v [block_size, num_kv_heads * head_dim] the block's own, every slot (k
+// after norm and RoPE). `scores` holds ScoresScratch floats. The context must hold every position
+// ContextBegin names. A slot's output does not depend on num_queries.
 void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,
-                     int64_t head, const float* q, const float* k, const float* v, float* scores, float* out);
+                     int64_t head, const float* q, const float* k, const float* v, float* scores, float* out,
+                     int64_t num_queries);
 
 }  // namespace ember::spec::dspark

@@ -140,7 +140,6 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
   const int64_t h = c.hidden_size;
   const int64_t g = c.block_size;
   const int64_t rows = static_cast<int64_t>(blocks.size()) * g;
-  hidden_.resize(rows * h);
   logits_row_.resize(blocks.size());
   int64_t num_logits = 0;
   for (size_t b = 0; b < blocks.size(); ++b) {
@@ -149,7 +148,10 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
     logits_row_[b] = num_logits;
     num_logits += blocks[b].num_logits;
   }
-  if (rows == 0) return;
+  const int64_t vocab = draft_vocab_size();
+  hidden_.resize(num_logits * h);
+  logits_.resize(num_logits * vocab);
+  if (num_logits == 0) return;
 
   Workspace::Scope scope(workspace_);
   float* residual = workspace_.Take<float>(rows * h);
@@ -163,24 +165,25 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
       EMBER_CHECK(read.ok(), "DSpark: embedding row {}: {}", token, read.message());
     }
   }
-  for (int64_t l = 0; l < c.num_layers; ++l) Layer(weights_.layers[l], l, blocks, positions, residual);
-  kernels::RmsNormGain(residual, rows, h, c.rms_norm_eps, weights_.final_norm.data(), hidden_.data());
+  // Every layer but the last feeds the next one's keys and values, so it runs every slot. The last
+  // one's keys and values still come from every slot, but only the wanted slots (num_logits, the
+  // tokens asked for) need its queries, attention output, o_proj and MLP: with two of seven slots
+  // wanted (what adaptive verification asks for at low load) that is ~20% of the SmolLM2
+  // drafter's step. Rows are independent in every one of those ops, so a wanted slot has the
+  // bits it has when every slot is computed.
+  const int64_t last = c.num_layers - 1;
+  for (int64_t l = 0; l < last; ++l) Layer(weights_.layers[l], l, blocks, /*wanted_only=*/false, positions, residual, residual);
+  float* wanted = workspace_.Take<float>(num_logits * h);
+  Layer(weights_.layers[last], last, blocks, /*wanted_only=*/true, positions, residual, wanted);
+  kernels::RmsNormGain(wanted, num_logits, h, c.rms_norm_eps, weights_.final_norm.data(), hidden_.data());
 
   // The lm_head over the wanted rows only: it is the largest matmul by far (vocab x hidden).
-  const int64_t vocab = draft_vocab_size();
-  logits_.resize(num_logits * vocab);
-  if (num_logits == 0) return;
-  float* wanted = workspace_.Take<float>(num_logits * h);
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    std::copy_n(hidden_.data() + static_cast<int64_t>(b) * g * h, blocks[b].num_logits * h,
-                wanted + logits_row_[b] * h);
-  }
-  (draft_ids_.empty() ? *target_.lm_head : draft_lm_head_).Apply(wanted, num_logits, logits_.data());
+  (draft_ids_.empty() ? *target_.lm_head : draft_lm_head_).Apply(hidden_.data(), num_logits, logits_.data());
   if (c.logit_scale != 1.0f) kernels::ScaleInPlace(logits_.data(), num_logits * vocab, c.logit_scale);
 }
 
 void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::span<const Block> blocks,
-                          const int64_t* positions, float* residual) {
+                          bool wanted_only, const int64_t* positions, const float* residual, float* out) {
   const DSparkConfig& c = config_;
   const int64_t h = c.hidden_size;
   const int64_t g = c.block_size;
@@ -188,17 +191,41 @@ void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::s
   const int64_t qw = c.q_width();
   const int64_t kvw = c.kv_width();
   Workspace::Scope scope(workspace_);
+  // The query rows: block b's first slots(b) slots, from row first(b) on.
+  auto slots = [&](size_t b) { return wanted_only ? static_cast<int64_t>(blocks[b].num_logits) : g; };
+  auto first = [&](size_t b) { return wanted_only ? logits_row_[b] : static_cast<int64_t>(b) * g; };
+  const int64_t query_rows = wanted_only ? logits_row_.back() + blocks.back().num_logits : rows;
+
   float* normed = workspace_.Take<float>(rows * h);
   kernels::RmsNormGain(residual, rows, h, c.rms_norm_eps, layer.input_norm.data(), normed);
-  float* q = workspace_.Take<float>(rows * qw);
+  float* q = workspace_.Take<float>(query_rows * qw);
   float* k = workspace_.Take<float>(rows * kvw);
   float* v = workspace_.Take<float>(rows * kvw);
-  const Linear* qkv[] = {&layer.q, &layer.k, &layer.v};
-  float* qkv_out[] = {q, k, v};
-  Linear::ApplyShared(qkv, normed, rows, qkv_out);
-  kernels::RmsNormGain(q, rows * c.num_heads, c.head_dim, c.rms_norm_eps, layer.q_norm.data(), q);
+  const int64_t* query_positions = positions;
+  if (query_rows == rows) {
+    const Linear* qkv[] = {&layer.q, &layer.k, &layer.v};
+    float* qkv_out[] = {q, k, v};
+    Linear::ApplyShared(qkv, normed, rows, qkv_out);
+    if (out != residual) std::copy_n(residual, rows * h, out);
+  } else {
+    const Linear* kv[] = {&layer.k, &layer.v};
+    float* kv_out[] = {k, v};
+    Linear::ApplyShared(kv, normed, rows, kv_out);
+    // The query rows' inputs, positions and residual stream, gathered.
+    float* query_normed = workspace_.Take<float>(query_rows * h);
+    int64_t* gathered_positions = workspace_.Take<int64_t>(query_rows);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const int64_t from = static_cast<int64_t>(b) * g, to = first(b), n = slots(b);
+      std::copy_n(normed + from * h, n * h, query_normed + to * h);
+      std::copy_n(residual + from * h, n * h, out + to * h);
+      std::copy_n(positions + from, n, gathered_positions + to);
+    }
+    layer.q.Apply(query_normed, query_rows, q);
+    query_positions = gathered_positions;
+  }
+  kernels::RmsNormGain(q, query_rows * c.num_heads, c.head_dim, c.rms_norm_eps, layer.q_norm.data(), q);
   kernels::RmsNormGain(k, rows * c.num_kv_heads, c.head_dim, c.rms_norm_eps, layer.k_norm.data(), k);
-  kernels::RopeRotateHalf(q, rows, c.num_heads, c.head_dim, positions, inv_freq_.data());
+  kernels::RopeRotateHalf(q, query_rows, c.num_heads, c.head_dim, query_positions, inv_freq_.data());
   kernels::RopeRotateHalf(k, rows, c.num_kv_heads, c.head_dim, positions, inv_freq_.data());
 
   int64_t max_keys = 0;
@@ -206,35 +233,36 @@ void DSparkDrafter::Layer(const DSparkLayerWeights& layer, int64_t index, std::s
   for (const Block& block : blocks) max_keys = std::max(max_keys, ScoresScratch(shape, block.context->size()));
   ThreadPool& pool = ThreadPool::Global();
   float* scores = workspace_.Take<float>(pool.num_threads() * max_keys);
-  float* attn = workspace_.Take<float>(rows * qw);
+  float* attn = workspace_.Take<float>(query_rows * qw);
   const int64_t tasks = static_cast<int64_t>(blocks.size()) * c.num_heads;
   pool.ParallelFor(tasks, [&](int64_t begin, int64_t end) {
     float* my_scores = scores + ThreadPool::ThreadIndex() * max_keys;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / c.num_heads;
+      const size_t b = static_cast<size_t>(task / c.num_heads);
       const Block& block = blocks[b];
-      AttendBlockHead(shape, *block.context, index, block.anchor_position, task % c.num_heads, q + b * g * qw,
-                      k + b * g * kvw, v + b * g * kvw, my_scores, attn + b * g * qw);
+      AttendBlockHead(shape, *block.context, index, block.anchor_position, task % c.num_heads, q + first(b) * qw,
+                      k + static_cast<int64_t>(b) * g * kvw, v + static_cast<int64_t>(b) * g * kvw, my_scores,
+                      attn + first(b) * qw, slots(b));
     }
   });
-  float* branch = workspace_.Take<float>(rows * h);
-  layer.o.Apply(attn, rows, branch);
-  kernels::AddInPlace(residual, branch, rows * h);
+  float* branch = workspace_.Take<float>(query_rows * h);
+  layer.o.Apply(attn, query_rows, branch);
+  kernels::AddInPlace(out, branch, query_rows * h);
 
-  kernels::RmsNormGain(residual, rows, h, c.rms_norm_eps, layer.post_attention_norm.data(), normed);
-  float* gate = workspace_.Take<float>(rows * c.intermediate_size);
-  float* up = workspace_.Take<float>(rows * c.intermediate_size);
+  kernels::RmsNormGain(out, query_rows, h, c.rms_norm_eps, layer.post_attention_norm.data(), normed);
+  float* gate = workspace_.Take<float>(query_rows * c.intermediate_size);
+  float* up = workspace_.Take<float>(query_rows * c.intermediate_size);
   const Linear* gate_up[] = {&layer.gate, &layer.up};
   float* gate_up_out[] = {gate, up};
-  Linear::ApplyShared(gate_up, normed, rows, gate_up_out);
-  kernels::SwiGlu(gate, up, rows, c.intermediate_size, gate);
-  layer.down.Apply(gate, rows, branch);
-  kernels::AddInPlace(residual, branch, rows * h);
+  Linear::ApplyShared(gate_up, normed, query_rows, gate_up_out);
+  kernels::SwiGlu(gate, up, query_rows, c.intermediate_size, gate);
+  layer.down.Apply(gate, query_rows, branch);
+  kernels::AddInPlace(out, branch, query_rows * h);
 }
 
 std::span<const float> DSparkDrafter::Hidden(size_t b, int64_t k) const {
   const int64_t h = config_.hidden_size;
-  return std::span<const float>(hidden_).subspan((static_cast<int64_t>(b) * config_.block_size + k) * h, h);
+  return std::span<const float>(hidden_).subspan((logits_row_[b] + k) * h, h);
 }
 
 std::span<const float> DSparkDrafter::BaseLogits(size_t b, int64_t k) const {
@@ -248,10 +276,13 @@ int64_t DSparkDrafter::WorkspaceBytes(int64_t rows, int64_t blocks, int64_t cont
   const int64_t h = c.hidden_size;
   const int64_t append = f(rows * h) + Workspace::BytesFor<int64_t>(rows) + 2 * f(c.num_layers * rows * c.kv_width());
   const int64_t r = blocks * c.block_size;
-  const int64_t layer = 2 * f(r * h) + 2 * f(r * c.q_width()) + 2 * f(r * c.kv_width()) +
-                        f(ThreadPool::Global().num_threads() * (context_size + c.block_size)) +
+  // A layer: normed, the last layer's gathered query inputs and its branch ([rows, h] each at
+  // most), gathered positions, q and attn, k and v, scores, gate and up.
+  const int64_t layer = 3 * f(r * h) + Workspace::BytesFor<int64_t>(r) + 2 * f(r * c.q_width()) +
+                        2 * f(r * c.kv_width()) + f(ThreadPool::Global().num_threads() * (context_size + c.block_size)) +
                         2 * f(r * c.intermediate_size);
-  const int64_t block = f(r * h) + Workspace::BytesFor<int64_t>(r) + std::max(layer, f(r * h));
+  // The residual stream, positions and the wanted rows' stream, beside a layer's.
+  const int64_t block = 2 * f(r * h) + Workspace::BytesFor<int64_t>(r) + layer;
   return std::max(append, block);
 }
 

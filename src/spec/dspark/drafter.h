@@ -105,10 +105,12 @@ class DSparkDrafter {
     // Rows whose base logits are wanted (the first num_logits block positions), 0..block_size.
     int32_t num_logits = 0;
   };
-  // Runs the backbone over every block and the lm_head over the rows asked for.
+  // Runs the backbone over every block and the lm_head over the rows asked for (the last layer's
+  // queries, o_proj and MLP too: only for those rows).
   void ForwardBlocks(std::span<const Block> blocks);
-  // After ForwardBlocks: the final-normed hidden state of block `b`'s position k (hidden_size),
-  // and its base logits (draft_vocab_size(); k < num_logits).
+  // After ForwardBlocks: the final-normed hidden state of block `b`'s position k (hidden_size)
+  // and its base logits (draft_vocab_size()), for k < num_logits: the last layer computes no
+  // other slot's output.
   std::span<const float> Hidden(size_t b, int64_t k) const;
   std::span<const float> BaseLogits(size_t b, int64_t k) const;
 
@@ -118,8 +120,12 @@ class DSparkDrafter {
 
  private:
   DSparkDrafter(DSparkConfig config, DSparkWeights weights, SharedTargetWeights target);
-  void Layer(const DSparkLayerWeights& layer, int64_t index, std::span<const Block> blocks, const int64_t* positions,
-             float* residual);
+  // One decoder layer over the residual stream of every slot ([blocks * block_size, hidden]):
+  // keys and values from every slot; queries, o_proj and the MLP from every slot into `out` (which
+  // may be `residual`), or with wanted_only from each block's first num_logits slots only, into
+  // `out` as [sum num_logits, hidden] (block b's from row logits_row_[b]).
+  void Layer(const DSparkLayerWeights& layer, int64_t index, std::span<const Block> blocks, bool wanted_only,
+             const int64_t* positions, const float* residual, float* out);
 
   DSparkConfig config_;
   DSparkWeights weights_;
@@ -133,7 +139,7 @@ class DSparkDrafter {
   std::vector<float> inv_freq_;
   Workspace workspace_;
   // ForwardBlocks' outputs.
-  std::vector<float> hidden_;  // [blocks * block_size, hidden]
+  std::vector<float> hidden_;  // [sum num_logits, hidden]
   std::vector<float> logits_;  // [sum num_logits, draft_vocab_size()]
   std::vector<int64_t> logits_row_;  // per block, its first row in logits_
 };

@@ -10,6 +10,8 @@
 // logits 1e-3, confidences 1e-5 absolute. Greedy tokens must be equal.
 #include "spec/dspark/drafter.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -114,6 +116,49 @@ TEST_P(DSparkDrafterTest, ContextChunkingIsBitwiseInvariant) {
   for (int64_t k = 0; k < g; ++k) {
     const auto a = d.BaseLogits(0, k), b = d.BaseLogits(1, k);
     ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << "row " << k;
+  }
+}
+
+// The last layer computes queries, o_proj and the MLP only for the rows whose logits are wanted
+// (ForwardBlocks' num_logits); those rows must come out with the bits of a block whose every row is
+// computed, whatever the other blocks of the batch ask for, with the drafter's matmuls as shipped
+// and in Q8_0 (the engine's default).
+TEST_P(DSparkDrafterTest, WantedRowsHaveTheBitsOfAFullBlock) {
+  for (const bool q8 : {false, true}) {
+    Fixture f(GetParam());
+    DSparkDrafter& d = *f.drafter;
+    if (q8) {
+      ASSERT_TRUE(d.QuantizeLinearsQ8_0().ok());
+    }
+    const int64_t s = f.num_positions();
+    const int32_t g = d.config().block_size;
+    DSparkContext context = d.NewContext();
+    d.AppendContext(f.feature_row(0), s, context);
+    const int32_t anchors[] = {5, 77, 9};
+    std::vector<DSparkDrafter::Block> full;
+    for (const int32_t a : anchors) full.push_back({&context, a, s, g});
+    d.ForwardBlocks(full);
+    std::vector<std::vector<float>> hidden, logits;
+    for (size_t b = 0; b < full.size(); ++b) {
+      for (int32_t k = 0; k < g; ++k) {
+        hidden.emplace_back(d.Hidden(b, k).begin(), d.Hidden(b, k).end());
+        logits.emplace_back(d.BaseLogits(b, k).begin(), d.BaseLogits(b, k).end());
+      }
+    }
+    for (const std::vector<int32_t>& wanted : std::vector<std::vector<int32_t>>{{1, 1, 1}, {2, 0, 7}, {g, 3, 1}}) {
+      std::vector<DSparkDrafter::Block> blocks;
+      for (size_t b = 0; b < full.size(); ++b) blocks.push_back({&context, anchors[b], s, std::min(wanted[b], g)});
+      d.ForwardBlocks(blocks);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        for (int32_t k = 0; k < blocks[b].num_logits; ++k) {
+          const std::string what = fmt::format("q8 {} wanted {} block {} row {}", q8, fmt::join(wanted, ","), b, k);
+          const std::vector<float>& h = hidden[b * g + k];
+          const std::vector<float>& l = logits[b * g + k];
+          ASSERT_TRUE(std::equal(h.begin(), h.end(), d.Hidden(b, k).begin())) << what;
+          ASSERT_TRUE(std::equal(l.begin(), l.end(), d.BaseLogits(b, k).begin())) << what;
+        }
+      }
+    }
   }
 }
 
