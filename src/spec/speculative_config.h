@@ -53,8 +53,9 @@ struct SpeculativeConfig {
   // > 0: a draft ends before its first position whose confidence is below this (llama.cpp's
   // --spec-draft-conf-min). vLLM's `enable_adaptive_verification` sets `adaptive` above.
   float draft_confidence_threshold = 0.0f;
-  // Draft from the N most frequent tokens of the drafter's draft_vocab.json (FR-Spec): -1 all it
-  // lists (the full vocabulary without the file), 0 the full vocabulary.
+  // Draft from the N most frequent tokens of the drafter's draft_vocab.json (FR-Spec): -1 (left
+  // out) those covering 95% of its training answers' tokens (dspark::DefaultDraftVocabSize; all
+  // it lists when it gives no counts, the full vocabulary without the file), 0 the full vocabulary.
   int32_t draft_vocab_size = -1;
   // vLLM's speculative_config "quantization": "q8_0" (the default) quantizes the drafter's own
   // matmuls to GGUF Q8_0 at load; "none" keeps its weights as given (what its torch reference

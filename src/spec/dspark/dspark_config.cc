@@ -265,10 +265,39 @@ Status ReadDraftVocab(const std::string& path, DSparkConfig& c) {
     seen[token] = true;
     c.draft_vocab.push_back(token);
   }
+  // "counts" (optional): occurrences of each id, in the same order.
+  if (doc.contains("counts")) {
+    const json& counts = doc.at("counts");
+    if (!counts.is_array() || counts.size() != ids->size()) {
+      return InvalidArgument(fmt::format("{}: \"counts\" must be a list of as many counts as \"token_ids\" ({})", path,
+                                         ids->size()));
+    }
+    for (const json& n : counts) {
+      if (!n.is_number_integer() || n.get<int64_t>() < 0) {
+        return InvalidArgument(fmt::format("{}: count {} is not a non-negative integer", path, n.dump()));
+      }
+      c.draft_vocab_counts.push_back(n.get<int64_t>());
+    }
+  }
   return Status::Ok();
 }
 
 }  // namespace
+
+int64_t DefaultDraftVocabSize(const DSparkConfig& config) {
+  const std::vector<int64_t>& counts = config.draft_vocab_counts;
+  const int64_t listed = static_cast<int64_t>(config.draft_vocab.size());
+  if (counts.size() != config.draft_vocab.size()) return listed;
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  if (total <= 0) return listed;
+  int64_t covered = 0;
+  for (int64_t i = 0; i < listed; ++i) {
+    covered += counts[i];
+    if (static_cast<double>(covered) >= kDefaultDraftVocabCoverage * static_cast<double>(total)) return i + 1;
+  }
+  return listed;
+}
 
 int64_t DSparkConfig::context_window() const {
   int64_t widest = 0;

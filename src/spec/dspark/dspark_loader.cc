@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/logging.h"
@@ -10,7 +11,7 @@
 namespace ember::spec::dspark {
 namespace {
 
-// The first `size` ids of the drafter's draft_vocab.json (-1: all of them; 0: none).
+// The first `size` ids of the drafter's draft_vocab.json (-1: DefaultDraftVocabSize; 0: none).
 Status ApplyDraftVocabulary(DSparkDrafter& drafter, int32_t size) {
   const std::vector<int32_t>& ranked = drafter.config().draft_vocab;
   if (size == 0) return Status::Ok();
@@ -19,15 +20,24 @@ Status ApplyDraftVocabulary(DSparkDrafter& drafter, int32_t size) {
     return InvalidArgument(fmt::format("dspark: draft_vocab_size is {} but the drafter ships no draft_vocab.json; "
                                        "leave draft_vocab_size out to draft from the full vocabulary", size));
   }
-  const size_t n = size < 0 ? ranked.size() : std::min<size_t>(ranked.size(), static_cast<size_t>(size));
+  const size_t n = size < 0 ? static_cast<size_t>(DefaultDraftVocabSize(drafter.config()))
+                            : std::min<size_t>(ranked.size(), static_cast<size_t>(size));
   if (static_cast<int64_t>(n) >= drafter.config().vocab_size) return Status::Ok();
   if (const Status s = drafter.UseDraftVocabulary(std::vector<int32_t>(ranked.begin(), ranked.begin() + n)); !s.ok()) {
     if (size > 0) return s;
     EMBER_LOG_WARN("{}; drafting from the full vocabulary", s.message());
     return Status::Ok();
   }
-  EMBER_LOG_INFO("dspark: drafting from a vocabulary of the {} most frequent tokens of the drafter's training answers "
-                 "(of {}; draft_vocab_size to change it, 0 for the full vocabulary)", n, drafter.config().vocab_size);
+  std::string coverage;
+  if (const std::vector<int64_t>& counts = drafter.config().draft_vocab_counts; counts.size() == ranked.size()) {
+    int64_t covered = 0, total = 0;
+    for (size_t i = 0; i < counts.size(); ++i) (i < n ? covered : total) += counts[i];
+    total += covered;
+    if (total > 0) coverage = fmt::format(", {:.1f}% of those answers' tokens", 100.0 * covered / total);
+  }
+  EMBER_LOG_INFO("dspark: drafting from the {} most frequent tokens of the drafter's training answers (of the {} it "
+                 "lists{}; vocabulary {}; draft_vocab_size to change it, 0 for the full vocabulary)",
+                 n, ranked.size(), coverage, drafter.config().vocab_size);
   return Status::Ok();
 }
 

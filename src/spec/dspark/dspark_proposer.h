@@ -60,7 +60,7 @@ struct DSparkProposerOptions {
   // The drafter's prefix cache (context_cache.h), on when the target caches prefixes: its block
   // size is the target's KV block size, and it holds as many positions as the target's KV cache
   // (0: off).
-  // The draft vocabulary (DSparkConfig::draft_vocab): -1 all the drafter ships, 0 none (the full
+  // The draft vocabulary (DSparkConfig::draft_vocab): -1 DefaultDraftVocabSize, 0 none (the full
   // vocabulary), N its first N ids.
   int32_t draft_vocab_size = -1;
   // Quantize the drafter's own matmuls to Q8_0 at load (DSparkDrafter::QuantizeLinearsQ8_0).

@@ -52,7 +52,7 @@ TEST(SpeculativeConfig, ParsesDSpark) {
   EXPECT_EQ(d->draft_sample_method, DraftSampleMethod::kGreedy);
   EXPECT_TRUE(d->adaptive);
   EXPECT_EQ(d->draft_confidence_threshold, 0.0f);
-  EXPECT_EQ(d->draft_vocab_size, -1) << "all the drafter's draft_vocab.json lists";
+  EXPECT_EQ(d->draft_vocab_size, -1) << "the drafter's default draft vocabulary (DefaultDraftVocabSize)";
   EXPECT_EQ(d->quantization, "q8_0") << "the drafter's matmuls in Q8_0 unless told \"none\"";
   auto e = ParseSpeculativeConfig(R"({"method":"dspark","model":"/m/dspark","num_speculative_tokens":5,
       "quantization":"none"})");
