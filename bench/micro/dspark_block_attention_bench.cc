@@ -53,7 +53,7 @@ void BM_DSparkBlockAttention(benchmark::State& state, const std::string& variant
   for (auto _ : state) {
     for (int64_t head = 0; head < shape.num_heads; ++head) {
       AttendBlockHead(shape, context, 0, context_size, head, q.data(), k.data(), v.data(), scores.data(),
-                      out.data());
+                      out.data(), shape.block_size);
     }
     benchmark::DoNotOptimize(out.data());
   }

@@ -172,7 +172,9 @@ void DSparkDrafter::ForwardBlocks(std::span<const Block> blocks) {
   // drafter's step. Rows are independent in every one of those ops, so a wanted slot has the
   // bits it has when every slot is computed.
   const int64_t last = c.num_layers - 1;
-  for (int64_t l = 0; l < last; ++l) Layer(weights_.layers[l], l, blocks, /*wanted_only=*/false, positions, residual, residual);
+  for (int64_t l = 0; l < last; ++l) {
+    Layer(weights_.layers[l], l, blocks, /*wanted_only=*/false, positions, residual, residual);
+  }
   float* wanted = workspace_.Take<float>(num_logits * h);
   Layer(weights_.layers[last], last, blocks, /*wanted_only=*/true, positions, residual, wanted);
   kernels::RmsNormGain(wanted, num_logits, h, c.rms_norm_eps, weights_.final_norm.data(), hidden_.data());
@@ -279,7 +281,8 @@ int64_t DSparkDrafter::WorkspaceBytes(int64_t rows, int64_t blocks, int64_t cont
   // A layer: normed, the last layer's gathered query inputs and its branch ([rows, h] each at
   // most), gathered positions, q and attn, k and v, scores, gate and up.
   const int64_t layer = 3 * f(r * h) + Workspace::BytesFor<int64_t>(r) + 2 * f(r * c.q_width()) +
-                        2 * f(r * c.kv_width()) + f(ThreadPool::Global().num_threads() * (context_size + c.block_size)) +
+                        2 * f(r * c.kv_width()) +
+                        f(ThreadPool::Global().num_threads() * (context_size + c.block_size)) +
                         2 * f(r * c.intermediate_size);
   // The residual stream, positions and the wanted rows' stream, beside a layer's.
   const int64_t block = 2 * f(r * h) + Workspace::BytesFor<int64_t>(r) + layer;
