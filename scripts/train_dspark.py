@@ -33,6 +33,9 @@ Usage (the real runs; `--smoke` shrinks everything to prove the script works):
       (the committed drafter's data: that, then `data --resume --data-minutes 40`: 87 of the 120
       prompt batches, 13,788 sequences, 1.28M generated tokens, a 14 GB file)
   .venv/bin/python scripts/train_dspark.py train --minutes 45 --layers 2 --anchors 24 --init-from-target 28,29
+  .venv/bin/python scripts/train_dspark.py train --minutes 45 --anchors 24 --init-from tests/golden/dspark/smollm2
+      (a further run from the committed drafter; then calibrate: its held-out top-1 at the first
+      position was still rising when session 26's run ended, 0.48 -> 0.53 over its last 1,000 steps)
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
   .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)
@@ -279,6 +282,21 @@ def init_from_target(model: DSparkDrafter, layer_ids: list[int]):
     del target_model
 
 
+def init_from_checkpoint(model: DSparkDrafter, directory: Path, scale: torch.Tensor):
+    """Continues an earlier run: its weights (bf16 in the checkpoint, the confidence head fp32), with
+    the tap scale that run folded into fc taken back out (training feeds fc scaled taps). The
+    optimizer's moments and the learning-rate schedule start afresh (warm-up, then the anneal)."""
+    saved = DSparkDrafter.load(directory)
+    want, got = model.config.to_json(), saved.config.to_json()
+    differ = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    if differ:
+        raise SystemExit(f"--init-from {directory}: its config differs from this run's in {', '.join(differ)}")
+    with torch.no_grad():
+        model.load_state_dict(saved.state_dict(), strict=True)
+        model.fc.weight.div_(scale[None, :])
+    print(f"train: starting from {directory}", flush=True)
+
+
 def sample_anchors(seq, n_anchors: int) -> torch.Tensor | None:
     """Block anchors s (slot 0 predicts token s + 1) from the user turn on. In a sequence with a
     continuation, three quarters come from the answer, where the drafter will draft; the rest
@@ -408,6 +426,8 @@ def train(a):
         save_data(blob, a)
     embed = blob["embed"].float()
     config = blob["config"]
+    if a.init_from and not a.layers:  # the depth of the run it continues
+        a.layers = json.loads((Path(a.init_from) / "config.json").read_text())["num_hidden_layers"]
     if a.layers:
         config = dataclasses.replace(config, num_hidden_layers=a.layers, layer_types=[])
     ranked, counts = answer_token_ranking(blob)
@@ -418,7 +438,9 @@ def train(a):
     scale = tap_scale(blob["data"]["train"])
     weights = (a.ce, a.l1, a.conf)
     init_(model, 0, blob["final_norm"].float())
-    if a.init_from_target:
+    if a.init_from:
+        init_from_checkpoint(model, Path(a.init_from), scale)
+    elif a.init_from_target:
         if a.target != "smollm2":
             raise SystemExit("--init-from-target reads SmolLM2's layers (--target smollm2)")
         layer_ids = [int(x) for x in a.init_from_target.split(",")]
@@ -635,10 +657,14 @@ def main():
     ap.add_argument("--ce-target", choices=["argmax", "data"], default="argmax",
                     help="CE label: the target's argmax after the prefix (what greedy verification "
                          "accepts) or the data's next token")
-    ap.add_argument("--layers", type=int, default=0, help="drafter layers (0: the data file's config)")
+    ap.add_argument("--layers", type=int, default=0,
+                    help="drafter layers (0: --init-from's, else the data file's config)")
     ap.add_argument("--init-from-target", default="",
                     help="comma-separated target layers to start the drafter's layers from (smollm2); "
                          "28,29 against random at 1000 steps: held-out CE 3.87 vs 4.19, top-1 0.270 vs 0.265")
+    ap.add_argument("--init-from", default="",
+                    help="a drafter directory (this script's output) to continue training from: same config; "
+                         "fresh optimizer and schedule (instead of --init-from-target)")
     ap.add_argument("--fp32", action="store_true", help="train in fp32 (default: bf16 autocast)")
     ap.add_argument("--seqs-per-step", type=int, default=4)
     ap.add_argument("--anchors", type=int, default=16, help="blocks per sequence per step")
