@@ -169,8 +169,8 @@ class Scheduler {
   SchedulerStats Stats() const;
   const SchedulerConfig& config() const { return config_; }
 
-  // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing) while `running`
-  // requests run: a quarter of them, 1 to kMaxProbeDrafts. The plan weighs each draft by its own
+  // Requests a costly proposer drafts for in a probe (SpeculationGuard::Probing), of `running`
+  // requests that have sampled: a quarter, 1 to kMaxProbeDrafts. The plan weighs each draft by its
   // confidences against what verifying its tokens costs in a step of that many decodes; drafting
   // for all four requests at 4 made every probe cost half a decode step of the SmolLM2 target
   // (each request's waiting rows projected).
