@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -297,6 +298,16 @@ int64_t DefaultDraftVocabSize(const DSparkConfig& config) {
     if (static_cast<double>(covered) >= kDefaultDraftVocabCoverage * static_cast<double>(total)) return i + 1;
   }
   return listed;
+}
+
+std::optional<double> DraftVocabCoverage(const DSparkConfig& config, int64_t n) {
+  const std::vector<int64_t>& counts = config.draft_vocab_counts;
+  if (counts.empty() || counts.size() != config.draft_vocab.size()) return std::nullopt;
+  const auto first = counts.begin() + std::clamp<int64_t>(n, 0, static_cast<int64_t>(counts.size()));
+  const int64_t covered = std::accumulate(counts.begin(), first, int64_t{0});
+  const int64_t total = std::accumulate(first, counts.end(), covered);
+  if (total <= 0) return std::nullopt;
+  return static_cast<double>(covered) / static_cast<double>(total);
 }
 
 int64_t DSparkConfig::context_window() const {

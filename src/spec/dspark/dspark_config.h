@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,9 @@ struct DSparkConfig {
 // token outside the list can no longer be drafted, and those are the tokens a drafter rarely guesses.
 inline constexpr double kDefaultDraftVocabCoverage = 0.95;
 int64_t DefaultDraftVocabSize(const DSparkConfig& config);
+// The share of the training answers' tokens that the first n draft_vocab ids cover; nullopt when
+// the drafter gives no counts.
+std::optional<double> DraftVocabCoverage(const DSparkConfig& config, int64_t n);
 
 // Parses config.json text; `where` names it in errors (the path).
 Expected<DSparkConfig> ParseDSparkConfig(const std::string& json_text, const std::string& where);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,8 @@ Status ApplyDraftVocabulary(DSparkDrafter& drafter, int32_t size) {
     EMBER_LOG_WARN("{}; drafting from the full vocabulary", s.message());
     return Status::Ok();
   }
-  std::string coverage;
-  if (const std::vector<int64_t>& counts = drafter.config().draft_vocab_counts; counts.size() == ranked.size()) {
-    int64_t covered = 0, total = 0;
-    for (size_t i = 0; i < counts.size(); ++i) (i < n ? covered : total) += counts[i];
-    total += covered;
-    if (total > 0) coverage = fmt::format(", {:.1f}% of those answers' tokens", 100.0 * covered / total);
-  }
+  const std::optional<double> covered = DraftVocabCoverage(drafter.config(), static_cast<int64_t>(n));
+  const std::string coverage = covered ? fmt::format(", {:.1f}% of those answers' tokens", 100.0 * *covered) : "";
   EMBER_LOG_INFO("dspark: drafting from the {} most frequent tokens of the drafter's training answers (of the {} it "
                  "lists{}; vocabulary {}; draft_vocab_size to change it, 0 for the full vocabulary)",
                  n, ranked.size(), coverage, drafter.config().vocab_size);

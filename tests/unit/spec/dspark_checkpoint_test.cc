@@ -196,12 +196,15 @@ TEST(DSparkCheckpoint, UnsupportedConfigsAreNamed) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->draft_vocab, (std::vector<int32_t>{3, 1, 2}));
   EXPECT_EQ(DefaultDraftVocabSize(*loaded), 3) << "without counts: every id listed";
+  EXPECT_FALSE(DraftVocabCoverage(*loaded, 2).has_value()) << "without counts";
   // With counts, the default is the fewest ids covering 95% of them.
   std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 1, 2, 7], "counts": [80, 15, 4, 1]})";
   loaded = LoadDSparkConfig(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->draft_vocab_counts, (std::vector<int64_t>{80, 15, 4, 1}));
   EXPECT_EQ(DefaultDraftVocabSize(*loaded), 2) << "80 + 15 of 100";
+  EXPECT_DOUBLE_EQ(DraftVocabCoverage(*loaded, 2).value_or(-1), 0.95);
+  EXPECT_DOUBLE_EQ(DraftVocabCoverage(*loaded, 4).value_or(-1), 1.0);
   std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 1, 2, 7], "counts": [80, 14, 5, 1]})";
   EXPECT_EQ(DefaultDraftVocabSize(*LoadDSparkConfig(dir)), 3) << "94 of 100 is short of 95%";
   std::ofstream(dir + "/draft_vocab.json") << R"({"token_ids": [3, 1], "counts": [80]})";
