@@ -287,6 +287,7 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
   // Every step with decodes is a decision, drafts or not: the guard's exploration schedule counts
   // steps, and a switched-off bucket, which stops drafting, must still reach its next exploration.
   const bool allowed = !config_.adaptive_speculation || base_emitted == 0 || guard_.Allow(base_emitted);
+  guard_step_.allowed = allowed;
   if (candidates.empty()) {
     if (base_emitted > 0) guard_.Planned(base_emitted, false, allowed);
     if (base_emitted > 0) EMBER_LOG_DEBUG("spec plan: {} decodes, none with drafts, allowed {}", base_emitted, allowed);
@@ -653,7 +654,6 @@ SchedulerOutput Scheduler::BuildOutput(StepPlan& plan) {
     Request* req = s.req;
     // A decode computes its one new token and its draft; anything else is (part of) a prefill.
     guard_step_.decode_only &= !s.is_new && s.num_tokens == 1 + req->num_spec_tokens();
-    guard_step_.speculated |= req->num_spec_tokens() > 0;
     out.scheduled_reqs.push_back(req->index());
     out.num_scheduled_tokens.push_back(static_cast<int32_t>(s.num_tokens));
     out.total_num_scheduled_tokens += s.num_tokens;
@@ -718,12 +718,16 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     if (guard_step_.step_id == scheduled.step_id && guard_step_.decode_only) {
       int64_t emitted = 0;
       for (const std::vector<int32_t>& tokens : output.sampled_token_ids) emitted += static_cast<int64_t>(tokens.size());
-      // Without speculation there would have been no drafting either.
-      const double seconds = guard_step_.speculated ? output.execute_seconds
-                                                    : output.execute_seconds - output.propose_seconds;
-      guard_.Record(guard_step_.num_decodes, guard_step_.speculated, emitted, seconds);
+      // Each mode is charged what a steady run of it costs: a decision the guard allowed its step
+      // and the drafting that made its drafts (the step before drafted them, and does so whether
+      // the plan then verifies them or not), a plain decision its step without any drafting. The
+      // drafting this step did is the next decision's.
+      const double seconds = output.execute_seconds - output.propose_seconds +
+                             (guard_step_.allowed ? drafting_for_this_step_ : 0.0);
+      guard_.Record(guard_step_.num_decodes, guard_step_.allowed, emitted, seconds);
     }
   }
+  drafting_for_this_step_ = output.propose_seconds;
   if (guard_step_.step_id == scheduled.step_id && guard_step_.catch_up_tokens > 0) {
     catch_up_.ObserveCatchUp(guard_step_.catch_up_tokens, output.propose_catch_up_seconds);
   }

@@ -298,7 +298,7 @@ class Scheduler {
     uint64_t step_id = 0;
     int64_t num_decodes = 0;
     bool decode_only = false;
-    bool speculated = false;
+    bool allowed = false;  // what the guard answered for the step's decision
     int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
     std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
     int64_t probe_drafts = 0;               // requests a costly proposer probes with this step
@@ -306,6 +306,9 @@ class Scheduler {
     std::optional<int64_t> probe_lag;       // ProbesWith's bound on DrafterLag, once asked in the step
   };
   GuardStep guard_step_;
+  // The drafting the last step did (its output's propose_seconds): the cost of the drafts the
+  // step in flight verifies, charged to it by the guard.
+  double drafting_for_this_step_ = 0.0;
 };
 
 }  // namespace ember

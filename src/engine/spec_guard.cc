@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 
 #include "core/logging.h"
 
@@ -21,18 +23,70 @@ std::string SpeculationGuard::BucketName(int64_t num_decodes) {
   return lo == 1 ? "1 decode" : fmt::format("{}-{} decodes", lo, 2 * lo - 1);
 }
 
-bool SpeculationGuard::Learning(const Bucket& b) { return b.plain.steps < kMinSteps || b.spec.steps < kMinSteps; }
+void SpeculationGuard::Side::Decay(double factor) {
+  weight *= factor;
+  emitted *= factor;
+  seconds *= factor;
+  const double sq = factor * factor;
+  weight_sq *= sq;
+  emitted_sq *= sq;
+  emitted_seconds *= sq;
+  seconds_sq *= sq;
+}
+
+void SpeculationGuard::Side::Add(double step_emitted, double step_seconds) {
+  weight += 1.0;
+  emitted += step_emitted;
+  seconds += step_seconds;
+  weight_sq += 1.0;
+  emitted_sq += step_emitted * step_emitted;
+  emitted_seconds += step_emitted * step_seconds;
+  seconds_sq += step_seconds * step_seconds;
+  ++steps;
+}
+
+double SpeculationGuard::Side::LogRateVariance() const {
+  const double rate = Rate();
+  if (!(rate > 0.0)) return 0.0;
+  // R = sum w e / sum w s; R - true rate ~ sum w (e - R s) / sum w s, so its variance is
+  // sum w^2 (e - R s)^2 / (sum w s)^2, times n / (n - 1) for the rate estimated from the same
+  // steps (n: the effective number of steps, weight^2 / weight_sq).
+  const double residual = std::max(0.0, emitted_sq - 2.0 * rate * emitted_seconds + rate * rate * seconds_sq);
+  const double n = weight * weight / weight_sq;
+  const double correction = n > 1.0 ? n / (n - 1.0) : 1.0;
+  return correction * residual / (seconds * seconds) / (rate * rate);
+}
+
+bool SpeculationGuard::HasData(const Bucket& b) { return b.plain.steps >= kMinSteps && b.spec.steps >= kMinSteps; }
+
+SpeculationGuard::Verdict SpeculationGuard::Next(Verdict verdict, double z) {
+  if (z >= kConfidence) return Verdict::kOn;
+  if (z <= -kConfidence) return Verdict::kOff;
+  // A verdict the point estimate now contradicts is no longer known: learn again, measuring both
+  // sides equally, until the evidence is clear one way.
+  if ((verdict == Verdict::kOn && z < 0.0) || (verdict == Verdict::kOff && z > 0.0)) return Verdict::kLearning;
+  return verdict;
+}
+
+const char* SpeculationGuard::Name(Verdict v) {
+  switch (v) {
+    case Verdict::kOn: return "on";
+    case Verdict::kOff: return "off";
+    case Verdict::kLearning: return "learning";
+  }
+  return "?";
+}
 
 SpeculationGuard::Verdict SpeculationGuard::VerdictOf(int bucket) const {
   const Bucket& b = buckets_[bucket];
-  if (!Learning(b)) return b.off ? Verdict::kOff : Verdict::kOn;
+  if (HasData(b)) return b.verdict;
   // Where the buckets disagree with the rule (a smaller one off, a larger one on), off wins: the
   // bar is never slower.
   for (int j = 0; j < bucket; ++j) {
-    if (!Learning(buckets_[j]) && buckets_[j].off) return Verdict::kOff;
+    if (HasData(buckets_[j]) && buckets_[j].verdict == Verdict::kOff) return Verdict::kOff;
   }
   for (int j = bucket + 1; j < kBuckets; ++j) {
-    if (!Learning(buckets_[j]) && !buckets_[j].off) return Verdict::kOn;
+    if (HasData(buckets_[j]) && buckets_[j].verdict == Verdict::kOn) return Verdict::kOn;
   }
   return Verdict::kLearning;
 }
@@ -49,7 +103,10 @@ bool SpeculationGuard::WouldAllow(int bucket, int64_t decision) const {
 
 bool SpeculationGuard::Allow(int64_t num_decodes) {
   const int i = BucketOf(num_decodes);
-  return WouldAllow(i, buckets_[i].decisions++);
+  Bucket& b = buckets_[i];
+  b.plain.Decay(kDecay);
+  b.spec.Decay(kDecay);
+  return WouldAllow(i, b.decisions++);
 }
 
 bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
@@ -87,42 +144,51 @@ void SpeculationGuard::Planned(int64_t num_decodes, bool verified, bool allowed)
   b.unverified = verified ? 0 : b.unverified + 1;
 }
 
-void SpeculationGuard::Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds) {
+void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted, double seconds) {
   if (num_decodes <= 0 || emitted <= 0 || !(seconds > 0.0)) return;
   const int i = BucketOf(num_decodes);
   Bucket& b = buckets_[i];
-  // A bucket's first verdict of its own continues the implied one (the hysteresis applies to it).
-  const bool was_off = VerdictOf(i) == Verdict::kOff;
-  Side& side = speculated ? b.spec : b.plain;
-  side.emitted = kDecay * side.emitted + static_cast<double>(emitted);
-  side.seconds = kDecay * side.seconds + seconds;
-  ++side.steps;
-  const double ratio = RatioOf(b);
-  if (ratio <= 0.0) return;
-  b.off = was_off ? ratio < kHysteresis : ratio < 1.0;
-  if (b.off == was_off) return;
-  EMBER_LOG_INFO("speculative decoding {} at {}: {:.0f} tok/s speculating vs {:.0f} without", b.off ? "off" : "on",
-                 BucketName(num_decodes), b.spec.Rate(), b.plain.Rate());
+  // A bucket's first verdict of its own continues the implied one.
+  const Verdict was = VerdictOf(i);
+  (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
+  if (!HasData(b)) return;
+  const double z = EvidenceOf(b);
+  b.verdict = Next(was, z);
+  if (b.verdict == was) return;
+  EMBER_LOG_INFO("speculative decoding {} at {}: {:.0f} tok/s speculating vs {:.0f} without ({:+.1f} standard errors)",
+                 Name(b.verdict), BucketName(num_decodes), b.spec.Rate(), b.plain.Rate(), z);
 }
 
 double SpeculationGuard::RatioOf(const Bucket& b) {
-  if (Learning(b) || b.plain.Rate() <= 0.0) return 0.0;
+  if (!HasData(b) || b.plain.Rate() <= 0.0) return 0.0;
   return b.spec.Rate() / b.plain.Rate();
 }
 
+double SpeculationGuard::EvidenceOf(const Bucket& b) {
+  const double ratio = RatioOf(b);
+  if (ratio <= 0.0) return 0.0;
+  const double se = std::sqrt(b.spec.LogRateVariance() + b.plain.LogRateVariance());
+  const double log_ratio = std::log(ratio);
+  if (se > 0.0) return log_ratio / se;
+  if (log_ratio == 0.0) return 0.0;
+  return log_ratio > 0.0 ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
 double SpeculationGuard::Ratio(int64_t num_decodes) const { return RatioOf(buckets_[BucketOf(num_decodes)]); }
+
+double SpeculationGuard::Evidence(int64_t num_decodes) const { return EvidenceOf(buckets_[BucketOf(num_decodes)]); }
 
 std::optional<double> SpeculationGuard::SavingPerToken(int64_t num_decodes) const {
   const int i = BucketOf(num_decodes);
   if (VerdictOf(i) == Verdict::kOff) return 0.0;
   auto saving = [](const Bucket& b) { return std::max(0.0, 1.0 / b.plain.Rate() - 1.0 / b.spec.Rate()); };
-  auto measured = [](const Bucket& b) { return !Learning(b) && b.plain.Rate() > 0.0 && b.spec.Rate() > 0.0; };
-  if (measured(buckets_[i])) return buckets_[i].off ? 0.0 : saving(buckets_[i]);
+  auto measured = [](const Bucket& b) { return HasData(b) && b.plain.Rate() > 0.0 && b.spec.Rate() > 0.0; };
+  if (measured(buckets_[i])) return buckets_[i].verdict == Verdict::kOff ? 0.0 : saving(buckets_[i]);
   // Speculation saves less per token the more requests a step verifies, so the nearest larger
   // bucket's saving, where it paid, is a lower bound for this one.
   for (int j = i + 1; j < kBuckets; ++j) {
     if (!measured(buckets_[j])) continue;
-    if (!buckets_[j].off && saving(buckets_[j]) > 0.0) return saving(buckets_[j]);
+    if (buckets_[j].verdict != Verdict::kOff && saving(buckets_[j]) > 0.0) return saving(buckets_[j]);
     break;
   }
   return std::nullopt;

@@ -9,28 +9,44 @@
 // verify steps cost closer to linear in their tokens than the model believed, and a plan that
 // looked 10% faster ran 5-25% slower at 4-16 concurrent requests.
 //
-// So the guard measures the outcome. Steps are put in buckets by how many requests decode in
+// So the guard measures the outcome. Decisions are put in buckets by how many requests decode in
 // them (1, 2-3, 4-7, ...: the batch size is what decides whether verification pays), and per
-// bucket it keeps decayed sums of emitted tokens and seconds of the decode-only steps that
-// speculated and of those that did not. Once both have kMinSteps, a bucket whose speculating
-// rate is below the plain one is switched off, and back on only when clearly faster
-// (kHysteresis), so noise near parity does not flap it. One decision in kExplorePeriod takes the
-// other side, so each rate stays current and a bucket whose verdict has changed (longer
-// contexts, a quieter host) flips back. A bucket without a verdict of its own starts from what its
-// neighbours imply, since speculation pays less the more requests a step verifies: a bucket
-// larger than one where it lost starts off, one smaller than a bucket where it paid starts on;
-// only a bucket that neither implies alternates to learn (arrivals and completions move a server
-// through many buckets, and learning each from scratch costs most where steps are fewest). Exploring costs at most 1/kExplorePeriod of the gap it
-// measures: 1.6% of a bucket where speculation is 25% slower.
+// bucket it compares the two modes it chooses between: decisions it allowed to speculate (the
+// plan then verifies what it likes, possibly nothing) and decisions it kept plain. A mode is
+// charged what it costs in a steady run of it: an allowed decision its step plus the drafting
+// that made its drafts (done in the step before), a plain one its step without any drafting.
+// Per side it keeps decayed sums of the decode-only steps' emitted tokens and seconds and of
+// their squares, so each rate comes with a standard error, and the verdict follows the evidence:
 //
-// The plain side is charged without the proposer's time (a switched-off bucket stops drafting:
-// WantsDrafts), so the comparison is against no speculation at all, the bar. A costly
-// proposer (a draft model) drafts only for decisions that may speculate, and where the plan
-// itself has verified nothing for kMinSteps decisions, only for one probing decision per
-// kExplorePeriod: drafts nobody verifies are pure cost (at 4 requests a SmolLM2 drafter that was
-// never verified made its target 0.4x as fast). The probe is a decision the guard allows, so the
-// plan sees fresh drafts and their measured acceptance and can change its mind. The probes grow
-// rarer the longer nothing is verified (to one in 16 kExplorePeriod).
+// * Both sides' sums decay per decision of the bucket (a horizon of about kWindow decisions), not
+//   per step of the side, so the rarely chosen side is weighed over the same stretch of time as
+//   the other: the host's own speed drifts (a plain SmolLM2 server read 167 then 120 tok/s ten
+//   seconds later on the EPYC VM), and a side measured over a longer stretch carried that drift
+//   into the ratio.
+// * A bucket commits to a verdict when speculating is faster or slower by kConfidence standard
+//   errors, and goes back to learning (alternating decisions, both sides measured equally) when
+//   the point estimate contradicts the verdict it holds. With a fixed threshold on the ratio
+//   (off below 1, back on above 1.05) and the last ~20 steps of a side, the 1-request bucket of
+//   SmolLM2 + DSpark, where speculating was a few percent faster, switched every 0.1-1 s and was
+//   off a third of the time (bench/results/dspark_s31): a speculating step emits 1 to 3 tokens,
+//   so 20 of them measure a rate to about 7%. Near parity learning costs nothing (both modes are
+//   as fast); far from it the standard errors are small and the verdict comes within a few steps
+//   (a 25% loss at 16 requests: about kMinSteps per side).
+//
+// One decision in kExplorePeriod of a committed bucket takes the other side, so both rates stay
+// current and a verdict that has changed (longer contexts, a quieter host) is seen. A bucket
+// without measurements of its own starts from what its neighbours imply, since speculation pays
+// less the more requests a step verifies: a bucket larger than one that is off starts off, one
+// smaller than a bucket that is on starts on; only a bucket that neither implies alternates to
+// learn (arrivals and completions move a server through many buckets, and learning each from
+// scratch costs most where steps are fewest).
+//
+// A costly proposer (a draft model, DSpark) drafts only for decisions that may speculate, and
+// where the plan itself has verified nothing for kMinSteps decisions, only for one probing
+// decision per kExplorePeriod: drafts nobody verifies are pure cost (at 4 requests a SmolLM2
+// drafter that was never verified made its target 0.4x as fast). The probe is a decision the guard
+// allows, so the plan sees fresh drafts and their measured acceptance and can change its mind. The
+// probes grow rarer the longer nothing is verified (to one in 16 kExplorePeriod).
 #pragma once
 
 #include <array>
@@ -43,10 +59,10 @@ namespace ember {
 class SpeculationGuard {
  public:
   static constexpr int kBuckets = 8;             // decodes 1, 2-3, 4-7, ..., 128 and more
-  static constexpr int64_t kMinSteps = 6;        // per side before a verdict
+  static constexpr int64_t kMinSteps = 6;        // per side before a bucket's own verdict
   static constexpr int64_t kExplorePeriod = 16;  // one decision in this many takes the other side
-  static constexpr double kDecay = 0.95;         // per recorded step: about the last 20 count
-  static constexpr double kHysteresis = 1.05;    // an off bucket comes back above this ratio (kMinGain)
+  static constexpr double kWindow = 1024.0;      // decisions: each decays the sums by 1 - 1/kWindow
+  static constexpr double kConfidence = 2.0;     // standard errors of the log rate ratio to commit
   static constexpr int64_t kMaxProbeDoublings = 4;  // probes of a costly proposer: at least 1 in 256
 
   // May a step with `num_decodes` decoding requests speculate? Counts the decision.
@@ -64,13 +80,17 @@ class SpeculationGuard {
   // anything and counts for nothing: counted, the alternation alone made a bucket "probing" within
   // a few steps (SmolLM2 + DSpark at 1 request on a fresh server: 47 verifying steps in 2,996).
   void Planned(int64_t num_decodes, bool verified, bool allowed = true);
-  // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`
-  // (the proposer's time left out by the caller for a step that did not speculate).
-  void Record(int64_t num_decodes, bool speculated, int64_t emitted, double seconds);
+  // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`.
+  // `allowed`: what Allow answered for its decision. The caller charges an allowed decision the
+  // drafting that made its drafts and a plain one no drafting (see above).
+  void Record(int64_t num_decodes, bool allowed, int64_t emitted, double seconds);
 
   // Speculating tokens/s over plain tokens/s in the bucket of `num_decodes`, 0 before both sides
   // have kMinSteps.
   double Ratio(int64_t num_decodes) const;
+  // How many standard errors speculating is faster (> 0) or slower (< 0) in the bucket of
+  // `num_decodes`; 0 before both sides have kMinSteps, +-infinity for noiseless measurements.
+  double Evidence(int64_t num_decodes) const;
   // Speculation is off in the bucket of `num_decodes`: its own verdict, or one its neighbours imply.
   bool off(int64_t num_decodes) const;
   // Seconds that speculating saved per emitted token in the bucket of `num_decodes`
@@ -82,21 +102,33 @@ class SpeculationGuard {
   static std::string BucketName(int64_t num_decodes);
 
  private:
+  // One mode's decode-only steps: sums weighted by kDecay^age (age in decisions of the bucket),
+  // and the squared-weight sums the rate's standard error needs.
   struct Side {
-    double emitted = 0.0, seconds = 0.0;  // decayed sums
+    double weight = 0.0, emitted = 0.0, seconds = 0.0;
+    double weight_sq = 0.0, emitted_sq = 0.0, emitted_seconds = 0.0, seconds_sq = 0.0;
     int64_t steps = 0;
     double Rate() const { return seconds > 0.0 ? emitted / seconds : 0.0; }
+    // The variance of log Rate() (the ratio estimator's, by the delta method).
+    double LogRateVariance() const;
+    void Decay(double factor);
+    void Add(double step_emitted, double step_seconds);
   };
+  enum class Verdict { kLearning, kOn, kOff };
   struct Bucket {
     Side plain, spec;
     int64_t decisions = 0;
     int64_t unverified = 0;  // consecutive plans that verified nothing
-    bool off = false;
+    Verdict verdict = Verdict::kLearning;  // its own, once it HasData
   };
-  enum class Verdict { kLearning, kOn, kOff };
+  static constexpr double kDecay = 1.0 - 1.0 / kWindow;
   static int BucketOf(int64_t num_decodes);
-  static bool Learning(const Bucket& b);
+  static bool HasData(const Bucket& b);
   static double RatioOf(const Bucket& b);
+  static double EvidenceOf(const Bucket& b);
+  // The verdict the evidence `z` moves a bucket holding `verdict` to.
+  static Verdict Next(Verdict verdict, double z);
+  static const char* Name(Verdict v);
   static bool Explores(int64_t decision) { return decision % kExplorePeriod == kExplorePeriod - 1; }
   // The bucket's own verdict once both sides have kMinSteps; before that one a neighbour implies,
   // else kLearning.
