@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/logging.h"
 
@@ -95,7 +96,7 @@ bool SpeculationGuard::WouldAllow(int bucket, int64_t decision) const {
   switch (VerdictOf(bucket)) {
     // Alternate, so that both sides get steps even when the plan would always speculate.
     case Verdict::kLearning: return decision % 2 == 0 || Explores(decision);
-    case Verdict::kOff: return Explores(decision);
+    case Verdict::kOff: return ExploresOff(decision);
     case Verdict::kOn: return !Explores(decision);
   }
   return false;
@@ -106,7 +107,9 @@ bool SpeculationGuard::Allow(int64_t num_decodes) {
   Bucket& b = buckets_[i];
   b.plain.Decay(kDecay);
   b.spec.Decay(kDecay);
-  return WouldAllow(i, b.decisions++);
+  const int64_t decision = b.decisions++;
+  b.warming_up = VerdictOf(i) == Verdict::kOff && WarmsUp(decision);
+  return WouldAllow(i, decision);
 }
 
 bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
@@ -115,7 +118,7 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   const int64_t next = b.decisions;
   // A lookup drafts wherever speculation is not off: what it costs is nothing, and every draft,
   // verified or not, measures acceptance.
-  if (!costly) return Explores(next) || VerdictOf(i) != Verdict::kOff;
+  if (!costly) return VerdictOf(i) != Verdict::kOff || ExploresOff(next);
   // A costly proposer drafts only for a decision that may speculate, and while its plans verify
   // nothing, only for a probe once per kExplorePeriod decisions: the last decision of the period
   // (the exploring one) where that one may speculate, the one before it otherwise.
@@ -150,6 +153,7 @@ void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted
   Bucket& b = buckets_[i];
   // A bucket's first verdict of its own continues the implied one.
   const Verdict was = VerdictOf(i);
+  if (std::exchange(b.warming_up, false)) return;
   (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
   if (!HasData(b)) return;
   const double z = EvidenceOf(b);

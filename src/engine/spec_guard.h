@@ -120,6 +120,7 @@ class SpeculationGuard {
     int64_t decisions = 0;
     int64_t unverified = 0;  // consecutive plans that verified nothing
     Verdict verdict = Verdict::kLearning;  // its own, once it HasData
+    bool warming_up = false;  // the last decision was the unmeasured first of an off bucket's pair
   };
   static constexpr double kDecay = 1.0 - 1.0 / kWindow;
   static int BucketOf(int64_t num_decodes);
@@ -129,7 +130,16 @@ class SpeculationGuard {
   // The verdict the evidence `z` moves a bucket holding `verdict` to.
   static Verdict Next(Verdict verdict, double z);
   static const char* Name(Verdict v);
+  // A committed bucket's decision that takes the other side: one in kExplorePeriod where it is on.
   static bool Explores(int64_t decision) { return decision % kExplorePeriod == kExplorePeriod - 1; }
+  // Where a bucket is off, the last two of every 2 kExplorePeriod decisions speculate, and only the
+  // second is measured: the first one's drafting catches the drafter up on the rows of every token
+  // since it last drafted (DSpark projects them: ~2.1M multiply-adds a token for SmolLM2's
+  // drafter, so 16-32 rows cost a few percent of a step), which a steady run of speculation never
+  // pays. Charged to the measured side, it kept the SmolLM2 1-request bucket off where
+  // speculating paid.
+  static bool WarmsUp(int64_t decision) { return decision % (2 * kExplorePeriod) == 2 * kExplorePeriod - 2; }
+  static bool ExploresOff(int64_t decision) { return WarmsUp(decision) || WarmsUp(decision - 1); }
   // The bucket's own verdict once both sides have kMinSteps; before that one a neighbour implies,
   // else kLearning.
   Verdict VerdictOf(int bucket) const;
