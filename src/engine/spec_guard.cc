@@ -127,10 +127,11 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   // The longer the plans find nothing worth verifying, the rarer the probes: a probe of a draft
   // model drafted for every request of the step (a quarter of a step for a 135M target on two
   // cores), so one in kExplorePeriod alone cost more than the 2% the issue allows (probes now
-  // draft for Scheduler::ProbeDrafts requests only). The period doubles every four silent
-  // periods, to kMaxProbePeriod; it stays a multiple of kExplorePeriod, so the probe still lands
-  // on the exploring decision of a bucket that is off.
-  const int64_t doublings = std::min<int64_t>(kMaxProbeDoublings, (b.unverified - kMinSteps) / (4 * kExplorePeriod));
+  // draft for Scheduler::ProbeDrafts requests only). The period doubles every four periods of
+  // silence (in decisions, plain ones included, though they are not plans), to kMaxProbePeriod;
+  // it stays a multiple of kExplorePeriod, so the probe still lands on an exploring decision of a
+  // bucket that is off.
+  const int64_t doublings = std::min<int64_t>(kMaxProbeDoublings, (next - b.silent_from) / (4 * kExplorePeriod));
   const int64_t period = kExplorePeriod << doublings;
   const int64_t phase = next % period;
   // One probe per period. A bucket whose plans verify nothing never gets a speculating side and
@@ -142,9 +143,13 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
 
 void SpeculationGuard::Planned(int64_t num_decodes, bool verified, bool allowed) {
   const int i = BucketOf(num_decodes);
-  if (!allowed && VerdictOf(i) == Verdict::kLearning) return;
+  if (!allowed) return;
   Bucket& b = buckets_[i];
-  b.unverified = verified ? 0 : b.unverified + 1;
+  if (verified) {
+    b.unverified = 0;
+  } else if (++b.unverified == kMinSteps) {
+    b.silent_from = b.decisions;
+  }
 }
 
 void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted, double seconds) {

@@ -76,9 +76,11 @@ class SpeculationGuard {
   // verified nothing for kMinSteps decisions (WantsDrafts answers for one decision in a period).
   bool Probing(int64_t num_decodes) const { return buckets_[BucketOf(num_decodes)].unverified >= kMinSteps; }
   // The plan for a step of `num_decodes` decodes verified drafts (or not); `allowed`: what Allow
-  // answered for it. A decision a learning bucket kept plain by its alternation could not verify
-  // anything and counts for nothing: counted, the alternation alone made a bucket "probing" within
-  // a few steps (SmolLM2 + DSpark at 1 request on a fresh server: 47 verifying steps in 2,996).
+  // answered for it. A decision the guard kept plain could not verify anything and counts for
+  // nothing: counted, a learning bucket's alternation alone made it "probing" within a few steps
+  // (SmolLM2 + DSpark at 1 request on a fresh server: 47 verifying steps in 2,996), and an off
+  // bucket was probing by every exploring pair, so the pair's first decision drafted nothing and
+  // the second paid the drafter's whole catch-up.
   void Planned(int64_t num_decodes, bool verified, bool allowed = true);
   // A step in which only decodes ran (no prefill) finished: `emitted` tokens in `seconds`.
   // `allowed`: what Allow answered for its decision. The caller charges an allowed decision the
@@ -118,7 +120,8 @@ class SpeculationGuard {
   struct Bucket {
     Side plain, spec;
     int64_t decisions = 0;
-    int64_t unverified = 0;  // consecutive plans that verified nothing
+    int64_t unverified = 0;  // consecutive plans that verified nothing (of decisions it allowed)
+    int64_t silent_from = 0;  // the decision at which unverified reached kMinSteps (probing began)
     Verdict verdict = Verdict::kLearning;  // its own, once it HasData
     bool warming_up = false;  // the last decision was the unmeasured first of an off bucket's pair
   };

@@ -317,6 +317,30 @@ TEST(SpeculationGuard, LearningAlternationIsNotSilence) {
   EXPECT_TRUE(guard.Probing(1)) << "allowed decisions that verify nothing still count";
 }
 
+// In an off bucket the plain decisions between its exploring pairs are the guard's choice, not
+// plans that verified nothing: while the pairs' plans verify, a costly proposer drafts for both
+// decisions of each pair (the first catches the drafter up, the second is measured), never for
+// the others. Counted as silence, they made every pair a probe, which drafts for its second
+// decision only.
+TEST(SpeculationGuard, AnOffBucketsPlainDecisionsAreNotSilence) {
+  SpeculationGuard guard;
+  RunSteps(guard, 1, 2 * SpeculationGuard::kMinSteps, 100, 70);
+  ASSERT_TRUE(guard.off(1));
+  int64_t allowed_decisions = 0, drafted_for_allowed = 0, drafted_for_plain = 0;
+  for (int64_t s = 0; s < 8 * SpeculationGuard::kExplorePeriod; ++s) {
+    const bool drafts = guard.WantsDrafts(1, /*costly=*/true);
+    const bool allowed = guard.Allow(1);
+    allowed_decisions += allowed;
+    drafted_for_allowed += drafts && allowed;
+    drafted_for_plain += drafts && !allowed;
+    guard.Planned(1, /*verified=*/allowed, allowed);
+    ASSERT_FALSE(guard.Probing(1)) << "decision " << s;
+  }
+  EXPECT_EQ(allowed_decisions, 8);
+  EXPECT_EQ(drafted_for_allowed, 8);
+  EXPECT_EQ(drafted_for_plain, 0);
+}
+
 TEST(SpeculationGuard, SavingPerTokenIsTheBucketsOwnOrALargerBucketsLowerBound) {
   SpeculationGuard guard;
   EXPECT_FALSE(guard.SavingPerToken(4).has_value());  // nothing measured: learning
