@@ -158,9 +158,12 @@ void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted
   Bucket& b = buckets_[i];
   // A bucket's first verdict of its own continues the implied one.
   const Verdict was = VerdictOf(i);
-  if (std::exchange(b.warming_up, false)) return;
-  (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
-  if (!HasData(b)) return;
+  const bool warming_up = std::exchange(b.warming_up, false);
+  if (!warming_up) (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
+  EMBER_LOG_DEBUG("spec guard: {} {}, {} tokens in {:.2f} ms{}; {:.0f} vs {:.0f} tok/s, {:+.2f} standard errors",
+                  BucketName(num_decodes), allowed ? "speculating" : "plain", emitted, seconds * 1e3,
+                  warming_up ? " (warm-up, not counted)" : "", b.spec.Rate(), b.plain.Rate(), EvidenceOf(b));
+  if (warming_up || !HasData(b)) return;
   const double z = EvidenceOf(b);
   b.verdict = Next(was, z);
   if (b.verdict == was) return;

@@ -31,26 +31,11 @@ ForwardBatch SyntheticStep(int64_t n, int64_t vocab, const kv::KvCacheConfig& co
   return b;
 }
 
-// Replaces the measured points by the least-squares line a + b n through them (a, b >= 0). One
-// point measured during a burst of other load would otherwise make a wider step look cheaper than
-// a narrower one, and that is exactly the error that invites verification that does not pay. The
-// engine then corrects the points from real steps (StepCostModel::Observe).
-void FitLine(StepCostModel* cost) {
-  const size_t m = cost->tokens.size();
-  if (m < 2) return;
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < m; ++i) {
-    const double x = static_cast<double>(cost->tokens[i]), y = cost->seconds[i];
-    sx += x, sy += y, sxx += x * x, sxy += x * y;
-  }
-  const double denom = static_cast<double>(m) * sxx - sx * sx;
-  double b = denom > 0 ? (static_cast<double>(m) * sxy - sx * sy) / denom : 0.0;
-  b = std::max(0.0, b);
-  const double a = std::max(0.0, (sy - b * sx) / static_cast<double>(m));
-  for (size_t i = 0; i < m; ++i) cost->seconds[i] = a + b * static_cast<double>(cost->tokens[i]);
-}
-
 }  // namespace
+
+void KeepNonDecreasing(StepCostModel* cost) {
+  for (size_t i = 1; i < cost->seconds.size(); ++i) cost->seconds[i] = std::max(cost->seconds[i], cost->seconds[i - 1]);
+}
 
 Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const StepCostOptions& options) {
   const kv::KvCacheConfig& config = kv.config();
@@ -62,8 +47,12 @@ Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const Step
   // Dense where speculation decides (a few tokens per request), sparser beyond.
   for (int64_t n = 1; n <= max_tokens; n = n < 4 ? n + 1 : n < 16 ? n + 2 : n + n / 2) {
     const ForwardBatch batch = SyntheticStep(n, model.info().vocab_size, config);
+    // The fastest of several runs after a warm-up one (which also warms caches and the
+    // workspace): other load only ever adds time. Small steps, where speculation decides, are
+    // cheap to repeat.
+    const int reps = n <= 16 ? 7 : 3;
     double best = 0;
-    for (int rep = 0; rep < 3; ++rep) {  // the first run also warms caches and the workspace
+    for (int rep = 0; rep < reps; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       EMBER_RETURN_IF_ERROR(model.Forward(batch, kv, &out));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -73,7 +62,7 @@ Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const Step
     cost.seconds.push_back(best);
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > options.time_budget_s) break;
   }
-  FitLine(&cost);
+  KeepNonDecreasing(&cost);
   return cost;
 }
 
