@@ -160,9 +160,11 @@ void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted
   const Verdict was = VerdictOf(i);
   const bool warming_up = std::exchange(b.warming_up, false);
   if (!warming_up) (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
-  EMBER_LOG_DEBUG("spec guard: {} {}, {} tokens in {:.2f} ms{}; {:.0f} vs {:.0f} tok/s, {:+.2f} standard errors",
-                  BucketName(num_decodes), allowed ? "speculating" : "plain", emitted, seconds * 1e3,
-                  warming_up ? " (warm-up, not counted)" : "", b.spec.Rate(), b.plain.Rate(), EvidenceOf(b));
+  if (CurrentLogLevel() <= LogLevel::kDebug) {  // every step: skip formatting the bucket's name otherwise
+    EMBER_LOG_DEBUG("spec guard: {} {}, {} tokens in {:.2f} ms{}; {:.0f} vs {:.0f} tok/s, {:+.2f} standard errors",
+                    BucketName(num_decodes), allowed ? "speculating" : "plain", emitted, seconds * 1e3,
+                    warming_up ? " (warm-up, not counted)" : "", b.spec.Rate(), b.plain.Rate(), EvidenceOf(b));
+  }
   if (warming_up || !HasData(b)) return;
   const double z = EvidenceOf(b);
   b.verdict = Next(was, z);
