@@ -33,8 +33,8 @@
 //   as fast); far from it the standard errors are small and the verdict comes within a few steps
 //   (a 25% loss at 16 requests: about kMinSteps per side).
 //
-// One decision in kExplorePeriod of a committed bucket takes the other side, so both rates stay
-// current and a verdict that has changed (longer contexts, a quieter host) is seen. A bucket
+// One decision in kExplorePeriod of a bucket that is on runs plain, and one that is off speculates
+// in a pair every 2 kExplorePeriod (WarmsUp), so both rates stay current and a change is seen. A bucket
 // without measurements of its own starts from what its neighbours imply, since speculation pays
 // less the more requests a step verifies: a bucket larger than one that is off starts off, one
 // smaller than a bucket that is on starts on; only a bucket that neither implies alternates to
