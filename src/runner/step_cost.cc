@@ -31,6 +31,9 @@ ForwardBatch SyntheticStep(int64_t n, int64_t vocab, const kv::KvCacheConfig& co
   return b;
 }
 
+constexpr int64_t kRefinedTokens = 8;  // widths measured again after the first pass
+constexpr int kRefineRuns = 5;
+
 }  // namespace
 
 void KeepNonDecreasing(StepCostModel* cost) {
@@ -44,23 +47,35 @@ Expected<StepCostModel> MeasureStepCost(CausalLM& model, KvStore& kv, const Step
   StepCostModel cost;
   ForwardOutput out;
   const auto start = std::chrono::steady_clock::now();
-  // Dense where speculation decides (a few tokens per request), sparser beyond.
-  for (int64_t n = 1; n <= max_tokens; n = n < 4 ? n + 1 : n < 16 ? n + 2 : n + n / 2) {
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  // The fastest of `runs` forwards of an n-token step: other load only ever adds time.
+  const auto fastest = [&](int64_t n, int runs) -> Expected<double> {
     const ForwardBatch batch = SyntheticStep(n, model.info().vocab_size, config);
-    // The fastest of several runs after a warm-up one (which also warms caches and the
-    // workspace): other load only ever adds time. Small steps, where speculation decides, are
-    // cheap to repeat.
-    const int reps = n <= 16 ? 7 : 3;
     double best = 0;
-    for (int rep = 0; rep < reps; ++rep) {
+    for (int run = 0; run < runs; ++run) {
       const auto t0 = std::chrono::steady_clock::now();
       EMBER_RETURN_IF_ERROR(model.Forward(batch, kv, &out));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep == 1 || (rep > 1 && s < best)) best = s;
+      if (run == 0 || s < best) best = s;
     }
+    return best;
+  };
+  // Dense where speculation decides (a few tokens per request), sparser beyond. Each point: a
+  // warm-up forward (caches, the workspace), then the faster of two.
+  for (int64_t n = 1; n <= max_tokens; n = n < 4 ? n + 1 : n < 16 ? n + 2 : n + n / 2) {
+    EMBER_RETURN_IF_ERROR(fastest(n, 1).status());
+    EMBER_ASSIGN_OR_RETURN(const double best, fastest(n, 2));
     cost.tokens.push_back(n);
     cost.seconds.push_back(best);
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > options.time_budget_s) break;
+    if (elapsed() > options.time_budget_s) break;
+  }
+  // Then more runs of the narrowest steps, whose differences decide verification at a few
+  // requests and which are cheap to repeat, within a budget of their own (so the widths above
+  // are still measured on a slow model).
+  for (size_t i = 0; i < cost.tokens.size() && cost.tokens[i] <= kRefinedTokens; ++i) {
+    if (elapsed() > options.time_budget_s + options.refine_budget_s) break;
+    EMBER_ASSIGN_OR_RETURN(const double best, fastest(cost.tokens[i], kRefineRuns));
+    cost.seconds[i] = std::min(cost.seconds[i], best);
   }
   KeepNonDecreasing(&cost);
   return cost;

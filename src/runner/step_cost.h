@@ -2,7 +2,8 @@
 // adaptive speculative decoding plans with (engine/spec_decode.h). Each point runs the real
 // forward over one synthetic request of n tokens with every row's logits (a verification step
 // asks for all of them), on blocks of the KV store nobody holds yet. A point is the fastest of
-// several runs, and no point is cheaper than a narrower one (KeepNonDecreasing).
+// its runs (the narrowest ones get more, after the others are measured), and no point is
+// cheaper than a narrower one (KeepNonDecreasing).
 //
 // The points are kept as measured, not replaced by a line: on a CPU the first extra rows of a
 // step share its pass over the weights (the packed GEMMs' 4-row tiles), so a 2-token step costs
@@ -23,6 +24,7 @@ namespace ember {
 struct StepCostOptions {
   int64_t max_tokens = 64;        // the widest step worth planning (max_num_seqs x (1 + k), capped)
   double time_budget_s = 3.0;     // stop adding points past this (the last slope extrapolates)
+  double refine_budget_s = 1.0;   // then at most this long measuring the narrowest points again
 };
 
 // Call before the engine serves anything: it overwrites KV blocks the pool has not handed out.
