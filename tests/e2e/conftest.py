@@ -5,7 +5,48 @@ import subprocess
 
 import pytest
 
+from serving import Server
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+LOG_TAIL_LINES = 80
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the last lines of every server it started or still uses:
+    what the servers logged is often the only trace of why a request went another way."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    first = getattr(item, "_ember_first_server", len(Server.started))
+    for i, server in enumerate(Server.started):
+        if i >= first or server.proc.poll() is None:
+            try:
+                tail = "\n".join(server.log().splitlines()[-LOG_TAIL_LINES:])
+            except OSError as e:
+                tail = f"(log unreadable: {e})"
+            report.sections.append((f"ember serve on port {server.port}: last {LOG_TAIL_LINES} lines", tail))
+
+
+@pytest.fixture(autouse=True)
+def _server_logs(request):
+    """Notes which servers this test starts, and removes the logs of those that have exited."""
+    request.node._ember_first_server = len(Server.started)
+    yield
+    for server in Server.started[request.node._ember_first_server:]:
+        if server.proc.poll() is not None and os.path.exists(server.log_path):
+            os.unlink(server.log_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_server_logs():
+    yield
+    for server in Server.started:
+        if os.path.exists(server.log_path):
+            os.unlink(server.log_path)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,7 @@
 """A live `ember serve` on loopback for the end-to-end suites: start it on a free port, wait for
-/health, send requests (JSON, raw bytes), read metrics, stop it with SIGTERM."""
+/health, send requests (JSON, raw bytes), read metrics, stop it with SIGTERM. Its stdout and stderr
+go to a log file (`Server.log()`), never to a pipe nobody reads: a server that logs more than a pipe
+holds would block on its next line. conftest.py prints the logs' tails when a test fails."""
 import http.client
 import json
 import os
@@ -7,6 +9,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 CACHE = pathlib.Path(os.environ.get("EMBER_MODEL_CACHE", pathlib.Path.home() / ".cache/ember/models"))
@@ -21,27 +24,36 @@ def free_port():
 
 
 class Server:
+    started = []  # every Server this pytest process made, in order (conftest.py reports and removes their logs)
+
     def __init__(self, ember_bin, *args, model=SMOLLM, name="smollm", max_model_len=512):
         # free_port() hands out a port that another test running beside this one (ctest -j) may
         # take before the server binds it: then start again on another port.
         for attempt in range(3):
             self.port = free_port()
-            self.proc = subprocess.Popen(
-                [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
-                 "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            log, self.log_path = tempfile.mkstemp(prefix=f"ember-serve-{self.port}-", suffix=".log")
+            with os.fdopen(log, "wb") as out:
+                self.proc = subprocess.Popen(
+                    [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
+                     "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
+                    stdout=out, stderr=subprocess.STDOUT)
+            Server.started.append(self)
             stderr = self._wait_healthy()
             if stderr is None:
                 return
             if "Address already in use" not in stderr or attempt == 2:
                 raise AssertionError(f"ember serve exited: {stderr}")
 
+    def log(self):
+        """What the server wrote to stdout and stderr so far (all of it once it has exited)."""
+        return pathlib.Path(self.log_path).read_text(errors="replace")
+
     def _wait_healthy(self):
-        """None once /health answers 200 from this process; its stderr if it exited first."""
+        """None once /health answers 200 from this process; its log if it exited first."""
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                return self.proc.stderr.read()
+                return self.log()
             try:
                 if self.request("GET", "/health")[0] == 200:
                     return None
@@ -102,7 +114,7 @@ class Server:
 
     def assert_idle_and_healthy(self):
         """After hostile traffic: the process lives, /health is 200, nothing runs or waits."""
-        assert self.proc.poll() is None, self.proc.stderr.read()
+        assert self.proc.poll() is None, self.log()
         assert self.request("GET", "/health")[0] == 200
         deadline = time.time() + 30
         while time.time() < deadline and (self.metric("ember:num_requests_running") or

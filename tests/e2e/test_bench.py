@@ -22,7 +22,7 @@ def server(ember_bin):
         pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
     s = Server(ember_bin, "--max-num-seqs", "4", "--threads", "1")
     yield s
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 LEVEL_KEYS = {"completed", "failed", "errors", "duration_s", "total_input_tokens", "total_output_tokens",

@@ -148,7 +148,7 @@ def test_concurrent_requests_are_spread_and_answer_as_one_process(ember_bin, tin
         expert_tokens = expert_tokens_per_layer(server)
     finally:
         code = server.stop()
-        log = server.proc.stderr.read()
+        log = server.log()
     assert dep == one, log
     assert busy.get(0, 0) >= 1 and busy.get(1, 0) >= 1, (busy, log)  # both ranks ran requests
     assert set(kv) == {0, 1} and set(waiting) == {0, 1}, (kv, waiting)
@@ -175,7 +175,7 @@ def test_a_hung_rank_is_named_and_requests_end_with_errors(ember_bin, tiny_dir):
     thread.join(timeout=60)
     code = server.proc.wait(timeout=60)
     elapsed = time.time() - start
-    stderr = server.proc.stderr.read()
+    stderr = server.log()
     assert not thread.is_alive() and code != 0 and elapsed < 20, (elapsed, code)
     assert "rank 1 did not answer" in stderr, stderr
     status, body = result["response"]

@@ -94,8 +94,10 @@ def check_disaggregated_equals_colocated(ember_bin, model, name, *args, bodies=N
             params = prefill_phase(producer, path, body)
             got = texts(consumer.request("POST", path, dict(body, kv_transfer_params=params)), body.get("stream", False))
             assert got == expected, (path, body, got, expected)
-        assert consumer.metric("ember:kv_transfer_received_total") >= len(bodies or requests_for(name))
-        assert consumer.metric("ember:kv_transfer_pull_failures_total") == 0
+        # A pull that failed was computed locally, so the outputs above still match: say which.
+        received = consumer.metric("ember:kv_transfer_received_total")
+        failed = consumer.metric("ember:kv_transfer_pull_failures_total")
+        assert failed == 0 and received >= len(bodies or requests_for(name)), (received, failed)
         assert producer.metric("ember:kv_transfer_sent_bytes_total") == consumer.metric(
             "ember:kv_transfer_received_bytes_total")
         assert_all_blocks_back(producer, consumer)

@@ -29,7 +29,7 @@ def server(ember_bin):
                "http://localhost:3000,http://127.0.0.1:5173")
     yield s
     s.assert_idle_and_healthy()
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 def error_of(body):
@@ -427,7 +427,7 @@ def impatient(ember_bin):
     s = Server(ember_bin, "--max-num-seqs", "4", "--header-timeout", "1", "--body-timeout", "1")
     yield s
     s.assert_idle_and_healthy()
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 def test_slow_and_idle_clients_are_dropped(impatient):
@@ -519,7 +519,7 @@ def test_ten_thousand_idle_connections_do_not_starve_clients(ember_bin):
         assert rss[1] - rss[0] < 32 * 1024, rss  # KiB: flat across rounds
         s.assert_idle_and_healthy()
     finally:
-        assert s.stop() == 0, s.proc.stderr.read()
+        assert s.stop() == 0, s.log()
 
 
 def start_stream(port, max_tokens, stream=True):
@@ -580,7 +580,7 @@ def test_sigterm_lets_streams_finish_then_exits_0(ember_bin):
         assert status == 200 and events[-1] == "[DONE]"
         assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
         sock.close()
-    assert s.proc.wait(timeout=30) == 0, s.proc.stderr.read()
+    assert s.proc.wait(timeout=30) == 0, s.log()
 
 
 def test_sigterm_past_the_shutdown_timeout_ends_streams_cleanly(ember_bin):
@@ -599,7 +599,7 @@ def test_sigterm_past_the_shutdown_timeout_ends_streams_cleanly(ember_bin):
         assert status == 200 and events[-1] == "[DONE]"
         assert json.loads(events[-2])["choices"][0]["finish_reason"] == "abort"
         sock.close()
-    assert s.proc.wait(timeout=10) == 0, s.proc.stderr.read()
+    assert s.proc.wait(timeout=10) == 0, s.log()
     assert time.time() - signalled < 8
 
 

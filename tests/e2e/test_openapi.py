@@ -30,7 +30,7 @@ def server(ember_bin):
     s = Server(ember_bin, "--api-key", API_KEY, "--max-num-seqs", "8", "--max-n", "2", "--max-prompts-per-request",
                "3", "--default-max-tokens", "8", max_model_len=48)
     yield s
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 @pytest.fixture(scope="module")

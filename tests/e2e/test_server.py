@@ -17,7 +17,7 @@ def server(ember_bin):
         pytest.skip("SmolLM2 not fetched (scripts/fetch_models.py)")
     s = Server(ember_bin, "--max-num-seqs", "8", "--tool-call-parser", "hermes")
     yield s
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_api_key_overload_and_clean_shutdown(ember_bin):
         assert 503 in statuses and 200 in statuses and set(statuses) <= {200, 503}
     finally:
         assert s.stop() == 0
-    assert "server stopped" in s.proc.stderr.read()
+    assert "server stopped" in s.log()
 
 
 def test_64_concurrent_streaming_clients_all_complete(server, client):
@@ -262,7 +262,7 @@ def test_speculative_server_matches_plain_server_with_stop_strings(server, ember
             spec.metric("ember:spec_decode_num_draft_tokens_total")
     finally:
         assert spec.stop() == 0
-    assert "speculative decoding: ngram" in spec.proc.stderr.read()
+    assert "speculative decoding: ngram" in spec.log()
     bad = subprocess.run([str(ember_bin), "serve", str(SMOLLM), "--port", str(free_port()), "--speculative-config",
                           '{"method":"ngram","num_speculative_tokens":0}'], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "num_speculative_tokens" in bad.stderr

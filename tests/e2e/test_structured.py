@@ -77,7 +77,7 @@ def server(request, ember_bin):
                model=path, name=request.param)
     s.name = request.param
     yield s
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 def chat(server, body, stream):

@@ -203,7 +203,7 @@ def serve_answers(ember_bin, model, flag, size, *args):
         answers = [complete(server, p)[1]["choices"][0]["text"] for p in prompts]
     finally:
         code = server.stop()
-        log = server.proc.stderr.read()
+        log = server.log()
     assert code == (0 if size == 1 else 1), log
     assert "server stopped" in log, log
     return answers
@@ -246,7 +246,7 @@ def expect_a_killed_worker_ends_the_job(server, max_tokens=400):
     assert not thread.is_alive(), "the request hung after a rank died"
     code = server.proc.wait(timeout=60)
     elapsed = time.time() - start
-    stderr = server.proc.stderr.read()
+    stderr = server.log()
     assert code != 0
     assert elapsed < 30, elapsed
     assert "rank 1" in stderr, stderr
@@ -311,7 +311,7 @@ def test_a_hung_worker_rank_is_named_and_requests_end_with_errors(ember_bin):
     thread.join(timeout=60)
     code = server.proc.wait(timeout=60)
     elapsed = time.time() - start
-    stderr = server.proc.stderr.read()
+    stderr = server.log()
     assert not thread.is_alive()
     assert code != 0
     assert elapsed < 20, elapsed

@@ -24,7 +24,7 @@ def server(request, ember_bin):
     s = Server(ember_bin, "--max-num-seqs", "4", *args, model=path, name=request.param)
     s.name = request.param
     yield s
-    assert s.stop() == 0, s.proc.stderr.read()
+    assert s.stop() == 0, s.log()
 
 
 def test_tokenize_messages_equals_apply_chat_template(server):
