@@ -219,7 +219,12 @@ def generate_with_ember(tok, texts: list[str], max_new: int, temperature: float,
     finally:
         os.unlink(path)
     out = []
-    for ids, line in zip(prompts, run.stdout.splitlines(), strict=True):
+    # One JSON object per '\n': str.splitlines() would also split inside a string at U+2028, U+0085
+    # and the like, which JSON leaves unescaped (a sampled continuation produced one).
+    lines = run.stdout.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for ids, line in zip(prompts, lines, strict=True):
         r = json.loads(line)
         cont = r["token_ids"]
         if r["finish_reason"] == "stop" and (not cont or cont[-1] != eos):
