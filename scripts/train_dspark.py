@@ -34,8 +34,11 @@ Usage (the real runs; `--smoke` shrinks everything to prove the script works):
       prompt batches, 13,788 sequences, 1.28M generated tokens, a 14 GB file)
   .venv/bin/python scripts/train_dspark.py train --minutes 45 --layers 2 --anchors 24 --init-from-target 28,29
   .venv/bin/python scripts/train_dspark.py train --minutes 45 --anchors 24 --init-from tests/golden/dspark/smollm2
-      (a further run from the committed drafter; then calibrate: its held-out top-1 at the first
-      position was still rising when session 26's run ended, 0.48 -> 0.53 over its last 1,000 steps)
+      (a further run from the committed drafter, then calibrate. The committed drafter is session
+      26's 45 minutes (above) plus session 33's `data --data-minutes 21` (50 prompt batches, 6,774
+      sequences: the first of the batches above) and `train --minutes 35 --anchors 24 --lr 5e-4
+      --init-from <session 26's>`: 7,623 steps on a Zen 5 EPYC, held-out first-position top-1
+      0.55 -> 0.61, tokens per cycle at T=0 1.98 -> 2.11; the gain flattened after ~3,000 steps)
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
   .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)
