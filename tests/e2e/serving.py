@@ -37,10 +37,11 @@ class Server:
                     [str(ember_bin), "serve", str(model), "--port", str(self.port), "--served-model-name", name,
                      "--max-model-len", str(max_model_len), "--kv-cache-memory", "64MiB", *map(str, args)],
                     stdout=out, stderr=subprocess.STDOUT)
-            Server.started.append(self)
             stderr = self._wait_healthy()
             if stderr is None:
+                Server.started.append(self)
                 return
+            os.unlink(self.log_path)  # this attempt's; its text is in stderr
             if "Address already in use" not in stderr or attempt == 2:
                 raise AssertionError(f"ember serve exited: {stderr}")
 
