@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -83,6 +85,7 @@ class UcxKvConnector::Impl {
                  KvImportSpans into);
   void CancelPull(RequestIndex index) { Queue(CancelCommand{index}); }
   void ReleaseRemote(const RemoteKv& from) { Queue(ReleaseCommand{from}); }
+  std::function<void()> PauseForTesting();
   Events TakeEvents() {
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(events_, {});
@@ -121,7 +124,10 @@ class UcxKvConnector::Impl {
   struct ReleaseCommand {
     RemoteKv from;
   };
-  using Command = std::variant<HoldCommand, PullCommand, CancelCommand, ReleaseCommand>;
+  struct PauseCommand {  // tests only: the thread waits here for `resume`
+    std::shared_ptr<std::promise<void>> paused, resume;
+  };
+  using Command = std::variant<HoldCommand, PullCommand, CancelCommand, ReleaseCommand, PauseCommand>;
 
   // Producer: one request's KV, held for consumers.
   struct Held {
@@ -404,6 +410,14 @@ void UcxKvConnector::Impl::Loop() {
   }
 }
 
+std::function<void()> UcxKvConnector::Impl::PauseForTesting() {
+  PauseCommand pause{std::make_shared<std::promise<void>>(), std::make_shared<std::promise<void>>()};
+  std::future<void> paused = pause.paused->get_future();
+  Queue(pause);
+  paused.wait();
+  return [resume = pause.resume] { resume->set_value(); };
+}
+
 void UcxKvConnector::Impl::RunCommands() {
   std::deque<Command> commands;
   {
@@ -434,6 +448,9 @@ void UcxKvConnector::Impl::RunCommands() {
     } else if (auto* cancel = std::get_if<CancelCommand>(&command)) {
       auto it = pull_tags_.find(cancel->index);
       if (it != pull_tags_.end()) FailPull(pulls_.at(it->second), "the request was aborted");
+    } else if (auto* pause = std::get_if<PauseCommand>(&command)) {
+      pause->paused->set_value();
+      pause->resume->get_future().wait();
     }
   }
 }
@@ -979,6 +996,7 @@ void UcxKvConnector::StartPull(RequestIndex index, const RemoteKv& from, int64_t
 }
 void UcxKvConnector::ReleaseRemote(const RemoteKv& from) { impl_->ReleaseRemote(from); }
 void UcxKvConnector::CancelPull(RequestIndex index) { impl_->CancelPull(index); }
+std::function<void()> UcxKvConnector::PauseForTesting() { return impl_->PauseForTesting(); }
 KvConnector::Events UcxKvConnector::TakeEvents() { return impl_->TakeEvents(); }
 void UcxKvConnector::SetWake(std::function<void()> wake) { impl_->SetWake(std::move(wake)); }
 KvTransferStats UcxKvConnector::Stats() const { return impl_->Stats(); }

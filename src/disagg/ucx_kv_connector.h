@@ -16,6 +16,7 @@
 // commands and takes events (engine/kv_connector.h), and timeouts bound every wait.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,11 @@ class UcxKvConnector final : public KvConnector {
   const std::string& host() const;
   int32_t port() const;
   const std::string& engine_id() const;
+
+  // Tests only: the connector's thread stops at the next queued command until the returned
+  // function is called (which must happen before destruction). Commands queued and messages
+  // received meanwhile wait for it, so a test can make a pull arrive while its hold is queued.
+  std::function<void()> PauseForTesting();
 
   class Impl;
 

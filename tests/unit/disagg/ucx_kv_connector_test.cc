@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -148,6 +149,52 @@ TEST(UcxKvConnectorTest, AfterAHeldPrefixOnlyTheRestMovesAndNChoicesPullOneHold)
   EXPECT_TRUE(SameBytes(*original, *moved));
   EXPECT_EQ(consumer->Stats().bytes_received, rest + whole);
   EXPECT_EQ(WaitFor(*producer, OneRelease).released.size(), 1u);
+}
+
+// The engine answers its client as soon as Hold returns, so a consumer's pull can reach the
+// producer's thread together with the hold it names, still queued. The thread registers queued
+// holds before it reads the messages that arrived, so the pull finds its hold. (Read the other
+// way round, it was refused with "holds no KV" and the consumer computed the prompt itself: the
+// disaggregation e2e flake of session 32.)
+TEST(UcxKvConnectorTest, APullThatArrivesWithItsHoldStillQueuedFindsIt) {
+  const kv::KvCacheConfig config = Config();
+  const KvStore source = FilledStore(config, 7);
+  auto dest = KvStore::Create(config);
+  ASSERT_TRUE(dest.ok());
+  auto producer = Start(KvRole::kProducer, config);
+  auto consumer = Start(KvRole::kConsumer, config);
+  ASSERT_TRUE(producer && consumer);
+  // A first transfer connects the two, so the second pull is one message straight to the producer.
+  auto first = source.ExportSpans(ConsecutiveTables(1), kTokens);
+  ASSERT_TRUE(first.ok());
+  auto first_where = producer->Hold(1, std::move(*first), 5);
+  ASSERT_TRUE(first_where.ok());
+  auto first_into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
+  ASSERT_TRUE(first_into.ok());
+  consumer->StartPull(1, *first_where, 0, 1, std::move(*first_into));
+  KvConnector::Events connected = WaitFor(*consumer, OnePull);
+  ASSERT_EQ(connected.pulls.size(), 1u);
+  ASSERT_TRUE(connected.pulls[0].status.ok()) << connected.pulls[0].status.ToString();
+
+  // The producer's thread waits while the hold is queued and the pull arrives at its worker.
+  std::function<void()> resume = producer->PauseForTesting();
+  auto exported = source.ExportSpans(ConsecutiveTables(1), kTokens);
+  ASSERT_TRUE(exported.ok());
+  auto where = producer->Hold(2, std::move(*exported), 6);
+  ASSERT_TRUE(where.ok());
+  auto into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
+  ASSERT_TRUE(into.ok());
+  consumer->StartPull(2, *where, 0, 1, std::move(*into));
+  const auto sent = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (consumer->Stats().pulls_in_flight == 0 && std::chrono::steady_clock::now() < sent) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // loopback delivery
+  resume();
+  KvConnector::Events pulled = WaitFor(*consumer, OnePull);
+  ASSERT_EQ(pulled.pulls.size(), 1u);
+  EXPECT_TRUE(pulled.pulls[0].status.ok()) << pulled.pulls[0].status.ToString();
+  EXPECT_EQ(consumer->Stats().transfers_received, 2);
 }
 
 TEST(UcxKvConnectorTest, AnotherKvLayoutIsRefusedAtConnectTime) {
