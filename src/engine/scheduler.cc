@@ -334,11 +334,20 @@ int32_t Scheduler::TokensToPropose(Request& req) {
     // Not even the guard's learning and probing steps draft where drafts cannot pay at this batch
     // size: a DSpark drafting step for 16 requests costs about a decode step on a CPU, and those
     // steps alone cost 7-17% of the throughput at 16-64 requests (bench/results/dspark_s23).
-    if (costly && !DraftsWouldBeVerified()) return 0;
+    // Except a block drafter's probe where only the drafting's price stands in the way: a probe
+    // is the only step that measures that price again once drafting has stopped, and judged by
+    // the price a burst of load had set, a 1-request SmolLM2 server drafted nothing for the rest
+    // of its run (bench/results/dspark_s34). A drafter model's probe would first catch the
+    // request up, which CatchUpPays weighs (such probes cost 2% at 4 requests in
+    // DrafterCatchUp.AtFourRequestsACatchUpThatDoesNotPayIsNotMade).
+    const bool probing = costly && guard_.Probing(decodes);
+    const bool probe_prices_drafting =
+        probing && !config_.proposer_catches_up && DraftsWouldBeVerified(/*drafting_free=*/true);
+    if (costly && !DraftsWouldBeVerified() && !probe_prices_drafting) return 0;
     // A probe asks whether the plan would verify fresh drafts now; a few requests' drafts answer
     // that (the plan verifies the drafts it is surest of), while drafting for every request of a
     // step of 16 cost the SmolLM2 DSpark drafter about as much as the decode step itself.
-    if (costly && guard_.Probing(decodes) && !ProbesWith(req)) return 0;
+    if (probing && !ProbesWith(req)) return 0;
   }
   if (config_.proposer_catches_up) {
     guard_step_.catch_up_tokens += std::max<int64_t>(0, req.num_tokens() - req.drafter_tokens());
@@ -381,10 +390,11 @@ bool Scheduler::ProposerIsCostly(int64_t decodes) const {
   return config_.proposer_catches_up || per_step > 0.02 * config_.step_cost.Seconds(std::max<int64_t>(1, decodes));
 }
 
-bool Scheduler::DraftsWouldBeVerified() {
+bool Scheduler::DraftsWouldBeVerified(bool drafting_free) {
   // Until the acceptance is measured, drafts are what measures it.
   if (engine_acceptance_.checked(1) < DrafterCatchUp::kMinDraftsForAcceptance) return true;
-  if (guard_step_.drafts_verifiable) return *guard_step_.drafts_verifiable;
+  std::optional<bool>& answer = drafting_free ? guard_step_.drafts_verifiable_if_free : guard_step_.drafts_verifiable;
+  if (answer) return *answer;
   // A drafter model: the requests it is current with, and the one asking (at the engine's
   // acceptance). Another proposer (DSpark) drafts for every running request, and its plan reads
   // each draft's confidences: the bound is a draft it is sure of (confidence 1 at every position,
@@ -407,9 +417,11 @@ bool Scheduler::DraftsWouldBeVerified() {
                                                                   : std::span<const float>(kSure).first(k)});
   }
   const int64_t decodes = std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
-  const std::vector<int32_t> plan = PlanSpeculation(PlanInput(current, decodes, decodes));
-  guard_step_.drafts_verifiable = std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; });
-  return *guard_step_.drafts_verifiable;
+  SpecPlanInput input = PlanInput(current, decodes, decodes);
+  if (drafting_free) input.propose_seconds = input.propose_seconds_per_position = 0.0;
+  const std::vector<int32_t> plan = PlanSpeculation(input);
+  answer = std::any_of(plan.begin(), plan.end(), [](int32_t n) { return n > 0; });
+  return *answer;
 }
 
 bool Scheduler::CatchUpPays(const Request& req) const {
@@ -703,14 +715,26 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
   }
   multimodal_.Add(output.multimodal);
   constexpr double kProposeDecay = 0.9;
+  constexpr int64_t kProposeMaxAge = 8;
   // The proposer's per-step cost when it drafts (a step that drafted nothing says nothing about
-  // it), without one-off catch-ups.
+  // it), without one-off catch-ups. The old estimate ages by the steps since it was measured (up
+  // to kProposeMaxAge: one measurement then weighs 57%, not all, since one step's drafting is a
+  // noisy sample), so a few measurements after a long pause replace it: where drafting stops
+  // (the plan would not verify at that price, or the guard probes), only rare steps measure it
+  // again, and aged per measurement an estimate a burst of load had raised kept a 1-request
+  // SmolLM2 server from drafting for the rest of a run (bench/results/dspark_s34).
   size_t longest_draft = 0;
   for (const std::vector<int32_t>& d : output.draft_token_ids) longest_draft = std::max(longest_draft, d.size());
   if (output.propose_seconds > 0.0 && (longest_draft > 0 || !config_.propose_cost_per_position)) {
     double cost = output.propose_seconds - output.propose_catch_up_seconds;
     if (config_.propose_cost_per_position) cost /= static_cast<double>(longest_draft);
-    propose_seconds_ = propose_seconds_ == 0.0 ? cost : kProposeDecay * propose_seconds_ + (1.0 - kProposeDecay) * cost;
+    const double old_weight =
+        propose_seconds_ == 0.0
+            ? 0.0
+            : std::pow(kProposeDecay, static_cast<double>(std::min<uint64_t>(
+                                              scheduled.step_id - propose_measured_step_, kProposeMaxAge)));
+    propose_seconds_ = old_weight * propose_seconds_ + (1.0 - old_weight) * cost;
+    propose_measured_step_ = scheduled.step_id;
   }
   if (config_.adaptive_speculation && config_.num_speculative_tokens > 0 && output.execute_seconds > 0.0 &&
       scheduled.total_num_scheduled_tokens > 0) {

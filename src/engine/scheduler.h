@@ -229,8 +229,9 @@ class Scheduler {
   // costly proposer (DSpark), for every running request, each draft as sure as the proposer's
   // measured calibration allows: an upper bound, false only where no draft could pay at this
   // batch size. Where the plan would verify none of it, drafting is pure cost. True until
-  // kMinDraftsForAcceptance drafts are measured; asked once per step.
-  bool DraftsWouldBeVerified();
+  // kMinDraftsForAcceptance drafts are measured; asked once per step. `drafting_free`: were
+  // drafting free (only verification priced), which only the drafting's own cost can change.
+  bool DraftsWouldBeVerified(bool drafting_free = false);
   // After a verification step: num_computed_tokens back to the accepted length, and the counters.
   void RollBackRejected(Request* req, size_t num_emitted);
   void ScheduleWaiting(StepPlan& plan);
@@ -288,8 +289,10 @@ class Scheduler {
   SpecDecodeCounters spec_counters_;
   MultiModalStepStats multimodal_;  // summed from the runner's outputs
   // Moving average of the proposer's cost per step, or per position of the longest draft where
-  // config_.propose_cost_per_position.
+  // config_.propose_cost_per_position, aged by the steps since its last measurement
+  // (propose_measured_step_), not by the measurements: see UpdateFromOutput.
   double propose_seconds_ = 0.0;
+  uint64_t propose_measured_step_ = 0;
   SpeculationGuard guard_;             // adaptive only: off where speculation realised less
   DrafterCatchUp catch_up_;            // adaptive with a drafter model: which requests it catches up
   double running_load_ = 0.0;          // moving average of running requests per step
@@ -301,6 +304,7 @@ class Scheduler {
     bool allowed = false;  // what the guard answered for the step's decision
     int64_t catch_up_tokens = 0;  // tokens the drafter is asked to catch up after the step
     std::optional<bool> drafts_verifiable;  // DraftsWouldBeVerified, once asked in the step
+    std::optional<bool> drafts_verifiable_if_free;  // DraftsWouldBeVerified(true), once asked
     int64_t probe_drafts = 0;               // requests a costly proposer probes with this step
     int64_t probe_width = 0;                // ProbeDrafts of the step, once asked
     std::optional<int64_t> probe_lag;       // ProbesWith's bound on DrafterLag, once asked in the step

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/check.h"
 #include "core/logging.h"
@@ -130,6 +131,7 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
     }
   }
   state.pending_rows += states.num_rows;
+  state.last_report_rows = states.num_rows;
   state.pending_prompt |= states.first_position < states.num_prompt_tokens;
 }
 
@@ -212,6 +214,7 @@ void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenSta
 void DSparkProposer::Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) {
   EMBER_CHECK(inputs.size() == drafts.size());
   const size_t per_batch = static_cast<size_t>(options_.max_num_seqs);
+  catch_up_seconds_ = 0.0;
   for (size_t first = 0; first < inputs.size(); first += per_batch) {
     const size_t count = std::min(per_batch, inputs.size() - first);
     ProposeBatch(inputs.subspan(first, count), drafts.subspan(first, count));
@@ -228,7 +231,18 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
   }
   std::sort(to_project_.begin(), to_project_.end());
   to_project_.erase(std::unique(to_project_.begin(), to_project_.end()), to_project_.end());
+  int64_t rows = 0, catch_up_rows = 0;
+  const int64_t steady_rows = int64_t{options_.num_speculative_tokens} + 1;
+  for (const RequestState* s : to_project_) {
+    rows += s->pending_rows;
+    catch_up_rows += s->pending_rows - std::min({s->pending_rows, s->last_report_rows, steady_rows});
+  }
+  const auto project_start = std::chrono::steady_clock::now();
   Project(to_project_);
+  if (catch_up_rows > 0) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - project_start).count();
+    catch_up_seconds_ += seconds * static_cast<double>(catch_up_rows) / static_cast<double>(rows);
+  }
   blocks_.clear();
   block_input_.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -108,6 +108,14 @@ class DSparkProposer final : public Proposer {
   static constexpr int64_t kMaxWaitingRows = 256;
   static constexpr int64_t kRecentRows = 32;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
+  // The part of the last Propose call's projection that was rows of earlier steps (a request that
+  // did not draft in them) or prompt rows: all but the last step's report of each request, up to
+  // the num_speculative_tokens + 1 rows a drafting step reports. The projection's time is shared
+  // out by rows. Adaptive speculation prices drafting without it: a probe after 16-256 steps
+  // without drafting projects them all (5 ms, against a 0.5 ms steady drafting step on a loaded
+  // Zen 5), and charged to every step that price kept the plans from verifying, so the probes
+  // grew rarer and the rows waiting more (bench/results/dspark_s34).
+  double last_catch_up_seconds() const override { return catch_up_seconds_; }
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
 
   const DSparkDrafter& drafter() const { return *drafter_; }
@@ -139,7 +147,8 @@ class DSparkProposer final : public Proposer {
     // Reported rows not projected yet ([pending_rows, feature_width]), positions context.end() ..
     std::vector<float> pending;
     int64_t pending_rows = 0;
-    bool pending_prompt = false;  // some waiting rows are prompt positions
+    int64_t last_report_rows = 0;  // of them, the rows of the last report (the step just run)
+    bool pending_prompt = false;   // some waiting rows are prompt positions
     int64_t next_position() const { return context.end() + pending_rows; }
   };
   // Projects the waiting rows of `states` into their contexts, as one batch.
@@ -157,6 +166,7 @@ class DSparkProposer final : public Proposer {
   std::vector<int64_t> positions_;  // its rows' sequence positions
   std::vector<float> k_, v_;        // projected rows [num_layers, rows, kv_width]
   std::vector<RequestState*> to_project_;  // the requests a Project call covers
+  double catch_up_seconds_ = 0.0;          // last_catch_up_seconds
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
   BlockDraft block_draft_;

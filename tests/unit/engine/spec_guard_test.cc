@@ -529,6 +529,29 @@ TEST(SpeculationGuard, ABlockDrafterThatCannotPayBacksOff) {
       << drafting_steps << " of " << decode_steps << " decode steps drafted";
 }
 
+// A block drafter at 1 request (steps as BlockDrafterAt1's) whose head says 0.95 for every token
+// while 6 in 10 are right: speculating pays (1.25x at 2 tokens), but the plan's bound on any draft
+// (DraftsWouldBeVerified: confidences scaled down to what was accepted) is worth a few ms. For 20
+// early steps other work takes the cores and a drafting step costs 30 ms instead of 1.4. Judged at
+// that price no draft would be verified, so drafting stops, and only drafting measures the price
+// again: the guard's probes must still draft, and what a probe measures after a pause must count
+// for the steps it stands for. Without both, drafting never resumed (share 0.0 here; a 1-request
+// SmolLM2 server on a loaded Zen 5 verified 24 of 1,643 plans: bench/results/dspark_s34). The guard
+// itself charged speculation the burst and stays off for a while; its exploring pairs bring it
+// back on.
+TEST(SpeculationGuard, ABurstOfDraftingCostDoesNotStopADrafterThatPays) {
+  const SchedulerConfig c = BlockDrafterAt1();
+  const double share = SpeculatingShare(
+      c, 8, 8, 1000, [](std::span<const int32_t>, int64_t pos) { return Mix(pos, 3) % 10 >= 6; },
+      [&](const SchedulerOutput& out, int step, ModelRunnerOutput& result) {
+        result.propose_seconds = Drafting(out) ? (step >= 40 && step < 60 ? 30e-3 : 1.4e-3) : 0.0;
+        result.execute_seconds = c.step_cost.Seconds(out.total_num_scheduled_tokens) + result.propose_seconds;
+      },
+      [](const SchedulerOutput& out, int step) { return step >= 1500 && out.total_num_scheduled_tokens <= 8; },
+      [](int64_t) { return 0.95f; });
+  EXPECT_GT(share, 0.8);
+}
+
 // A block drafter (DSpark: one forward drafts every request's block, priced per step) at
 // `requests` requests of 200 tokens, drafts going wrong where `wrong` says, each step's
 // startup-measured cost from `cost` and its measured proposer and execute seconds from `time`,

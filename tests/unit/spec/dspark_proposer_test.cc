@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "dspark_fixture.h"
@@ -300,6 +301,40 @@ TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
     EXPECT_EQ(p->num_waiting_rows(1), 0);
     EXPECT_EQ(p->context(1)->end(), position);
   }
+}
+
+// The projection of rows a steady run of drafting would not have had waiting (a prompt, the steps
+// a request did not draft in) is the call's catch-up, which adaptive speculation leaves out of the
+// drafting step's price; the last step's report (up to k + 1 rows) is not.
+TEST_P(DSparkProposerTest, RowsOfStepsWithoutDraftingAreCatchUp) {
+  constexpr int64_t kPrompt = 20;
+  Fixture f(GetParam());
+  DSparkProposerOptions o;
+  o.num_speculative_tokens = 3;
+  auto p = MakeProposer(f, o);
+  auto step = [&](int64_t first, int64_t count) {
+    Report(*p, f, 1, first, count, {}, 0, kPrompt);
+    p->FinishObservations();
+  };
+  auto propose = [&](int64_t end) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(ProposeOne(*p, 1, Tokens(end, 8), 3).tokens.empty());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LE(p->last_catch_up_seconds(), seconds);
+    return p->last_catch_up_seconds();
+  };
+  step(0, kPrompt);
+  EXPECT_GT(propose(kPrompt), 0.0) << "a prompt of 20 rows is more than a drafting step's 4";
+  int64_t end = kPrompt;
+  for (int64_t accepted : {0, 3, 1}) {
+    step(end, accepted + 1);
+    end += accepted + 1;
+    EXPECT_EQ(propose(end), 0.0) << "drafting every step, " << accepted << " accepted";
+  }
+  for (int i = 0; i < 12; ++i) step(end++, 1);
+  EXPECT_GT(propose(end), 0.0) << "11 steps without drafting";
+  step(end, 2);
+  EXPECT_EQ(propose(end + 2), 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DSparkProposerTest, ::testing::Values("tiny", "tiny_gated"),
