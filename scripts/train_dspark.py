@@ -35,10 +35,13 @@ Usage (the real runs; `--smoke` shrinks everything to prove the script works):
   .venv/bin/python scripts/train_dspark.py train --minutes 45 --layers 2 --anchors 24 --init-from-target 28,29
   .venv/bin/python scripts/train_dspark.py train --minutes 45 --anchors 24 --init-from tests/golden/dspark/smollm2
       (a further run from the committed drafter, then calibrate. The committed drafter is session
-      26's 45 minutes (above) plus session 33's `data --data-minutes 21` (50 prompt batches, 6,774
+      26's 45 minutes (above), then session 33's `data --data-minutes 21` (50 prompt batches, 6,774
       sequences: the first of the batches above) and `train --minutes 35 --anchors 24 --lr 5e-4
-      --init-from <session 26's>`: 7,623 steps on a Zen 5 EPYC, held-out first-position top-1
-      0.55 -> 0.61, tokens per cycle at T=0 1.98 -> 2.11; the gain flattened after ~3,000 steps)
+      --init-from <session 26's>` (7,623 steps on a Zen 5 EPYC, held-out first-position top-1
+      0.55 -> 0.61, tokens per cycle at T=0 1.98 -> 2.11), then session 34's `data --resume
+      --data-minutes 30` (all 120 batches: 15,734 sequences, 1.46M generated tokens, a 16 GB
+      file) and `train --minutes 50 --anchors 24 --lr 5e-4 --init-from <session 33's>` (8,365
+      steps, first-position top-1 0.61 -> 0.65, tokens per cycle at T=0 2.11 -> 2.35))
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
   .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)

@@ -84,7 +84,7 @@ struct DSparkConfig {
 // The draft vocabulary a drafter drafts from when the speculative config does not say
 // (draft_vocab_size left out): the fewest of its most frequent ids whose counts cover
 // kDefaultDraftVocabCoverage of all its training answers' tokens; all it lists without counts.
-// For the committed SmolLM2 drafter that is 3,479 of 13,957 ids (session 26's: 3,819 of 18,443).
+// For the committed SmolLM2 drafter that is 3,729 of 19,151 ids (session 26's: 3,819 of 18,443).
 // With 4,096 ids session 26's drafting step at 1 request took 1.24 instead of 1.73 ms on a Zen 3
 // EPYC, and the chat benchmark's acceptance per position did not move (0.54 / 0.30 against
 // 0.55 / 0.30 drafting 2 tokens; bench/results/dspark_s31). A
