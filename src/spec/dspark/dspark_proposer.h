@@ -112,9 +112,9 @@ class DSparkProposer final : public Proposer {
   // did not draft in them) or prompt rows: all but the last step's report of each request, up to
   // the num_speculative_tokens + 1 rows a drafting step reports. The projection's time is shared
   // out by rows. Adaptive speculation prices drafting without it: a probe after 16-256 steps
-  // without drafting projects them all (5 ms, against a 0.5 ms steady drafting step on a loaded
-  // Zen 5), and charged to every step that price kept the plans from verifying, so the probes
-  // grew rarer and the rows waiting more (bench/results/dspark_s34).
+  // without drafting projects them all (4.5-5 ms beside a training run on a Zen 5, where a steady
+  // drafting step took ~1 ms), and charged to every step that price kept the plans from
+  // verifying, so the probes grew rarer and the rows waiting more (bench/results/dspark_s34).
   double last_catch_up_seconds() const override { return catch_up_seconds_; }
   void OnReleased(RequestId req, std::span<const int32_t> tokens, int64_t num_prompt_tokens, bool completed) override;
 
