@@ -151,6 +151,19 @@ TEST(UcxKvConnectorTest, AfterAHeldPrefixOnlyTheRestMovesAndNChoicesPullOneHold)
   EXPECT_EQ(WaitFor(*producer, OneRelease).released.size(), 1u);
 }
 
+// Holds `source`'s KV of ConsecutiveTables(1) on the producer as request `index` and starts the
+// consumer's pull of it into ConsecutiveTables(3) of `dest`.
+void HoldAndStartPull(UcxKvConnector& producer, UcxKvConnector& consumer, const KvStore& source, KvStore& dest,
+                      RequestIndex index) {
+  auto exported = source.ExportSpans(ConsecutiveTables(1), kTokens);
+  ASSERT_TRUE(exported.ok());
+  auto where = producer.Hold(index, std::move(*exported), 5 + index);
+  ASSERT_TRUE(where.ok());
+  auto into = dest.ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
+  ASSERT_TRUE(into.ok());
+  consumer.StartPull(index, *where, 0, 1, std::move(*into));
+}
+
 // The engine answers its client as soon as Hold returns, so a consumer's pull can reach the
 // producer's thread together with the hold it names, still queued. The thread registers queued
 // holds before it reads the messages that arrived, so the pull finds its hold. (Read the other
@@ -165,32 +178,25 @@ TEST(UcxKvConnectorTest, APullThatArrivesWithItsHoldStillQueuedFindsIt) {
   auto consumer = Start(KvRole::kConsumer, config);
   ASSERT_TRUE(producer && consumer);
   // A first transfer connects the two, so the second pull is one message straight to the producer.
-  auto first = source.ExportSpans(ConsecutiveTables(1), kTokens);
-  ASSERT_TRUE(first.ok());
-  auto first_where = producer->Hold(1, std::move(*first), 5);
-  ASSERT_TRUE(first_where.ok());
-  auto first_into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
-  ASSERT_TRUE(first_into.ok());
-  consumer->StartPull(1, *first_where, 0, 1, std::move(*first_into));
+  HoldAndStartPull(*producer, *consumer, source, *dest, 1);
   KvConnector::Events connected = WaitFor(*consumer, OnePull);
   ASSERT_EQ(connected.pulls.size(), 1u);
   ASSERT_TRUE(connected.pulls[0].status.ok()) << connected.pulls[0].status.ToString();
 
-  // The producer's thread waits while the hold is queued and the pull arrives at its worker.
-  std::function<void()> resume = producer->PauseForTesting();
-  auto exported = source.ExportSpans(ConsecutiveTables(1), kTokens);
-  ASSERT_TRUE(exported.ok());
-  auto where = producer->Hold(2, std::move(*exported), 6);
-  ASSERT_TRUE(where.ok());
-  auto into = dest->ImportSpansFor(ConsecutiveTables(3), kTokens, 0);
-  ASSERT_TRUE(into.ok());
-  consumer->StartPull(2, *where, 0, 1, std::move(*into));
-  const auto sent = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (consumer->Stats().pulls_in_flight == 0 && std::chrono::steady_clock::now() < sent) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // The producer's thread waits while the hold is queued and the pull arrives at its worker. It
+  // resumes on every way out of this block: a paused thread would hang the producer's destructor.
+  {
+    struct ResumeOnExit {
+      std::function<void()> resume;
+      ~ResumeOnExit() { resume(); }
+    } paused{producer->PauseForTesting()};
+    HoldAndStartPull(*producer, *consumer, source, *dest, 2);
+    const auto sent = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (consumer->Stats().pulls_in_flight == 0 && std::chrono::steady_clock::now() < sent) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // loopback delivery
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // loopback delivery
-  resume();
   KvConnector::Events pulled = WaitFor(*consumer, OnePull);
   ASSERT_EQ(pulled.pulls.size(), 1u);
   EXPECT_TRUE(pulled.pulls[0].status.ok()) << pulled.pulls[0].status.ToString();
