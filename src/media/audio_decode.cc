@@ -38,6 +38,21 @@ inline float SampleAt(const AVFrame* f, AVSampleFormat fmt, int channels, int c,
   }
 }
 
+// The reference turns a NaN or infinite sample into NaN features for the whole clip, and so does
+// a finite one that overflows float when the channels are summed or the resampler's filter
+// overshoots (float PCM of 3e38): a request error, not garbage handed to the audio tower.
+Status CheckFinite(const std::vector<float>& samples, int64_t rate) {
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!std::isfinite(samples[i])) {
+      return InvalidArgument(fmt::format(
+          "the audio has a sample that is not a finite number (NaN or infinity, or too large for float32 once "
+          "mixed to mono and resampled) at {:.3f} s; send PCM within [-1, 1]",
+          static_cast<double>(i) / static_cast<double>(rate)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<DecodedAudio> DecodeAudio(std::span<const uint8_t> bytes, const MediaLimits& limits, int64_t target_rate) {
@@ -130,6 +145,7 @@ Expected<DecodedAudio> DecodeAudio(std::span<const uint8_t> bytes, const MediaLi
   if (mono.empty()) return InvalidArgument("the audio stream has no samples");
 
   if (out.source_rate == target_rate) {
+    EMBER_RETURN_IF_ERROR(CheckFinite(mono, target_rate));
     out.samples = std::move(mono);
     return out;
   }
@@ -155,6 +171,14 @@ Expected<DecodedAudio> DecodeAudio(std::span<const uint8_t> bytes, const MediaLi
     total += produced;
   }
   out.samples.resize(static_cast<size_t>(total));
+  // libswresample emits nothing for an input shorter than about half its filter (16 to 32 input
+  // samples, flush included): a clip of under a millisecond or so.
+  if (out.samples.empty()) {
+    return InvalidArgument(fmt::format("the audio is too short to resample: {} samples at {} Hz give none at {} Hz; "
+                                       "send at least a few milliseconds",
+                                       mono.size(), out.source_rate, target_rate));
+  }
+  EMBER_RETURN_IF_ERROR(CheckFinite(out.samples, target_rate));
   return out;
 }
 

@@ -26,6 +26,8 @@ struct DecodedAudio {
   int64_t source_channels = 0;
 };
 
+// On success the samples are never empty and all finite: an input that decodes to nothing, is
+// too short to resample, or holds NaN/infinite samples is an InvalidArgument saying so.
 Expected<DecodedAudio> DecodeAudio(std::span<const uint8_t> bytes, const MediaLimits& limits,
                                    int64_t target_rate = 24000);
 

@@ -151,7 +151,6 @@ Expected<MultiModalProcessor::Item> MultiModalProcessor::Preprocess(Modality mod
     input->grid_thw = video.visual.grid_thw;
   } else {
     EMBER_ASSIGN_OR_RETURN(media::DecodedAudio audio, media::DecodeAudio(bytes, options_.limits, config_.sampling_rate));
-    if (audio.samples.empty()) return InvalidArgument("the audio holds no samples");
     expected_rows = media::NumAudioTokens(static_cast<int64_t>(audio.samples.size()), config_);
     replacement = media::RenderAudioPlaceholder(expected_rows);
     input->data = std::move(audio.samples);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -158,6 +159,65 @@ TEST(HostileAudio, EmptyJunkNoStreamTruncatedAndLimits) {
   limits = MediaLimits{};
   limits.max_decoded_samples = 1000;
   ExpectInvalid(DecodeAudio(ReadBytes("tone_48k_stereo.flac"), limits).status(), "1000 samples");
+}
+
+// A WAV of IEEE float samples (format 3), 32- or 64-bit, interleaved channels.
+template <typename Sample>
+std::vector<uint8_t> FloatWav(uint32_t rate, uint16_t channels, const std::vector<Sample>& samples) {
+  const uint16_t bits = 8 * sizeof(Sample);
+  const uint16_t block = channels * sizeof(Sample);
+  const auto data_bytes = static_cast<uint32_t>(samples.size() * sizeof(Sample));
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) {
+    out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u16 = [&](uint16_t v) { put(&v, 2); };
+  put("RIFF", 4);
+  u32(36 + data_bytes);
+  put("WAVEfmt ", 8);
+  u32(16);
+  u16(3);
+  u16(channels);
+  u32(rate);
+  u32(rate * block);
+  u16(block);
+  u16(bits);
+  put("data", 4);
+  u32(data_bytes);
+  put(samples.data(), data_bytes);
+  return out;
+}
+
+TEST(HostileAudio, ClipsTooShortForTheResamplerAreRefused) {
+  // libswresample emits nothing for 21 samples at 24,032 Hz (the fuzzer's find: 40 channels of a
+  // 1.7 kB WAV); a clip at the model's rate needs no resampler and one sample is enough.
+  ExpectInvalid(DecodeAudio(FloatWav<float>(24032, 1, std::vector<float>(21, 0.25f)), MediaLimits{}).status(),
+                "too short to resample");
+  ExpectInvalid(DecodeAudio(FloatWav<float>(44100, 2, std::vector<float>(2 * 5, 0.25f)), MediaLimits{}).status(),
+                "too short to resample");
+  const auto one = DecodeAudio(FloatWav<float>(24000, 1, {0.25f}), MediaLimits{});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->samples, std::vector<float>{0.25f});
+  const auto enough = DecodeAudio(FloatWav<float>(24032, 1, std::vector<float>(100, 0.25f)), MediaLimits{});
+  ASSERT_TRUE(enough.ok()) << enough.status().ToString();
+  EXPECT_EQ(enough->samples.size(), 100u);  // 100 * 24000 / 24032 = 99.9
+}
+
+TEST(HostileAudio, NonFiniteSamplesAreRefused) {
+  std::vector<float> nan_at_half(2000, 0.1f);
+  nan_at_half[1200] = std::numeric_limits<float>::quiet_NaN();
+  ExpectInvalid(DecodeAudio(FloatWav(24000, 1, nan_at_half), MediaLimits{}).status(), "at 0.050 s");
+  ExpectInvalid(DecodeAudio(FloatWav(16000, 1, nan_at_half), MediaLimits{}).status(), "not a finite number");
+  std::vector<double> too_large(1000, 0.1);
+  too_large[10] = 1e300;  // finite as a double, infinite as float
+  ExpectInvalid(DecodeAudio(FloatWav(24000, 1, too_large), MediaLimits{}).status(), "not a finite number");
+  // Finite in every channel, infinite once summed for the mean.
+  ExpectInvalid(DecodeAudio(FloatWav(24000, 2, std::vector<float>(2000, 3e38f)), MediaLimits{}).status(),
+                "not a finite number");
+  const auto loud = DecodeAudio(FloatWav(24000, 2, std::vector<float>(2000, 1e30f)), MediaLimits{});
+  ASSERT_TRUE(loud.ok()) << loud.status().ToString();  // finite, however loud: the reference takes it
+  EXPECT_EQ(loud->samples.front(), 1e30f);
 }
 
 TEST(ProcessorConfig, DefaultsFilesAndRejections) {
