@@ -714,6 +714,8 @@ std::vector<RequestOutput> Scheduler::UpdateFromOutput(const SchedulerOutput& sc
     EMBER_CHECK(output.sampled_token_ids.size() == output.reqs.size());
   }
   multimodal_.Add(output.multimodal);
+  spec_counters_.propose_seconds += output.propose_seconds;
+  spec_counters_.hidden_states_seconds += output.hidden_states_seconds;
   constexpr double kProposeDecay = 0.9;
   constexpr int64_t kProposeMaxAge = 8;
   // The proposer's per-step cost when it drafts (a step that drafted nothing says nothing about

@@ -100,6 +100,9 @@ struct ModelRunnerOutput {
   // Of which one-off catch-up (spec::Proposer::last_catch_up_seconds): left out of the per-step
   // cost the plan uses, kept in the step time the guard measures.
   double propose_catch_up_seconds = 0.0;
+  // The proposer's intake of the target's hidden states this step (Proposer::
+  // ObserveTargetHiddenStates: DSpark's context upkeep), paid whether or not anyone drafts.
+  double hidden_states_seconds = 0.0;
   double execute_seconds = 0.0;  // the whole Execute, proposer included (EngineCore measures it)
   MultiModalStepStats multimodal;
 };

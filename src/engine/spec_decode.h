@@ -111,6 +111,10 @@ struct SpecDecodeCounters {
   int64_t num_accepted_tokens = 0;  // of which accepted
   std::vector<int64_t> accepted_per_position;  // [i]: drafts whose position i + 1 was accepted
   std::vector<int64_t> drafts_per_length;      // [i]: drafts verified with i + 1 tokens (the plan's choice)
+  // The proposer's time, every step it ran (drafting or not): drafting (Proposer::Propose) and
+  // taking in the target's hidden states (DSpark's context upkeep, paid by every step).
+  double propose_seconds = 0.0;
+  double hidden_states_seconds = 0.0;
 };
 
 // One decoding request offered to PlanSpeculation.

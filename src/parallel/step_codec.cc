@@ -17,7 +17,7 @@ constexpr uint32_t kMagic = 0x53574d45;
 constexpr uint32_t kVersion = 2;
 // "EMRO": a data-parallel rank's ModelRunnerOutput.
 constexpr uint32_t kOutputMagic = 0x4f524d45;
-constexpr uint32_t kOutputVersion = 2;
+constexpr uint32_t kOutputVersion = 3;
 
 // A new field must be encoded: update step_codec.cc and this size. (Sizes of the x86-64 and
 // AArch64 libstdc++ layouts; a field that fits in padding does not change them, which is why each
@@ -30,7 +30,7 @@ static_assert(sizeof(NewRequestData) == 280, "a new field must be encoded: updat
 static_assert(sizeof(CachedRequestData) == 64, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(SchedulerOutput) == 208, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(TokenLogprobs) == 56, "a new field must be encoded: update step_codec.cc and this size");
-static_assert(sizeof(ModelRunnerOutput) == 208, "a new field must be encoded: update step_codec.cc and this size");
+static_assert(sizeof(ModelRunnerOutput) == 216, "a new field must be encoded: update step_codec.cc and this size");
 static_assert(sizeof(WorkerStep) == 264, "a new field must be encoded: update step_codec.cc and this size");
 #endif
 
@@ -437,7 +437,7 @@ Expected<WorkerStep> DecodeWorkerStep(std::span<const uint8_t> bytes) {
 
 std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output) {
   const auto& [step_id, reqs, sampled_token_ids, logprobs, prompt_logprobs, draft_token_ids, draft_confidences,
-               propose_seconds, propose_catch_up_seconds, execute_seconds, multimodal] = output;
+               propose_seconds, propose_catch_up_seconds, hidden_states_seconds, execute_seconds, multimodal] = output;
   Writer w;
   w.U32(kOutputMagic);
   w.U32(kOutputVersion);
@@ -450,6 +450,7 @@ std::vector<uint8_t> EncodeRunnerOutput(const ModelRunnerOutput& output) {
   PutF32Lists(w, draft_confidences);
   w.U64(std::bit_cast<uint64_t>(propose_seconds));
   w.U64(std::bit_cast<uint64_t>(propose_catch_up_seconds));
+  w.U64(std::bit_cast<uint64_t>(hidden_states_seconds));
   w.U64(std::bit_cast<uint64_t>(execute_seconds));
   const auto& [items_encoded, cache_hits, embeddings, encode_seconds] = multimodal;
   w.I64(items_encoded);
@@ -478,6 +479,7 @@ Expected<ModelRunnerOutput> DecodeRunnerOutput(std::span<const uint8_t> bytes) {
   o.draft_confidences = GetF32Lists(r, "draft_confidences");
   o.propose_seconds = std::bit_cast<double>(r.U64("propose_seconds"));
   o.propose_catch_up_seconds = std::bit_cast<double>(r.U64("propose_catch_up_seconds"));
+  o.hidden_states_seconds = std::bit_cast<double>(r.U64("hidden_states_seconds"));
   o.execute_seconds = std::bit_cast<double>(r.U64("execute_seconds"));
   o.multimodal.items_encoded = r.I64("multimodal.items_encoded");
   o.multimodal.cache_hits = r.I64("multimodal.cache_hits");

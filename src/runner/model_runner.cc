@@ -69,7 +69,12 @@ ModelRunnerOutput ModelRunner::Execute(const SchedulerOutput& output) {
   result.logprobs.resize(requests.size());
   SampleAndVerify(requests, output, built, &result);
   AddPromptLogprobs(inputs, built, &result);
-  if (!tap_layers.empty()) ShareHiddenStates(requests, output, built, result);
+  if (!tap_layers.empty()) {
+    const auto share_start = std::chrono::steady_clock::now();
+    ShareHiddenStates(requests, output, built, result);
+    result.hidden_states_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
+  }
   if (proposer_ && !output.num_tokens_to_propose.empty()) Propose(requests, output, &result);
   return result;
 }

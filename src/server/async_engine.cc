@@ -166,6 +166,8 @@ void AsyncEngine::UpdateMetrics(const std::vector<RequestOutput>& outputs) {
   metrics_->spec_decode_num_draft_tokens.Add(static_cast<double>(spec.num_draft_tokens - last_spec_.num_draft_tokens));
   metrics_->spec_decode_num_accepted_tokens.Add(
       static_cast<double>(spec.num_accepted_tokens - last_spec_.num_accepted_tokens));
+  metrics_->spec_decode_propose_seconds.Add(spec.propose_seconds - last_spec_.propose_seconds);
+  metrics_->spec_decode_hidden_states_seconds.Add(spec.hidden_states_seconds - last_spec_.hidden_states_seconds);
   if (!spec.accepted_per_position.empty()) {
     metrics_->spec_decode_accepted_per_pos.Resize(spec.accepted_per_position.size());
     for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {

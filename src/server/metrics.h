@@ -61,6 +61,13 @@ struct ServerMetrics {
                                          "Drafts verified with this many draft tokens (the verification length "
                                          "the step planned).",
                                          "length", "counter", 1};
+  // What the proposer costs, drafting or not: compare with the run's time to see what speculation
+  // pays where it stays off (DSpark keeps its context current from every step's hidden states).
+  Counter spec_decode_propose_seconds{"ember:spec_decode_propose_seconds_total",
+                                      "Time the proposer spent drafting (the engine thread's wall time)."};
+  Counter spec_decode_hidden_states_seconds{"ember:spec_decode_hidden_states_seconds_total",
+                                            "Time the proposer spent taking in the target's hidden states (DSpark's "
+                                            "context upkeep), every step, drafting or not."};
   // Prefill/decode disaggregation (--kv-transfer-config).
   Gauge kv_transfer_held{"ember:kv_transfer_held_requests",
                          "Producer: finished prefills whose KV waits for a consumer to pull it."};

@@ -4,7 +4,8 @@
 // so its keys are the context and itself). checkpoint_layout.md "Mask" is the rule:
 //
 // Block slot t (0-based; position anchor + t) sees context positions j with
-// ContextBegin(anchor, t) <= j < anchor (the window: (anchor + t) - j < window), and block slots
+// ContextBegin(anchor, t) <= j < anchor (the window: (anchor + t) - j < window) that the context
+// holds (one that restarted after a gap starts later: DSparkContext::CanDraftAt), and block slots
 // j <= t on a causal layer, every slot otherwise. Each query is one kernels::RowAttention (the
 // active kernel variant's; f32, softmax with the maximum subtracted) over its context rows then
 // the block's rows.
@@ -37,8 +38,8 @@ int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size);
 // drafter's last layer asks only for the slots whose logits are wanted): out rows [num_queries,
 // num_heads * head_dim] (only this head's columns written); q [num_queries, num_heads * head_dim]
 // after norm and RoPE; k, v [block_size, num_kv_heads * head_dim] the block's own, every slot (k
-// after norm and RoPE). `scores` holds ScoresScratch floats. The context must hold every position
-// ContextBegin names. A slot's output does not depend on num_queries.
+// after norm and RoPE). `scores` holds ScoresScratch floats. The context must end at `anchor` and
+// hold at least one position. A slot's output does not depend on num_queries.
 void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& context, int64_t layer, int64_t anchor,
                      int64_t head, const float* q, const float* k, const float* v, float* scores, float* out,
                      int64_t num_queries);

@@ -6,8 +6,10 @@
 // context rows of a full block of the target's prefix cache (block_size tokens) are keyed exactly
 // by the target's chained block hash (kv/block_hash.h: the whole prefix and the request's cache
 // salt): equal hashes, equal rows. Without this cache a chat request whose system prompt is
-// cached never gets drafts from a drafter with full-attention layers (its context would start
-// after a gap), and one with a window only once the window has refilled. vLLM gets the same by
+// cached gets drafts from a context without it (it starts after a gap: fewer accepted tokens from
+// a drafter with full-attention layers, and from one with a window until the gap has left the
+// window). Blocks arrive as requests project their rows, which they do when they draft
+// (dspark_proposer.h): at a load where speculation is off nothing is stored. vLLM gets the same by
 // keeping the drafter's context K/V in the target's paged KV cache; ember's drafter keeps its
 // context per request (context_store.h), so the blocks are copied in and out of this store.
 //

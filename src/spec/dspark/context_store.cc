@@ -63,10 +63,6 @@ void DSparkContext::TrimFront() {
   begin_ += drop;
 }
 
-bool DSparkContext::CanDraftAt(int64_t anchor) const {
-  if (end_ != anchor || anchor < 1) return false;
-  const int64_t first_needed = window_ > 0 ? std::max<int64_t>(0, anchor - window_) : 0;
-  return begin_ <= first_needed;
-}
+bool DSparkContext::CanDraftAt(int64_t anchor) const { return end_ == anchor && size() > 0; }
 
 }  // namespace ember::spec::dspark

@@ -41,15 +41,19 @@ class DSparkContext {
   // for good, so cutting below it restarts the store at `position` (RestartAt).
   void TruncateTo(int64_t position);
   // Drops every row; the store continues at `position`. For a report that skips positions (a
-  // request whose prompt prefix the target took from its prefix cache, and so never computed): a
-  // windowed drafter drafts again once the missing positions fall out of its window, one with
-  // full-attention layers never (CanDraftAt needs begin() == 0 for it).
+  // request whose prompt prefix the target took from its prefix cache, and so never computed).
   void RestartAt(int64_t position);
   // Appends `count` positions from end(): k and v are [num_layers, count, kv_width], or with
   // `layer_stride` floats from one layer's rows to the next (rows of a larger batch).
   void Append(const float* k, const float* v, int64_t count, int64_t layer_stride = -1);
-  // Whether every position a block at `anchor` reads is held: end() == anchor and begin() no
-  // later than the window's first position (0 without a window).
+  // Whether a block at `anchor` can be drafted: the store ends at it and holds something. A block
+  // reads the positions its window names that the store holds (block_attention.h), so a store
+  // that restarted after a gap drafts from the positions since: for a windowed drafter that is
+  // exact once the gap has left the window; for one with full-attention layers the drafts are
+  // those of a context without the missing positions. The target's hidden states after a gap
+  // still carry what it read there, and on chat prompts missing their system prompt the SmolLM2
+  // drafter kept 97% of its tokens per step (dspark_proposer.h), where refusing to draft lost them
+  // all for the rest of the request.
   bool CanDraftAt(int64_t anchor) const;
 
   // Row of `position` (begin() <= position < end()) of layer `layer`: kv_width floats.

@@ -92,7 +92,8 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
               "dspark: hidden states of {} layers x {} for a drafter of {} taps x {}", states.layers.size(),
               states.hidden_size, taps, c.target_hidden_size);
   if (states.num_rows <= 0) return;
-  auto [it, inserted] = requests_.try_emplace(req, RequestState{.context = drafter_->NewContext()});
+  auto it = requests_.find(req);
+  if (it == requests_.end()) it = requests_.emplace(req, NewRequestState()).first;
   RequestState& state = it->second;
   DSparkContext& context = state.context;
   // Rows that do not continue the pending ones (a recompute, a gap): project those first, so the
@@ -132,15 +133,25 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
   }
   state.pending_rows += states.num_rows;
   state.last_report_rows = states.num_rows;
-  state.pending_prompt |= states.first_position < states.num_prompt_tokens;
 }
 
 void DSparkProposer::FinishObservations() {
   to_project_.clear();
   for (auto& [req, state] : requests_) {
-    if (state.pending_rows >= kMaxWaitingRows || (cache_ && state.pending_prompt)) to_project_.push_back(&state);
+    if (state.pending_rows >= kMaxWaitingRows) to_project_.push_back(&state);
   }
   Project(to_project_);
+}
+
+DSparkProposer::RequestState DSparkProposer::NewRequestState() {
+  RequestState state(drafter_->NewContext());
+  if (!spare_pending_.empty()) {
+    state.pending = std::move(spare_pending_.back());
+    spare_pending_.pop_back();
+  }
+  // Room for what may wait, so steps append without reallocating (a longer report still grows it).
+  state.pending.reserve(kMaxWaitingRows * drafter_->feature_width());
+  return state;
 }
 
 void DSparkProposer::Project(std::span<RequestState* const> states) {
@@ -176,7 +187,6 @@ void DSparkProposer::Project(std::span<RequestState* const> states) {
       next_done += count;
       if (next_done == state.pending_rows) {
         state.pending_rows = 0;
-        state.pending_prompt = false;
         state.pending.clear();
         if (cache_) state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
         ++next;
@@ -200,14 +210,17 @@ void DSparkProposer::RestoreFromCache(RequestState& state, const TargetHiddenSta
   } else {
     context.RestartAt(position);
   }
-  // Without those rows the context restarts after the gap: a windowed drafter drafts again once
-  // its window refills, one with full-attention layers never for this request.
-  if (drafter_->config().context_window() < 0 && !warned_prefix_gap_) {
-    warned_prefix_gap_ = true;
-    EMBER_LOG_WARN("dspark: a request's hidden states start at position {} (a prefix-cache hit) and the drafter's "
-                   "own prefix cache lacks the positions before it: this drafter has full-attention layers, so it "
-                   "cannot draft for such requests{}",
-                   position, cache_ ? "" : "; its prefix cache is off (it follows --enable-prefix-caching)");
+  // Without those rows the context restarts after the gap, and the request drafts from what
+  // follows it: a windowed drafter as well as ever once the gap has left its window, one with
+  // full-attention layers with a little less acceptance (dspark_proposer.h).
+  if (drafter_->config().context_window() < 0 && !noted_prefix_gap_) {
+    noted_prefix_gap_ = true;
+    EMBER_LOG_INFO("dspark: a request's hidden states start at position {} (a prefix-cache hit) and the drafter's "
+                   "own prefix cache lacks the positions before it{}: it drafts from the positions after them, "
+                   "without the prefix (logged once)",
+                   position,
+                   cache_ ? " (blocks of requests that finished without drafting are not cached)"
+                          : " (its prefix cache is off: it follows --enable-prefix-caching)");
   }
 }
 
@@ -288,6 +301,12 @@ void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, 
   // starts with them) if it was drafting until about its end; a preempted or aborted one's are
   // dropped, and so are those of a request that was not drafting (kRecentRows).
   if (completed && cache_ && it->second.pending_rows <= kRecentRows) ProjectOne(it->second);
+  std::vector<float>& pending = it->second.pending;
+  const size_t largest = static_cast<size_t>(kMaxWaitingRows * drafter_->feature_width());
+  if (static_cast<int64_t>(spare_pending_.size()) < options_.max_num_seqs && pending.capacity() <= largest) {
+    pending.clear();
+    spare_pending_.push_back(std::move(pending));
+  }
   requests_.erase(it);
 }
 

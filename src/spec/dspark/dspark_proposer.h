@@ -21,9 +21,11 @@
 // recomputed from there) cuts the context back to it. One that starts after it (a prompt prefix
 // the target took from its prefix cache) restores the context before it from the drafter's own
 // prefix cache (context_cache.h: blocks keyed by the target's block hashes, stored as requests
-// verify them). Lacking a block, the context restarts there: a windowed drafter drafts once the
-// missing positions leave its window, one with full-attention layers does not draft for that
-// request (logged once).
+// project them). Lacking a block, the context restarts after the gap and the request drafts from
+// what it holds (DSparkContext::CanDraftAt): a windowed drafter, once the gap leaves its window,
+// as if nothing was missing; one with full-attention layers without the missing positions (on the
+// chat prompts of bench/datasets/dspark_chat.jsonl, without their ~30-token system prompt, 2.35
+// tokens per step instead of 2.43 at 1 request, 7 drafts verified).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -91,20 +94,15 @@ class DSparkProposer final : public Proposer {
 
   // The context is kept current lazily: a request's reported rows wait, unprojected, until it
   // drafts (Propose projects the waiting rows of every request it drafts for, in one batch).
-  // Projecting is the drafter's upkeep, paid per token whether or not the request ever drafts
-  // again: ~2.1M multiply-adds a token for SmolLM2's drafter, ~1.5% of its target; in a perf
-  // profile of a 16-request server whose plans verified nothing, 0.8% of the engine thread's
-  // samples, then 0.4% with rows waiting (bench/results/dspark_s29). So rows wait while their
-  // request does not draft, and FinishObservations projects only
-  //  - a request's prompt rows when the prefix cache is on: other requests' prompts restore the
-  //    drafter's context from it (a system prompt the target serves from its own prefix cache
-  //    is never reported again, and a drafter with full-attention layers cannot draft without it);
-  //  - a request with kMaxWaitingRows waiting, which bounds their memory (feature_width floats a
-  //    row: 11.5 KB for SmolLM2's drafter, so 2.9 MB a request).
-  // A request that finishes with more than kRecentRows waiting (it was not drafting: speculation
-  // was off at that load) drops them instead of projecting them into the prefix cache; the next
-  // turn of its conversation then finds the drafter's context only through what was projected
-  // (see RestoreFromCache).
+  // Projecting is the drafter's upkeep, ~2.1M multiply-adds a row for SmolLM2's drafter, ~1.5% of
+  // its target; where the plans verify nothing (a 16-request server) it was most of the time the
+  // engine spent on a drafter that did not draft (bench/results/dspark_s36). So nothing is
+  // projected for a request that does not draft, prompt rows included, except when
+  // kMaxWaitingRows wait, which bounds their memory (feature_width floats a row: 11.5 KB for
+  // SmolLM2's drafter, so 2.9 MB a request). The prefix cache gets a request's blocks as they are
+  // projected; a request that finishes with more than kRecentRows waiting (it was not drafting:
+  // speculation was off at that load) drops them instead, so a later request that the target
+  // serves that prefix from its own cache drafts after a gap (see RestoreFromCache).
   static constexpr int64_t kMaxWaitingRows = 256;
   static constexpr int64_t kRecentRows = 32;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
@@ -141,6 +139,7 @@ class DSparkProposer final : public Proposer {
   DSparkProposerOptions options_;
   MarkovStage markov_;
   struct RequestState {
+    explicit RequestState(DSparkContext c) : context(std::move(c)) {}
     DSparkContext context;
     std::vector<kv::BlockHash> hashes;  // the target's block hashes of the tokens seen so far
     int64_t next_block_to_store = 0;
@@ -148,7 +147,6 @@ class DSparkProposer final : public Proposer {
     std::vector<float> pending;
     int64_t pending_rows = 0;
     int64_t last_report_rows = 0;  // of them, the rows of the last report (the step just run)
-    bool pending_prompt = false;   // some waiting rows are prompt positions
     int64_t next_position() const { return context.end() + pending_rows; }
   };
   // Projects the waiting rows of `states` into their contexts, as one batch.
@@ -158,6 +156,8 @@ class DSparkProposer final : public Proposer {
     Project(one);
   }
   void RestoreFromCache(RequestState& state, const TargetHiddenStates& states);
+  // A new request's state, with a waiting-rows buffer a finished request left (spare_pending_).
+  RequestState NewRequestState();
 
   std::unordered_map<RequestId, RequestState> requests_;
   std::unique_ptr<DSparkContextCache> cache_;  // null when off
@@ -166,11 +166,16 @@ class DSparkProposer final : public Proposer {
   std::vector<int64_t> positions_;  // its rows' sequence positions
   std::vector<float> k_, v_;        // projected rows [num_layers, rows, kv_width]
   std::vector<RequestState*> to_project_;  // the requests a Project call covers
+  // Waiting-rows buffers of finished requests, kept for new ones: a buffer grows to megabytes
+  // (kMaxWaitingRows rows), and one allocated afresh for every request faulted in new pages every
+  // step (~4,000 page faults a second in a 16-request server). At most max_num_seqs are kept, none
+  // larger than kMaxWaitingRows rows' worth.
+  std::vector<std::vector<float>> spare_pending_;
   double catch_up_seconds_ = 0.0;          // last_catch_up_seconds
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
   BlockDraft block_draft_;
-  bool warned_prefix_gap_ = false;
+  bool noted_prefix_gap_ = false;
 };
 
 }  // namespace ember::spec::dspark

@@ -164,6 +164,7 @@ ModelRunnerOutput FullRunnerOutput() {
   o.draft_confidences = {{0.5f, 0.25f}, {}};
   o.propose_seconds = 0.125;
   o.propose_catch_up_seconds = 0.0625;
+  o.hidden_states_seconds = 0.03125;
   o.execute_seconds = 1.5;
   return o;
 }
@@ -182,6 +183,9 @@ TEST(StepCodecTest, RunnerOutputRoundTripsBitForBit) {
   EXPECT_EQ(decoded->prompt_logprobs[1].size(), 2u);
   EXPECT_EQ(decoded->draft_token_ids, o.draft_token_ids);
   EXPECT_EQ(decoded->draft_confidences, o.draft_confidences);
+  EXPECT_EQ(decoded->propose_seconds, o.propose_seconds);
+  EXPECT_EQ(decoded->propose_catch_up_seconds, o.propose_catch_up_seconds);
+  EXPECT_EQ(decoded->hidden_states_seconds, o.hidden_states_seconds);
   EXPECT_EQ(decoded->execute_seconds, o.execute_seconds);
   EXPECT_EQ(EncodeRunnerOutput(*decoded), bytes);  // NaN payloads included
 }

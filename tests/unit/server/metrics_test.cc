@@ -25,6 +25,7 @@ TEST(MetricsTest, PrometheusTextFormat) {
   m.spec_decode_drafts_per_len.Resize(3);
   m.spec_decode_drafts_per_len.Set(0, 2);
   m.spec_decode_drafts_per_len.Resize(1);  // never shrinks: a counter must not go back
+  m.spec_decode_hidden_states_seconds.Add(0.25);
   const std::string text = m.Render();
   const std::string labels = "model_name=\"my \\\"model\\\"\"";
   EXPECT_TRUE(Contains(text, "# TYPE ember:num_requests_running gauge\n"));
@@ -44,6 +45,8 @@ TEST(MetricsTest, PrometheusTextFormat) {
   // Verification lengths are labelled from 1.
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"1\"} 2\n"));
   EXPECT_TRUE(Contains(text, "ember:spec_decode_num_drafts_per_len_total{" + labels + ",length=\"3\"} 0\n"));
+  EXPECT_TRUE(Contains(text, "ember:spec_decode_hidden_states_seconds_total{" + labels + "} 0.25\n"));
+  EXPECT_TRUE(Contains(text, "# TYPE ember:spec_decode_propose_seconds_total counter\n"));
   // Data parallelism: one series per data-parallel rank.
   EXPECT_TRUE(Contains(text, "ember:dp_rank_num_requests_waiting{" + labels + ",dp_rank=\"1\"} 4\n"));
   // Disaggregation's counters.
@@ -54,7 +57,7 @@ TEST(MetricsTest, PrometheusTextFormat) {
   // Every metric has exactly one TYPE line.
   size_t types = 0;
   for (size_t at = text.find("# TYPE"); at != std::string::npos; at = text.find("# TYPE", at + 1)) ++types;
-  EXPECT_EQ(types, 35u);
+  EXPECT_EQ(types, 37u);
 }
 
 }  // namespace

@@ -178,19 +178,36 @@ TEST_P(DSparkProposerTest, BatchingDoesNotChangeDrafts) {
 
 // No draft without the target's hidden states of every position before the anchor: an unknown
 // request, a context that ends elsewhere, a gap in the reported positions (until a restart).
-TEST_P(DSparkProposerTest, NoDraftWithoutACompleteContext) {
+TEST_P(DSparkProposerTest, NoDraftWithoutTheAnchorsContext) {
   Fixture f(GetParam());
   auto p = MakeProposer(f);
-  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(5, 1)).tokens.empty());
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(5, 1)).tokens.empty());  // nothing reported
   Report(*p, f, 9, 0, 5);
   EXPECT_TRUE(ProposeOne(*p, 9, Tokens(6, 1)).tokens.empty());  // position 5 not reported
+  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(4, 1)).tokens.empty());  // the context is past anchor 4
   EXPECT_FALSE(ProposeOne(*p, 9, Tokens(5, 1)).tokens.empty());
-  Report(*p, f, 9, 7, 3);  // positions 5 and 6 never came: a gap
-  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(10, 1)).tokens.empty());
-  Report(*p, f, 9, 10, 2);
-  EXPECT_TRUE(ProposeOne(*p, 9, Tokens(12, 1)).tokens.empty());
   Report(*p, f, 9, 0, 12);  // the request restarts from 0
   EXPECT_FALSE(ProposeOne(*p, 9, Tokens(12, 1)).tokens.empty());
+}
+
+// After a gap (positions the target took from its prefix cache that the drafter's own cache
+// lacks) the context restarts, and the request drafts from the positions since: bitwise what a
+// fresh proposer fed only those positions drafts, and not what the whole context drafts.
+TEST_P(DSparkProposerTest, AfterAGapDraftsFromThePositionsSince) {
+  Fixture f(GetParam()), g(GetParam()), h(GetParam());
+  auto p = MakeProposer(f);
+  Report(*p, f, 9, 0, 5);
+  Report(*p, f, 9, 12, 12);  // positions 5-11 never came
+  const Draft after_gap = ProposeOne(*p, 9, Tokens(24, 8));
+  ASSERT_EQ(after_gap.tokens.size(), 7u);
+  auto fresh = MakeProposer(g);
+  Report(*fresh, g, 1, 12, 12);
+  const Draft since = ProposeOne(*fresh, 1, Tokens(24, 8));
+  EXPECT_EQ(after_gap.tokens, since.tokens);
+  EXPECT_EQ(after_gap.confidences, since.confidences);
+  auto whole = MakeProposer(h);
+  Report(*whole, h, 1, 0, 24);
+  EXPECT_NE(ProposeOne(*whole, 1, Tokens(24, 8)).confidences, since.confidences);
 }
 
 // The static threshold mode: drafts end before the first confidence below the threshold, so a
@@ -218,7 +235,7 @@ TEST_P(DSparkProposerTest, ConfidenceThresholdDraftsAPrefix) {
 // cache (its first report starts at 16) gets those context rows from the blocks an earlier request
 // with the same tokens stored, and drafts bitwise what that request drafted. A different token in
 // the prefix, another cache salt, a cache too small to hold the prefix, or no cache: nothing to
-// restore, no draft (the fixtures' drafters have full-attention layers).
+// restore: the second request drafts after a gap, which is not the first one's draft.
 TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
   constexpr int64_t kBlock = 8;
   auto run = [&](int64_t cache_positions, std::vector<int32_t> second_tokens, uint64_t second_salt) {
@@ -233,11 +250,8 @@ TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
     p->OnReleased(1, Tokens(24, 8), 24, true);
     Report(*p, f, 2, 16, 8, second_tokens, second_salt);  // positions 0-15 came from the target's cache
     const Draft second = ProposeOne(*p, 2, Tokens(24, 8));
-    if (!second.tokens.empty()) {
-      EXPECT_EQ(second.tokens, first.tokens);
-      EXPECT_EQ(second.confidences, first.confidences);
-    }
-    return !second.tokens.empty();
+    EXPECT_EQ(second.tokens.size(), 7u);
+    return second.confidences == first.confidences;
   };
   EXPECT_TRUE(run(64, {}, 0));
   EXPECT_TRUE(run(24, {}, 0));   // room for the first request's three blocks
@@ -249,10 +263,10 @@ TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
   EXPECT_FALSE(run(0, {}, 0));
 }
 
-// The drafter's upkeep waits for a draft: a request's generated rows are projected only when it
-// drafts (or kMaxWaitingRows wait), its prompt rows at once while the prefix cache is on (other
-// prompts restore from them), and a request that finishes with more than kRecentRows waiting (it
-// was not drafting) drops them instead of storing them in the prefix cache.
+// The drafter's upkeep waits for a draft: a request's rows, prompt included, are projected only
+// when it drafts (or kMaxWaitingRows wait), and a request that finishes with more than
+// kRecentRows waiting (it was not drafting) drops them instead of storing them in the prefix
+// cache.
 TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
   constexpr int64_t kBlock = 8, kPrompt = 10;
   auto step = [](DSparkProposer& p, const Fixture& f, RequestId req, int64_t first, int64_t count) {
@@ -267,20 +281,18 @@ TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
     auto p = MakeProposer(f, o);
     const DSparkContextCache& cache = *p->context_cache();
     step(*p, f, 1, 0, kPrompt);
-    EXPECT_EQ(p->num_waiting_rows(1), 0) << "prompt rows are projected at once for the prefix cache";
-    EXPECT_EQ(cache.num_blocks(), 1);
     const int64_t generated = DSparkProposer::kRecentRows + 8;
     for (int64_t i = 0; i < generated; ++i) step(*p, f, 1, kPrompt + i, 1);
-    EXPECT_EQ(p->num_waiting_rows(1), generated) << "a request that does not draft projects nothing";
-    EXPECT_EQ(cache.num_blocks(), 1);
+    EXPECT_EQ(p->num_waiting_rows(1), kPrompt + generated) << "a request that does not draft projects nothing";
+    EXPECT_EQ(cache.num_blocks(), 0);
     p->OnReleased(1, Tokens(kPrompt + generated, 1), kPrompt, true);
-    EXPECT_EQ(cache.num_blocks(), 1) << "a request that was not drafting stores no more blocks";
+    EXPECT_EQ(cache.num_blocks(), 0) << "a request that was not drafting stores no blocks";
 
     // One that drafts projects what waited, and a few rows after its last draft still go to the
     // prefix cache when it finishes: positions 0-23 are three blocks.
     step(*p, f, 2, 0, kPrompt);
     for (int64_t i = 0; i < 10; ++i) step(*p, f, 2, kPrompt + i, 1);
-    EXPECT_EQ(p->num_waiting_rows(2), 10);
+    EXPECT_EQ(p->num_waiting_rows(2), kPrompt + 10);
     EXPECT_FALSE(ProposeOne(*p, 2, Tokens(kPrompt + 10, 8)).tokens.empty());
     EXPECT_EQ(p->num_waiting_rows(2), 0);
     step(*p, f, 2, kPrompt + 10, 4);
@@ -289,7 +301,7 @@ TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
     EXPECT_EQ(cache.num_blocks(), 3);
   }
   {
-    // Without a prefix cache the prompt waits too; kMaxWaitingRows bound what waits.
+    // kMaxWaitingRows bound what waits.
     Fixture f(GetParam());
     auto p = MakeProposer(f);
     step(*p, f, 1, 0, kPrompt);
@@ -368,17 +380,17 @@ TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
   EXPECT_TRUE(trimmed);
   EXPECT_FALSE(c.CanDraftAt(199));  // the context ends at 200
   c.TruncateTo(198);
-  // A block at 198 reads from 194; whether that is still held depends on the last trim.
-  EXPECT_EQ(c.CanDraftAt(198), c.begin() <= 194);
+  // A block at 198 reads from 194, or what the store holds of that after the last trim.
+  EXPECT_TRUE(c.CanDraftAt(198));
   const int64_t cut = c.begin() - 1;
-  c.TruncateTo(cut);  // before what is held: the store restarts there, and the window must refill
+  c.TruncateTo(cut);  // before what is held: the store restarts there, and drafts from what follows
   EXPECT_EQ(c.begin(), cut);
   EXPECT_EQ(c.size(), 0);
+  EXPECT_FALSE(c.CanDraftAt(cut)) << "an empty store";
   for (int64_t p = cut; p < cut + kWindow; ++p) {
-    EXPECT_FALSE(c.CanDraftAt(p)) << p;
     c.Append(k.data(), v.data(), 1);
+    EXPECT_TRUE(c.CanDraftAt(p + 1)) << p;
   }
-  EXPECT_TRUE(c.CanDraftAt(cut + kWindow));
   c.TruncateTo(0);
   EXPECT_EQ(c.size(), 0);
   EXPECT_TRUE(c.CanDraftAt(0) == false && c.begin() == 0);
@@ -389,9 +401,11 @@ TEST(DSparkContext, SlidingWindowKeepsTheLastWindowPositions) {
   for (int p = 0; p < 100; ++p) full.Append(row.data(), row.data(), 1);
   EXPECT_EQ(full.begin(), 0);
   EXPECT_TRUE(full.CanDraftAt(100));
-  full.RestartAt(120);  // a skipped prefix: a full-attention drafter never has it
+  full.RestartAt(120);  // a skipped prefix: drafts come from what follows it
+  EXPECT_FALSE(full.CanDraftAt(120));
   for (int p = 0; p < 50; ++p) full.Append(row.data(), row.data(), 1);
-  EXPECT_FALSE(full.CanDraftAt(170));
+  EXPECT_EQ(full.begin(), 120);
+  EXPECT_TRUE(full.CanDraftAt(170));
 }
 
 }  // namespace

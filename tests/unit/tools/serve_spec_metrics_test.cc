@@ -15,6 +15,8 @@ constexpr const char* kEmber =
     "ember:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"} 7\n"
     "ember:spec_decode_num_drafts_per_len_total{model_name=\"m\",length=\"1\"} 2\n"
     "ember:spec_decode_num_drafts_per_len_total{model_name=\"m\",length=\"5\"} 8\n"
+    "ember:spec_decode_propose_seconds_total{model_name=\"m\"} 1.5\n"
+    "ember:spec_decode_hidden_states_seconds_total{model_name=\"m\"} 0.25\n"
     "ember:generation_tokens_total{model_name=\"m\"} 1000\n";
 
 TEST(ServeSpecMetrics, ParsesEmbersCounters) {
@@ -25,6 +27,8 @@ TEST(ServeSpecMetrics, ParsesEmbersCounters) {
   EXPECT_EQ(c->num_accepted_tokens, 25);
   EXPECT_EQ(c->accepted_per_position, (std::vector<double>{9, 7}));
   EXPECT_EQ(c->drafts_per_length, (std::vector<double>{2, 0, 0, 0, 8}));
+  EXPECT_EQ(c->propose_seconds, 1.5);
+  EXPECT_EQ(c->hidden_states_seconds, 0.25);
 }
 
 TEST(ServeSpecMetrics, ParsesVllmsCounters) {
@@ -71,6 +75,20 @@ TEST(ServeSpecMetrics, SummaryIsTheDifferenceOfTwoScrapes) {
   EXPECT_EQ(s["acceptance_per_position"].get<std::vector<double>>(), (std::vector<double>{1.0, 0.5, 0.25}));
   EXPECT_EQ(s["drafts_per_length"].get<std::vector<double>>(), (std::vector<double>{0.25, 0.0, 0.25, 0.0, 0.5}));
   EXPECT_TRUE(SummarizeSpecDecode(before, before).is_null());  // nothing verified in the level
+}
+
+// A level where the plans verified nothing still shows what keeping the drafter current cost.
+TEST(ServeSpecMetrics, SummaryWithoutDraftsReportsTheProposersTime) {
+  const SpecDecodeCounts before = *ParseSpecDecodeMetrics(kEmber);
+  SpecDecodeCounts after = before;
+  after.hidden_states_seconds += 0.5;
+  const auto s = SummarizeSpecDecode(before, after);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s["num_drafts"].get<double>(), 0);
+  EXPECT_EQ(s["mean_acceptance_length"].get<double>(), 1.0);
+  EXPECT_EQ(s["acceptance_per_position"].get<std::vector<double>>(), (std::vector<double>{0.0, 0.0}));
+  EXPECT_DOUBLE_EQ(s["hidden_states_seconds"].get<double>(), 0.5);
+  EXPECT_EQ(s["propose_seconds"].get<double>(), 0.0);
 }
 
 }  // namespace

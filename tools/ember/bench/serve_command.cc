@@ -63,6 +63,13 @@ void PrintLevel(const std::string& label, const ordered_json& s) {
                 (*spec)["num_drafts"].get<double>(), (*spec)["mean_acceptance_length"].get<double>(),
                 (*spec)["mean_verified_length"].get<double>(), (*spec)["acceptance_rate"].get<double>(),
                 per_position.c_str());
+    // The proposer's time against the level's: what speculation costs where it drafts little.
+    const double seconds = s["duration_s"].get<double>();
+    const double propose = spec->value("propose_seconds", 0.0), intake = spec->value("hidden_states_seconds", 0.0);
+    if (seconds > 0 && (propose > 0 || intake > 0)) {
+      std::printf("  proposer: drafting %.3f s (%.2f%% of the run), hidden-state intake %.3f s (%.2f%%)\n", propose,
+                  100.0 * propose / seconds, intake, 100.0 * intake / seconds);
+    }
   }
   for (const auto& error : s["errors"]) std::printf("  error: %s\n", error.get<std::string>().c_str());
   std::fflush(stdout);

@@ -62,6 +62,10 @@ std::optional<SpecDecodeCounts> ParseSpecDecodeMetrics(std::string_view text) {
       SetAt(&c.accepted_per_position, LabelIndex(labels, "position"), value);
     } else if (name == "spec_decode_num_drafts_per_len_total") {
       SetAt(&c.drafts_per_length, LabelIndex(labels, "length") - 1, value);
+    } else if (name == "spec_decode_propose_seconds_total") {
+      c.propose_seconds += value;
+    } else if (name == "spec_decode_hidden_states_seconds_total") {
+      c.hidden_states_seconds += value;
     }
   }
   if (!found) return std::nullopt;
@@ -77,21 +81,27 @@ std::optional<SpecDecodeCounts> ScrapeSpecDecode(const ServerTarget& target) {
 
 nlohmann::ordered_json SummarizeSpecDecode(const SpecDecodeCounts& before, const SpecDecodeCounts& after) {
   const double drafts = after.num_drafts - before.num_drafts;
-  if (!(drafts > 0)) return nullptr;
+  const double propose_seconds = after.propose_seconds - before.propose_seconds;
+  const double hidden_states_seconds = after.hidden_states_seconds - before.hidden_states_seconds;
+  if (!(drafts > 0) && !(propose_seconds > 0) && !(hidden_states_seconds > 0)) return nullptr;
   const double draft_tokens = after.num_draft_tokens - before.num_draft_tokens;
   const double accepted = after.num_accepted_tokens - before.num_accepted_tokens;
+  // Per draft; a level where the plans verified nothing has none to divide by.
+  const auto per_draft = [&](double n) { return drafts > 0 ? n / drafts : 0.0; };
   nlohmann::ordered_json per_position = nlohmann::ordered_json::array();
-  for (double n : Diff(after.accepted_per_position, before.accepted_per_position)) per_position.push_back(n / drafts);
+  for (double n : Diff(after.accepted_per_position, before.accepted_per_position)) per_position.push_back(per_draft(n));
   nlohmann::ordered_json per_length = nlohmann::ordered_json::array();
-  for (double n : Diff(after.drafts_per_length, before.drafts_per_length)) per_length.push_back(n / drafts);
+  for (double n : Diff(after.drafts_per_length, before.drafts_per_length)) per_length.push_back(per_draft(n));
   return {{"num_drafts", drafts},
           {"num_draft_tokens", draft_tokens},
           {"num_accepted_tokens", accepted},
           {"acceptance_rate", draft_tokens > 0 ? accepted / draft_tokens : 0.0},
-          {"mean_acceptance_length", 1.0 + accepted / drafts},
-          {"mean_verified_length", draft_tokens / drafts},
+          {"mean_acceptance_length", 1.0 + per_draft(accepted)},
+          {"mean_verified_length", per_draft(draft_tokens)},
           {"acceptance_per_position", per_position},
-          {"drafts_per_length", per_length}};
+          {"drafts_per_length", per_length},
+          {"propose_seconds", propose_seconds},
+          {"hidden_states_seconds", hidden_states_seconds}};
 }
 
 }  // namespace ember::tools::bench

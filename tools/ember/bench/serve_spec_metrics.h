@@ -21,6 +21,9 @@ struct SpecDecodeCounts {
   double num_accepted_tokens = 0;
   std::vector<double> accepted_per_position;  // [i]: drafts whose position i (0-based) was accepted
   std::vector<double> drafts_per_length;      // [i]: drafts verified with i + 1 tokens (ember only)
+  // ember only: the proposer's drafting time and its intake of the target's hidden states.
+  double propose_seconds = 0;
+  double hidden_states_seconds = 0;
 };
 
 // The counters in a Prometheus text exposition; nullopt when it has no spec-decode drafts counter.
@@ -31,7 +34,8 @@ std::optional<SpecDecodeCounts> ScrapeSpecDecode(const ServerTarget& target);
 
 // after - before, summarised: counts, acceptance rate, mean acceptance length (1 + accepted per
 // draft: tokens per verification step, vLLM's definition), acceptance per position (accepted /
-// drafts) and the share of drafts per verified length. Null when no draft was verified.
+// drafts), the share of drafts per verified length and the proposer's seconds. Null when no draft
+// was verified and the proposer took no time (a server without speculation).
 nlohmann::ordered_json SummarizeSpecDecode(const SpecDecodeCounts& before, const SpecDecodeCounts& after);
 
 }  // namespace ember::tools::bench
