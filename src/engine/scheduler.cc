@@ -83,7 +83,10 @@ Status SchedulerConfig::Validate() const {
 }
 
 Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager* kv)
-    : config_(std::move(config)), kv_(kv), waiting_(config_.policy) {
+    : config_(std::move(config)),
+      kv_(kv),
+      waiting_(config_.policy),
+      guard_(config_.proposer_catches_up ? 0 : SpeculationGuard::kMaxExploreDoublings) {
   const Status valid = config_.Validate();
   EMBER_CHECK(valid.ok(), "invalid SchedulerConfig: {}", valid.message());
   EMBER_CHECK(kv_ != nullptr);

@@ -92,11 +92,22 @@ SpeculationGuard::Verdict SpeculationGuard::VerdictOf(int bucket) const {
   return Verdict::kLearning;
 }
 
+int64_t SpeculationGuard::OffPeriod(const Bucket& b) const {
+  int64_t period = 2 * kExplorePeriod;
+  const double ratio = RatioOf(b);  // 0 without measurements of its own (an implied verdict)
+  if (!(ratio > 0.0 && ratio < 1.0)) return period;
+  const double extra_steps = 2.0 * (1.0 / ratio - 1.0);  // a pair's time beyond two plain steps
+  for (int64_t d = 0; d < max_explore_doublings_ && extra_steps > kExploreCost * static_cast<double>(period); ++d) {
+    period *= 2;
+  }
+  return period;
+}
+
 bool SpeculationGuard::WouldAllow(int bucket, int64_t decision) const {
   switch (VerdictOf(bucket)) {
     // Alternate, so that both sides get steps even when the plan would always speculate.
     case Verdict::kLearning: return decision % 2 == 0 || Explores(decision);
-    case Verdict::kOff: return ExploresOff(decision);
+    case Verdict::kOff: return ExploresOff(decision, OffPeriod(buckets_[bucket]));
     case Verdict::kOn: return !Explores(decision);
   }
   return false;
@@ -108,7 +119,7 @@ bool SpeculationGuard::Allow(int64_t num_decodes) {
   b.plain.Decay(kDecay);
   b.spec.Decay(kDecay);
   const int64_t decision = b.decisions++;
-  b.warming_up = VerdictOf(i) == Verdict::kOff && WarmsUp(decision);
+  b.warming_up = VerdictOf(i) == Verdict::kOff && WarmsUp(decision, OffPeriod(b));
   return WouldAllow(i, decision);
 }
 
@@ -118,7 +129,7 @@ bool SpeculationGuard::WantsDrafts(int64_t num_decodes, bool costly) const {
   const int64_t next = b.decisions;
   // A lookup drafts wherever speculation is not off: what it costs is nothing, and every draft,
   // verified or not, measures acceptance.
-  if (!costly) return VerdictOf(i) != Verdict::kOff || ExploresOff(next);
+  if (!costly) return VerdictOf(i) != Verdict::kOff || ExploresOff(next, OffPeriod(b));
   // A costly proposer drafts only for a decision that may speculate, and while its plans verify
   // nothing, only for a probe once per kExplorePeriod decisions: the last decision of the period
   // (the exploring one) where that one may speculate, the one before it otherwise.

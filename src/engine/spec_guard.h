@@ -34,7 +34,9 @@
 //   (a 25% loss at 16 requests: about kMinSteps per side).
 //
 // One decision in kExplorePeriod of a bucket that is on runs plain, and one that is off speculates
-// in a pair every 2 kExplorePeriod (WarmsUp), so both rates stay current and a change is seen. A bucket
+// in a pair every 2 kExplorePeriod (WarmsUp), so both rates stay current and a change is seen;
+// where speculating was measured that much slower, the pairs grow rarer (OffPeriod), so exploring
+// costs at most kExploreCost of the bucket's time. A bucket
 // without measurements of its own starts from what its neighbours imply, since speculation pays
 // less the more requests a step verifies: a bucket larger than one that is off starts off, one
 // smaller than a bucket that is on starts on; only a bucket that neither implies alternates to
@@ -64,6 +66,18 @@ class SpeculationGuard {
   static constexpr double kWindow = 1024.0;      // decisions: each decays the sums by 1 - 1/kWindow
   static constexpr double kConfidence = 2.0;     // standard errors of the log rate ratio to commit
   static constexpr int64_t kMaxProbeDoublings = 4;  // probes of a costly proposer: at least 1 in 256
+  // A bucket that is off explores (a speculating pair) once in 2 kExplorePeriod decisions, or
+  // rarer, down to once in 2 kExplorePeriod << kMaxExploreDoublings, where speculating was
+  // measured so much slower that the pairs would cost more than kExploreCost of the bucket's time.
+  static constexpr double kExploreCost = 0.005;
+  static constexpr int64_t kMaxExploreDoublings = 2;
+
+  // `max_explore_doublings`: 0 for a proposer that catches up on the tokens it skipped (a draft
+  // model): DrafterCatchUp::kCurrent counts a pair 2 kExplorePeriod decisions apart as current,
+  // and one further behind would have to repay its catch-up, which an off bucket's saving of 0
+  // never does, so its pairs would speculate without drafts.
+  explicit SpeculationGuard(int64_t max_explore_doublings = kMaxExploreDoublings)
+      : max_explore_doublings_(max_explore_doublings) {}
 
   // May a step with `num_decodes` decoding requests speculate? Counts the decision.
   bool Allow(int64_t num_decodes);
@@ -141,8 +155,20 @@ class SpeculationGuard {
   // drafter, so 16-32 rows cost a few percent of a step), which a steady run of speculation never
   // pays. Charged to the measured side, it kept the SmolLM2 1-request bucket off where
   // speculating paid.
-  static bool WarmsUp(int64_t decision) { return decision % (2 * kExplorePeriod) == 2 * kExplorePeriod - 2; }
-  static bool ExploresOff(int64_t decision) { return WarmsUp(decision) || WarmsUp(decision - 1); }
+  //
+  // The pairs come once per OffPeriod decisions: 2 kExplorePeriod, doubled (at most
+  // kMaxExploreDoublings times) while the pair's extra time, 2 (1 / Ratio - 1) steps a period,
+  // is over kExploreCost of the period. At 16 requests a SmolLM2 + DSpark server's speculating
+  // steps of the 16-31 bucket ran 17% slower than plain ones, and its pairs every 32 decisions
+  // cost ~1.3% of its time, most of what adaptive speculation lost against no speculation there
+  // (bench/results/dspark_s36). Rarer pairs also mean fewer measurements of the speculating side:
+  // its decayed sums then span fewer steps, so its standard error grows and a verdict needs a
+  // larger difference to hold; two doublings keep ~8 measured pairs in kWindow decisions.
+  int64_t OffPeriod(const Bucket& b) const;
+  static bool WarmsUp(int64_t decision, int64_t period) { return decision % period == period - 2; }
+  static bool ExploresOff(int64_t decision, int64_t period) {
+    return WarmsUp(decision, period) || WarmsUp(decision - 1, period);
+  }
   // The bucket's own verdict once both sides have kMinSteps; before that one a neighbour implies,
   // else kLearning.
   Verdict VerdictOf(int bucket) const;
@@ -150,6 +176,7 @@ class SpeculationGuard {
   bool WouldAllow(int bucket, int64_t decision) const;
 
   std::array<Bucket, kBuckets> buckets_{};
+  int64_t max_explore_doublings_;
 };
 
 }  // namespace ember
