@@ -57,6 +57,12 @@ Expected<std::unique_ptr<DSparkProposer>> DSparkProposer::Create(std::unique_ptr
                  c.markov_rank, c.enable_confidence_head ? "on" : "off", options.num_speculative_tokens,
                  options.confidence_threshold > 0 ? fmt::format(", confidence threshold {}", options.confidence_threshold)
                                                   : std::string());
+  const int64_t waiting_rows = options.max_num_seqs * kWaitingRowsPerSeq;
+  EMBER_LOG_INFO("dspark: the target's hidden states wait unprojected until their request drafts: up to {} rows "
+                 "({:.1f} MiB) in all",
+                 waiting_rows,
+                 static_cast<double>(waiting_rows * drafter->feature_width() * static_cast<int64_t>(sizeof(float))) /
+                     (1 << 20));
   return std::unique_ptr<DSparkProposer>(new DSparkProposer(std::move(drafter), target, std::move(final_norm), options));
 }
 
@@ -133,13 +139,25 @@ void DSparkProposer::ObserveTargetHiddenStates(RequestId req, const TargetHidden
   }
   state.pending_rows += states.num_rows;
   state.last_report_rows = states.num_rows;
+  waiting_rows_ += states.num_rows;
 }
 
 void DSparkProposer::FinishObservations() {
+  const int64_t budget = max_waiting_rows();
+  if (waiting_rows_ < budget) return;
+  // The requests with the most rows waiting first: the fewest projected for the memory freed.
   to_project_.clear();
   for (auto& [req, state] : requests_) {
-    if (state.pending_rows >= kMaxWaitingRows) to_project_.push_back(&state);
+    if (state.pending_rows > 0) to_project_.push_back(&state);
   }
+  std::sort(to_project_.begin(), to_project_.end(), [](const RequestState* a, const RequestState* b) {
+    return a->pending_rows > b->pending_rows;
+  });
+  size_t count = 0;
+  for (int64_t left = waiting_rows_; count < to_project_.size() && left >= budget; ++count) {
+    left -= to_project_[count]->pending_rows;
+  }
+  to_project_.resize(count);
   Project(to_project_);
 }
 
@@ -150,7 +168,7 @@ DSparkProposer::RequestState DSparkProposer::NewRequestState() {
     spare_pending_.pop_back();
   }
   // Room for what may wait, so steps append without reallocating (a longer report still grows it).
-  state.pending.reserve(kMaxWaitingRows * drafter_->feature_width());
+  state.pending.reserve(kWaitingRowsPerSeq * drafter_->feature_width());
   return state;
 }
 
@@ -186,6 +204,7 @@ void DSparkProposer::Project(std::span<RequestState* const> states) {
       r += count;
       next_done += count;
       if (next_done == state.pending_rows) {
+        waiting_rows_ -= state.pending_rows;
         state.pending_rows = 0;
         state.pending.clear();
         if (cache_) state.next_block_to_store = cache_->Store(state.hashes, state.next_block_to_store, state.context);
@@ -301,8 +320,9 @@ void DSparkProposer::OnReleased(RequestId req, std::span<const int32_t> tokens, 
   // starts with them) if it was drafting until about its end; a preempted or aborted one's are
   // dropped, and so are those of a request that was not drafting (kRecentRows).
   if (completed && cache_ && it->second.pending_rows <= kRecentRows) ProjectOne(it->second);
+  waiting_rows_ -= it->second.pending_rows;
   std::vector<float>& pending = it->second.pending;
-  const size_t largest = static_cast<size_t>(kMaxWaitingRows * drafter_->feature_width());
+  const size_t largest = static_cast<size_t>(kWaitingRowsPerSeq * drafter_->feature_width());
   if (static_cast<int64_t>(spare_pending_.size()) < options_.max_num_seqs && pending.capacity() <= largest) {
     pending.clear();
     spare_pending_.push_back(std::move(pending));

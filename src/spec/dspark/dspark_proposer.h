@@ -88,7 +88,7 @@ class DSparkProposer final : public Proposer {
   // ships calibration.json), so the scheduler plans verification from it (Algorithm 1).
   bool confidences_calibrated() const override { return drafter_->config().enable_confidence_head; }
   std::span<const int32_t> TargetHiddenStateLayers() const override { return drafter_->config().target_layer_ids; }
-  // Keeps the request's tap rows; they are projected into its context lazily (see kMaxWaitingRows).
+  // Keeps the request's tap rows; they are projected into its context lazily (see kWaitingRowsPerSeq).
   void ObserveTargetHiddenStates(RequestId req, const TargetHiddenStates& states) override;
   void FinishObservations() override;
 
@@ -97,13 +97,20 @@ class DSparkProposer final : public Proposer {
   // Projecting is the drafter's upkeep, ~2.1M multiply-adds a row for SmolLM2's drafter, ~1.5% of
   // its target; where the plans verify nothing (a 16-request server) it was most of the time the
   // engine spent on a drafter that did not draft (bench/results/dspark_s36). So nothing is
-  // projected for a request that does not draft, prompt rows included, except when
-  // kMaxWaitingRows wait, which bounds their memory (feature_width floats a row: 11.5 KB for
-  // SmolLM2's drafter, so 2.9 MB a request). The prefix cache gets a request's blocks as they are
-  // projected; a request that finishes with more than kRecentRows waiting (it was not drafting:
-  // speculation was off at that load) drops them instead, so a later request that the target
-  // serves that prefix from its own cache drafts after a gap (see RestoreFromCache).
-  static constexpr int64_t kMaxWaitingRows = 256;
+  // projected for a request that does not draft, prompt rows included, except where the rows
+  // waiting in all reach max_waiting_rows() (kWaitingRowsPerSeq a sequence, shared: one request
+  // may hold more while others hold less), which bounds their memory (feature_width floats a row:
+  // 11.5 KB for SmolLM2's drafter, 2.9 MB a sequence, 47 MB at 16); then the requests with the
+  // most rows waiting are projected first. With the bound per request, every SmolLM2 chat request
+  // longer than 256 tokens was projected whole at 16 requests: most of the 0.4% of the run that
+  // taking in hidden states still cost there. The prefix cache gets a request's blocks as they
+  // are projected; a request that finishes with more than kRecentRows waiting (it was not
+  // drafting: speculation was off at that load) drops them instead, so a later request that the
+  // target serves that prefix from its own cache drafts after a gap (see RestoreFromCache).
+  static constexpr int64_t kWaitingRowsPerSeq = 256;
+  int64_t max_waiting_rows() const { return options_.max_num_seqs * kWaitingRowsPerSeq; }
+  // Rows reported and not projected yet, over all requests.
+  int64_t num_waiting_rows() const { return waiting_rows_; }
   static constexpr int64_t kRecentRows = 32;
   void Propose(std::span<const ProposalInput> inputs, std::span<Draft> drafts) override;
   // The part of the last Propose call's projection that was rows of earlier steps (a request that
@@ -166,10 +173,11 @@ class DSparkProposer final : public Proposer {
   std::vector<int64_t> positions_;  // its rows' sequence positions
   std::vector<float> k_, v_;        // projected rows [num_layers, rows, kv_width]
   std::vector<RequestState*> to_project_;  // the requests a Project call covers
+  int64_t waiting_rows_ = 0;  // num_waiting_rows
   // Waiting-rows buffers of finished requests, kept for new ones: a buffer grows to megabytes
-  // (kMaxWaitingRows rows), and one allocated afresh for every request faulted in new pages every
-  // step (~4,000 page faults a second in a 16-request server). At most max_num_seqs are kept, none
-  // larger than kMaxWaitingRows rows' worth.
+  // (kWaitingRowsPerSeq rows), and one allocated afresh for every request faulted in new pages
+  // every step (~4,000 page faults a second in a 16-request server). At most max_num_seqs are
+  // kept, none larger than kWaitingRowsPerSeq rows' worth.
   std::vector<std::vector<float>> spare_pending_;
   double catch_up_seconds_ = 0.0;          // last_catch_up_seconds
   std::vector<DSparkDrafter::Block> blocks_;

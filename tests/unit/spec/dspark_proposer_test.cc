@@ -264,7 +264,7 @@ TEST_P(DSparkProposerTest, PrefixCacheHitDraftsWhatTheFirstRequestDrafted) {
 }
 
 // The drafter's upkeep waits for a draft: a request's rows, prompt included, are projected only
-// when it drafts (or kMaxWaitingRows wait), and a request that finishes with more than
+// when it drafts (or max_waiting_rows() wait in all), and a request that finishes with more than
 // kRecentRows waiting (it was not drafting) drops them instead of storing them in the prefix
 // cache.
 TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
@@ -301,18 +301,52 @@ TEST_P(DSparkProposerTest, RowsWaitUntilTheRequestDrafts) {
     EXPECT_EQ(cache.num_blocks(), 3);
   }
   {
-    // kMaxWaitingRows bound what waits.
+    // max_waiting_rows() bounds what waits: kWaitingRowsPerSeq a sequence.
     Fixture f(GetParam());
-    auto p = MakeProposer(f);
+    DSparkProposerOptions o;
+    o.max_num_seqs = 1;
+    auto p = MakeProposer(f, o);
+    ASSERT_EQ(p->max_waiting_rows(), DSparkProposer::kWaitingRowsPerSeq);
     step(*p, f, 1, 0, kPrompt);
     EXPECT_EQ(p->num_waiting_rows(1), kPrompt);
     int64_t position = kPrompt;
-    while (position < DSparkProposer::kMaxWaitingRows - 1) step(*p, f, 1, position++, 1);
-    EXPECT_EQ(p->num_waiting_rows(1), DSparkProposer::kMaxWaitingRows - 1);
+    while (position < DSparkProposer::kWaitingRowsPerSeq - 1) step(*p, f, 1, position++, 1);
+    EXPECT_EQ(p->num_waiting_rows(1), DSparkProposer::kWaitingRowsPerSeq - 1);
     step(*p, f, 1, position++, 1);
     EXPECT_EQ(p->num_waiting_rows(1), 0);
+    EXPECT_EQ(p->num_waiting_rows(), 0);
     EXPECT_EQ(p->context(1)->end(), position);
   }
+}
+
+// The bound on waiting rows is shared: a request may hold more than kWaitingRowsPerSeq while
+// others hold less (a long prompt waits whole), and where they reach it together the requests
+// with the most rows waiting are projected first, the others keep waiting. A released request's
+// rows leave the count.
+TEST_P(DSparkProposerTest, WaitingRowsShareOneBound) {
+  Fixture f(GetParam());
+  DSparkProposerOptions o;
+  o.max_num_seqs = 2;
+  auto p = MakeProposer(f, o);
+  const int64_t budget = p->max_waiting_rows();
+  ASSERT_EQ(budget, 2 * DSparkProposer::kWaitingRowsPerSeq);
+  auto step = [&](RequestId req, int64_t first, int64_t count) {
+    Report(*p, f, req, first, count);
+    p->FinishObservations();
+  };
+  const int64_t longer = DSparkProposer::kWaitingRowsPerSeq + 100;
+  step(1, 0, longer);
+  step(2, 0, 50);
+  step(3, 0, 20);
+  EXPECT_EQ(p->num_waiting_rows(1), longer) << "more than one sequence's share, within the bound";
+  EXPECT_EQ(p->num_waiting_rows(), longer + 70);
+  p->OnReleased(3, Tokens(20, 1), 20, /*completed=*/false);
+  EXPECT_EQ(p->num_waiting_rows(), longer + 50);
+  step(2, 50, budget - longer - 50);  // reaches the bound: request 1 has the most waiting
+  EXPECT_EQ(p->num_waiting_rows(1), 0);
+  EXPECT_EQ(p->context(1)->end(), longer);
+  EXPECT_EQ(p->num_waiting_rows(2), budget - longer);
+  EXPECT_EQ(p->num_waiting_rows(), budget - longer);
 }
 
 // The projection of rows a steady run of drafting would not have had waiting (a prompt, the steps
