@@ -101,10 +101,9 @@ class DSparkProposer final : public Proposer {
   // waiting in all reach max_waiting_rows() (kWaitingRowsPerSeq a sequence, shared: one request
   // may hold more while others hold less), which bounds their memory (feature_width floats a row:
   // 11.5 KB for SmolLM2's drafter, 2.9 MB a sequence, 47 MB at 16); then the requests with the
-  // most rows waiting are projected first. With the bound per request, every SmolLM2 chat request
-  // longer than 256 tokens was projected whole at 16 requests: most of the 0.4% of the run that
-  // taking in hidden states still cost there. The prefix cache gets a request's blocks as they
-  // are projected; a request that finishes with more than kRecentRows waiting (it was not
+  // most rows waiting are projected first (with a bound per request, every request that reached
+  // 256 tokens was projected whole, drafting or not). The prefix cache gets a request's blocks as
+  // they are projected; a request that finishes with more than kRecentRows waiting (it was not
   // drafting: speculation was off at that load) drops them instead, so a later request that the
   // target serves that prefix from its own cache drafts after a gap (see RestoreFromCache).
   static constexpr int64_t kWaitingRowsPerSeq = 256;
