@@ -160,10 +160,12 @@ class SpeculationGuard {
   // kMaxExploreDoublings times) while the pair's extra time, 2 (1 / Ratio - 1) steps a period,
   // is over kExploreCost of the period. At 16 requests a SmolLM2 + DSpark server's speculating
   // steps of the 16-31 bucket ran 17% slower than plain ones, and its pairs every 32 decisions
-  // cost ~1.3% of its time, most of what adaptive speculation lost against no speculation there
-  // (bench/results/dspark_s36). Rarer pairs also mean fewer measurements of the speculating side:
-  // its decayed sums then span fewer steps, so its standard error grows and a verdict needs a
-  // larger difference to hold; two doublings keep ~8 measured pairs in kWindow decisions.
+  // cost ~1.3% of its time; over all buckets, its measured speculating steps took 1.64% of the
+  // decode-only time beyond their plain rates, 0.33% with OffPeriod (bench/results/dspark_s36:
+  // one debug run each, so a rough before and after). Rarer pairs also mean fewer measurements
+  // of the speculating side: its decayed sums then span fewer steps, so its standard error grows
+  // and a verdict needs a larger difference to hold; two doublings keep ~8 measured pairs in
+  // kWindow decisions.
   int64_t OffPeriod(const Bucket& b) const;
   static bool WarmsUp(int64_t decision, int64_t period) { return decision % period == period - 2; }
   static bool ExploresOff(int64_t decision, int64_t period) {
