@@ -99,7 +99,7 @@ def run_instance(a, labels, specs, peers, binaries, instance, rates):
             return level["output_throughput"]
 
         for i in range(len(procs)):
-            bench(i, 10_000, max(4, a.concurrency))  # warm-up, prompts no round uses
+            bench(i, 10_000, a.warmup or max(4, a.concurrency))  # warm-up, prompts no round uses
         for r in range(a.rounds):
             # Rounds of every instance take new prompts; the order rotates across all of them.
             g = instance * a.rounds + r
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("--instances", type=int, default=1,
                     help="fresh servers this many times, --rounds rounds each; the interval is then over instances")
     ap.add_argument("--prompts", type=int, default=8, help="requests per round and configuration")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="warm-up requests per server before the rounds (0: max(4, concurrency)); a DSpark "
+                         "server's pool of waiting-row buffers takes ~160 at 16 requests to stop faulting in pages")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench_spec_paired"))
     a = ap.parse_args()
