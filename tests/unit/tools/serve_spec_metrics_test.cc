@@ -52,11 +52,18 @@ TEST(ServeSpecMetrics, NoCountersOrHostileTextGiveNothingOrBoundedVectors) {
       "ember:spec_decode_num_accepted_tokens_per_pos_total{position=\"-3\"} 1\n"
       "ember:spec_decode_num_accepted_tokens_per_pos_total{position=\"x\"} 1\n"
       "ember:spec_decode_num_drafts_per_len_total{length=\"0\"} 1\n"
+      "ember:spec_decode_propose_seconds_total 2.5\n"
+      "ember:spec_decode_propose_seconds_total NaN\n"
+      "ember:spec_decode_hidden_states_seconds_total +Inf\n"
+      "ember:spec_decode_num_draft_tokens_total -Inf\n"
       "ember:\n"
       "not a metric line at all\n");
   ASSERT_TRUE(c.has_value());
   EXPECT_TRUE(c->accepted_per_position.empty());
   EXPECT_TRUE(c->drafts_per_length.empty());
+  EXPECT_EQ(c->propose_seconds, 2.5) << "non-finite samples are skipped";
+  EXPECT_EQ(c->hidden_states_seconds, 0.0);
+  EXPECT_EQ(c->num_draft_tokens, 0.0);
 }
 
 TEST(ServeSpecMetrics, SummaryIsTheDifferenceOfTwoScrapes) {

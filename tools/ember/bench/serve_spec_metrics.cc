@@ -1,6 +1,7 @@
 #include "tools/ember/bench/serve_spec_metrics.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -51,6 +52,9 @@ std::optional<SpecDecodeCounts> ParseSpecDecodeMetrics(std::string_view text) {
     const std::string_view name = line.substr(colon + 1, std::min(brace, space) - colon - 1);
     const std::string_view labels = brace < space ? line.substr(brace, space - brace) : std::string_view();
     const double value = std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+    // A counter is a finite count or time: "NaN" or "+Inf" from a broken or hostile server would
+    // turn every sum and ratio of the level into NaN.
+    if (!std::isfinite(value)) continue;
     if (name == "spec_decode_num_drafts_total") {
       c.num_drafts += value;
       found = true;
