@@ -301,16 +301,20 @@ void Scheduler::PlanSpeculativeTokens(const std::vector<Request*>& order, int64_
     plan.assign(candidates.size(), 0);
   } else if (config_.adaptive_speculation) {
     SpecPlanInput input = PlanInput(candidates, base_tokens, base_emitted);
-    // A block drafter costs the same per step at any draft length, and where the guard wants the
-    // step to draft for the next one, it drafts whatever this plan verifies (TokensToPropose
-    // follows the guard, not the plan): the drafting is paid either way, so the plan weighs only
-    // what verifying costs. Charged to verification, the drafting (a third of a SmolLM2 step at 1
-    // request) made the plan leave 40% of the drafts it had paid for unverified: 0.93-1.12x no
-    // speculation in paired runs, 1.04-1.16x weighed this way (bench/results/dspark_s25). Where
-    // the guard drafts only for exploring or probing, drafting is still the choice: each draft
-    // must pay for it, or the plans verify nothing and the probes back off.
+    // A block drafter costs the same per step at any draft length, and where speculation is on
+    // and the guard wants the step to draft for the next one, it drafts whatever this plan
+    // verifies (TokensToPropose follows the guard, not the plan): the drafting is paid either
+    // way, so the plan weighs only what verifying costs. Charged to verification, the drafting (a
+    // third of a SmolLM2 step at 1 request) made the plan leave 40% of the drafts it had paid for
+    // unverified: 0.93-1.12x no speculation in paired runs, 1.04-1.16x weighed this way
+    // (bench/results/dspark_s25). Where the bucket is learning or off, drafting goes on only
+    // while plans verify (or for exploring and probing), so it is still the choice: each draft
+    // must pay for it, or the plans verify nothing and the drafting stops. Not charged there, the
+    // plans of a learning 16-decode bucket verified ~25 tokens a step that the drafting (3 ms of
+    // an 11 ms step) made 10-30% slower, for seconds, until the guard switched it off
+    // (bench/results/dspark_s37).
     input.propose_paid_anyway = !config_.propose_cost_per_position && !config_.proposer_catches_up &&
-                                !guard_.Probing(base_emitted) &&
+                                guard_.on(base_emitted) && !guard_.Probing(base_emitted) &&
                                 guard_.WantsDrafts(base_emitted, ProposerIsCostly(base_emitted));
     plan = PlanSpeculation(input);
   } else {

@@ -63,9 +63,10 @@ bool SpeculationGuard::HasData(const Bucket& b) { return b.plain.steps >= kMinSt
 SpeculationGuard::Verdict SpeculationGuard::Next(Verdict verdict, double z) {
   if (z >= kConfidence) return Verdict::kOn;
   if (z <= -kConfidence) return Verdict::kOff;
-  // A verdict the point estimate now contradicts is no longer known: learn again, measuring both
-  // sides equally, until the evidence is clear one way.
-  if ((verdict == Verdict::kOn && z < 0.0) || (verdict == Verdict::kOff && z > 0.0)) return Verdict::kLearning;
+  // A verdict the evidence now contradicts is no longer known: learn again, measuring both sides
+  // equally, until it is clear one way. On, at the first sign (never slower); off, at a clear one
+  // (see kReconsider).
+  if ((verdict == Verdict::kOn && z < 0.0) || (verdict == Verdict::kOff && z > kReconsider)) return Verdict::kLearning;
   return verdict;
 }
 
@@ -92,11 +93,21 @@ SpeculationGuard::Verdict SpeculationGuard::VerdictOf(int bucket) const {
   return Verdict::kLearning;
 }
 
+double SpeculationGuard::PairExtraSteps(const Bucket& b) {
+  if (!HasData(b) || !(b.plain.Rate() > 0.0) || !(b.plain.weight > 0.0)) return 0.0;
+  const double plain_step = b.plain.seconds / b.plain.weight;
+  // A side's average step: its seconds beyond the plain time for its tokens.
+  const auto extra = [&](const Side& s) { return (s.seconds - s.emitted / b.plain.Rate()) / s.weight; };
+  const double measured = extra(b.spec);
+  const double first = b.warm_up.weight > 0.0 ? extra(b.warm_up) : measured;
+  return std::max(0.0, measured + first) / plain_step;
+}
+
 int64_t SpeculationGuard::OffPeriod(const Bucket& b) const {
   int64_t period = 2 * kExplorePeriod;
   const double ratio = RatioOf(b);  // 0 without measurements of its own (an implied verdict)
   if (!(ratio > 0.0 && ratio < 1.0)) return period;
-  const double extra_steps = 2.0 * (1.0 / ratio - 1.0);  // a pair's time beyond two plain steps
+  const double extra_steps = PairExtraSteps(b);
   for (int64_t d = 0; d < max_explore_doublings_ && extra_steps > kExploreCost * static_cast<double>(period); ++d) {
     period *= 2;
   }
@@ -118,6 +129,7 @@ bool SpeculationGuard::Allow(int64_t num_decodes) {
   Bucket& b = buckets_[i];
   b.plain.Decay(kDecay);
   b.spec.Decay(kDecay);
+  b.warm_up.Decay(kDecay);
   const int64_t decision = b.decisions++;
   b.warming_up = VerdictOf(i) == Verdict::kOff && WarmsUp(decision, OffPeriod(b));
   return WouldAllow(i, decision);
@@ -170,7 +182,7 @@ void SpeculationGuard::Record(int64_t num_decodes, bool allowed, int64_t emitted
   // A bucket's first verdict of its own continues the implied one.
   const Verdict was = VerdictOf(i);
   const bool warming_up = std::exchange(b.warming_up, false);
-  if (!warming_up) (allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
+  (warming_up ? b.warm_up : allowed ? b.spec : b.plain).Add(static_cast<double>(emitted), seconds);
   if (CurrentLogLevel() <= LogLevel::kDebug) {  // every step: skip formatting the bucket's name otherwise
     EMBER_LOG_DEBUG("spec guard: {} {}, {} tokens in {:.2f} ms{}; {:.0f} vs {:.0f} tok/s, {:+.2f} standard errors",
                     BucketName(num_decodes), allowed ? "speculating" : "plain", emitted, seconds * 1e3,
@@ -220,5 +232,7 @@ std::optional<double> SpeculationGuard::SavingPerToken(int64_t num_decodes) cons
 }
 
 bool SpeculationGuard::off(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOff; }
+
+bool SpeculationGuard::on(int64_t num_decodes) const { return VerdictOf(BucketOf(num_decodes)) == Verdict::kOn; }
 
 }  // namespace ember

@@ -25,7 +25,12 @@
 //   into the ratio.
 // * A bucket commits to a verdict when speculating is faster or slower by kConfidence standard
 //   errors, and goes back to learning (alternating decisions, both sides measured equally) when
-//   the point estimate contradicts the verdict it holds. With a fixed threshold on the ratio
+//   the point estimate contradicts the verdict it holds: at once for on (the bar is never slower),
+//   and for off once speculating looks faster by kReconsider standard errors. An off bucket's
+//   speculating side has only its exploring pairs, so one slow plain step could lift the point
+//   estimate over parity; at 16 requests such a flip alternated 16-decode steps, with
+//   speculating ~12% slower, for 5 s of a 30 s server run (bench/results/dspark_s37). Where
+//   speculating does pay, its pairs soon show it by more than that. With a fixed threshold on the ratio
 //   (off below 1, back on above 1.05) and the last ~20 steps of a side, the 1-request bucket of
 //   SmolLM2 + DSpark, where speculating was a few percent faster, switched every 0.1-1 s and was
 //   off a third of the time (bench/results/dspark_s31): a speculating step emits 1 to 3 tokens,
@@ -65,12 +70,13 @@ class SpeculationGuard {
   static constexpr int64_t kExplorePeriod = 16;  // one decision in this many takes the other side
   static constexpr double kWindow = 1024.0;      // decisions: each decays the sums by 1 - 1/kWindow
   static constexpr double kConfidence = 2.0;     // standard errors of the log rate ratio to commit
+  static constexpr double kReconsider = 1.0;     // ... for an off bucket to learn again
   static constexpr int64_t kMaxProbeDoublings = 4;  // probes of a costly proposer: at least 1 in 256
   // A bucket that is off explores (a speculating pair) once in 2 kExplorePeriod decisions, or
   // rarer, down to once in 2 kExplorePeriod << kMaxExploreDoublings, where speculating was
   // measured so much slower that the pairs would cost more than kExploreCost of the bucket's time.
   static constexpr double kExploreCost = 0.005;
-  static constexpr int64_t kMaxExploreDoublings = 2;
+  static constexpr int64_t kMaxExploreDoublings = 3;
 
   // `max_explore_doublings`: 0 for a proposer that catches up on the tokens it skipped (a draft
   // model): DrafterCatchUp::kCurrent counts a pair 2 kExplorePeriod decisions apart as current,
@@ -109,6 +115,8 @@ class SpeculationGuard {
   double Evidence(int64_t num_decodes) const;
   // Speculation is off in the bucket of `num_decodes`: its own verdict, or one its neighbours imply.
   bool off(int64_t num_decodes) const;
+  // Speculation is on there (its own verdict or an implied one): not off, and not learning.
+  bool on(int64_t num_decodes) const;
   // Seconds that speculating saved per emitted token in the bucket of `num_decodes`
   // (1/plain rate - 1/speculating rate): 0 where speculation is off (by its own verdict or an
   // implied one). A bucket without a verdict of its own takes the saving of the nearest larger
@@ -133,6 +141,7 @@ class SpeculationGuard {
   enum class Verdict { kLearning, kOn, kOff };
   struct Bucket {
     Side plain, spec;
+    Side warm_up;  // the unmeasured first decisions of an off bucket's pairs: priced, never judged
     int64_t decisions = 0;
     int64_t unverified = 0;  // consecutive plans that verified nothing (of decisions it allowed)
     int64_t silent_from = 0;  // the decision at which unverified reached kMinSteps (probing began)
@@ -157,16 +166,24 @@ class SpeculationGuard {
   // speculating paid.
   //
   // The pairs come once per OffPeriod decisions: 2 kExplorePeriod, doubled (at most
-  // kMaxExploreDoublings times) while the pair's extra time, 2 (1 / Ratio - 1) steps a period,
-  // is over kExploreCost of the period. At 16 requests a SmolLM2 + DSpark server's speculating
+  // kMaxExploreDoublings times) while the pair's extra time (PairExtraSteps) is over
+  // kExploreCost of the period. At 16 requests a SmolLM2 + DSpark server's speculating
   // steps of the 16-31 bucket ran 17% slower than plain ones, and its pairs every 32 decisions
   // cost ~1.3% of its time; over all buckets, its measured speculating steps took 1.64% of the
   // decode-only time beyond their plain rates, 0.33% with OffPeriod (bench/results/dspark_s36:
   // one debug run each, so a rough before and after). Rarer pairs also mean fewer measurements
   // of the speculating side: its decayed sums then span fewer steps, so its standard error grows
-  // and a verdict needs a larger difference to hold; two doublings keep ~8 measured pairs in
-  // kWindow decisions.
+  // and a verdict needs a larger difference to hold; three doublings keep ~4 measured pairs in
+  // kWindow decisions (decayed weights worth ~8 steps with the older ones), and a bucket that is
+  // off sees a change within 256 decisions (3 s at 16 requests of SmolLM2).
   int64_t OffPeriod(const Bucket& b) const;
+  // What an off bucket's exploring pair costs beyond plain decoding, in plain steps: each of its
+  // two steps' time beyond what plain steps take for the tokens it emitted. The measured second
+  // step as the speculating side's average; the unmeasured first as the warm-up steps' average,
+  // where there are some: it also pays the drafter's catch-up (at 16 requests 28 ms against an
+  // 11 ms plain step in bench/results/dspark_s37, while the measured step ran 19 ms for its 21
+  // tokens), which pricing both steps as the measured one left out. 0 before the bucket has data.
+  static double PairExtraSteps(const Bucket& b);
   static bool WarmsUp(int64_t decision, int64_t period) { return decision % period == period - 2; }
   static bool ExploresOff(int64_t decision, int64_t period) {
     return WarmsUp(decision, period) || WarmsUp(decision - 1, period);
