@@ -54,7 +54,7 @@ ExpertWeights ExpertWeights::BlockScaled(int64_t rows, int64_t cols,
       if (copy == nullptr) continue;
       m.packed = copy.get();
       w.repacked_bytes_ += quant::PackedFp4Bytes(m.format, m.rows, m.cols);
-      packed->push_back(std::shared_ptr<const uint8_t>(copy.release(), quant::AlignedFree()));
+      packed->push_back(std::move(copy));
     }
   }
   if (!packed->empty()) w.packed_owner_ = std::move(packed);

@@ -62,7 +62,7 @@ Linear Linear::BlockScaled(const quant::BlockScaledMatrix& weight, std::shared_p
   if (quant::PackedBuffer packed = quant::MaybePackBlockScaledMatrix(weight); packed != nullptr) {
     linear.block_.packed = packed.get();
     linear.repacked_bytes_ = quant::PackedFp4Bytes(weight.format, weight.rows, weight.cols);
-    linear.packed_owner_ = std::shared_ptr<const uint8_t>(packed.release(), quant::AlignedFree());
+    linear.packed_owner_ = std::move(packed);
   }
   linear.out_features_ = weight.rows;
   linear.in_features_ = weight.cols;

@@ -2,15 +2,13 @@
 // records (block_scaled_packed.h). Portable: the layouts are what the AVX-512 GEMM reads.
 #include "quant/block_scaled_packed.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
+#include "core/huge_pages.h"
 #include "quant/block_scaled_dot.h"
 
 namespace ember::quant {
-
-void AlignedFree::operator()(void* p) const { std::free(p); }
 
 int64_t PackedFp4GroupBytes(WeightFormat format, int64_t k) {
   return kPackedGroupRows * (k / 2 + k / KBlockSize(format));
@@ -29,8 +27,7 @@ PackedBuffer PackFp4Matrix(const BlockScaledMatrix& w) {
   const int64_t group_bytes = PackedFp4GroupBytes(w.format, k);
   const int64_t groups = (w.rows + kPackedGroupRows - 1) / kPackedGroupRows;
   const size_t bytes = static_cast<size_t>((groups * group_bytes + 63) / 64 * 64);
-  PackedBuffer out(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-  EMBER_CHECK(out != nullptr, "PackFp4Matrix: {} bytes", bytes);
+  PackedBuffer out = AllocateOnHugePages(bytes);
   std::memset(out.get(), 0, bytes);
   const auto* scales = static_cast<const uint8_t*>(w.scales);
   for (int64_t g = 0; g < groups; ++g) {

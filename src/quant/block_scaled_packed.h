@@ -38,11 +38,9 @@ constexpr int64_t kPackedGroupRows = 16;
 int64_t PackedFp4GroupBytes(WeightFormat format, int64_t k);
 int64_t PackedFp4Bytes(WeightFormat format, int64_t rows, int64_t k);
 
-// A packed copy of w (64-byte aligned), or null when w is not FP4. Single-threaded, portable.
-struct AlignedFree {
-  void operator()(void* p) const;
-};
-using PackedBuffer = std::unique_ptr<uint8_t[], AlignedFree>;
+// A packed copy of w (64-byte aligned, on huge pages: core/huge_pages.h), or null when w is not
+// FP4. Single-threaded, portable.
+using PackedBuffer = std::shared_ptr<uint8_t>;
 PackedBuffer PackFp4Matrix(const BlockScaledMatrix& w);
 
 // The packed copy Linear / ExpertWeights keep at load: PackFp4Matrix when the active variant has

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/huge_pages.h"
 #include "core/isa.h"
 #include "core/thread_pool.h"
 #include "quant/gguf_blocks.h"
@@ -210,9 +211,9 @@ std::shared_ptr<const void> PackQuantMatrix(const QuantMatrix& w) {
   if (kernels == nullptr || kernels->packed == nullptr || w.rows == 0 || w.cols == 0) return nullptr;
   const Isa isa = ActiveIsa();
   if (isa < Isa::kAvx2 || (isa == Isa::kAvx2 && kernels->packed->rows_avx2 == nullptr)) return nullptr;
-  std::shared_ptr<uint8_t[]> packed(new uint8_t[kernels->packed->bytes(w.rows, w.cols)]);
+  std::shared_ptr<uint8_t> packed = AllocateOnHugePages(static_cast<size_t>(kernels->packed->bytes(w.rows, w.cols)));
   kernels->packed->pack(w, packed.get());
-  return std::shared_ptr<const void>(packed, packed.get());
+  return packed;
 }
 
 namespace entries {
