@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <new>
 
@@ -99,6 +101,22 @@ std::shared_ptr<uint8_t> AllocateOnHugePages(size_t bytes) {
   uint8_t* p = chunk->base + carver.used;
   carver.used += size;
   return std::shared_ptr<uint8_t>(chunk, p);
+}
+
+std::string ParseTransparentHugePageMode(std::string_view enabled_text) {
+  const size_t open = enabled_text.find('[');
+  const size_t close = enabled_text.find(']', open);
+  if (open == std::string_view::npos || close == std::string_view::npos) return "";
+  const std::string_view mode = enabled_text.substr(open + 1, close - open - 1);
+  if (mode != "always" && mode != "madvise" && mode != "never") return "";
+  return std::string(mode);
+}
+
+std::string TransparentHugePageMode(const char* enabled_file) {
+  std::ifstream in(enabled_file);
+  if (!in) return "";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseTransparentHugePageMode(text);
 }
 
 }  // namespace ember

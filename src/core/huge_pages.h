@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 namespace ember {
 
@@ -17,5 +19,12 @@ namespace ember {
 // std::bad_alloc when the address space cannot be had. Under AddressSanitizer it is a plain heap
 // allocation, so out-of-bounds reads of a packed matrix are still caught.
 std::shared_ptr<uint8_t> AllocateOnHugePages(size_t bytes);
+
+// The kernel's transparent-huge-page mode, the bracketed word of `enabled_file`'s text
+// ("always [madvise] never" -> "madvise"): "always" and "madvise" give the advised memory
+// (the weights above, the KV pool) huge pages, "never" does not; "" where the file is missing
+// or says something else (a kernel without THP).
+std::string TransparentHugePageMode(const char* enabled_file = "/sys/kernel/mm/transparent_hugepage/enabled");
+std::string ParseTransparentHugePageMode(std::string_view enabled_text);
 
 }  // namespace ember

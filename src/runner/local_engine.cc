@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/host_memory.h"
+#include "core/huge_pages.h"
 #include "core/logging.h"
 #include "disagg/kv_transfer_config.h"
 #include "disagg/ucx_kv_connector.h"
@@ -294,6 +295,15 @@ std::vector<std::string> LocalEngine::DescribePlan() const {
                                         : std::string())
                       : std::string()),
   };
+  if (const std::string thp = TransparentHugePageMode(); thp != "always" && thp != "madvise") {
+    // The weights and the KV pool are advised MADV_HUGEPAGE (core/huge_pages.h); without THP they
+    // stream through 4 KiB pages.
+    lines.push_back(fmt::format(
+        "transparent huge pages are {}: the weights and KV cache use 4 KiB pages, which made decode "
+        "and prefill ~10% slower where measured (bench/results/huge_pages); as root, `echo madvise > "
+        "/sys/kernel/mm/transparent_hugepage/enabled` turns them on",
+        thp.empty() ? "unavailable" : "off (" + thp + ")"));
+  }
   if (!p.speculation.empty()) lines.push_back(p.speculation);
   if (!p.kv_transfer.empty()) lines.push_back(p.kv_transfer);
   if (!p.multimodal.empty()) lines.push_back(p.multimodal);

@@ -68,5 +68,15 @@ TEST(HugePages, MemoryIsGivenBackWhenItsBuffersAre) {
   EXPECT_LT(grown, int64_t{384} << 20) << "resident memory grew by " << (grown >> 20) << " MiB";
 }
 
+TEST(HugePages, ModeIsTheBracketedWordOfTheKernelsFile) {
+  EXPECT_EQ(ParseTransparentHugePageMode("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(ParseTransparentHugePageMode("[always] madvise never"), "always");
+  EXPECT_EQ(ParseTransparentHugePageMode("always madvise [never]\n"), "never");
+  EXPECT_EQ(ParseTransparentHugePageMode(""), "");
+  EXPECT_EQ(ParseTransparentHugePageMode("always madvise never"), "");
+  EXPECT_EQ(ParseTransparentHugePageMode("[sometimes] never"), "");
+  EXPECT_EQ(TransparentHugePageMode("/nonexistent/transparent_hugepage/enabled"), "");
+}
+
 }  // namespace
 }  // namespace ember
