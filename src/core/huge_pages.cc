@@ -25,8 +25,9 @@ constexpr bool kPlainHeap = false;
 
 constexpr size_t kHugePage = size_t{2} << 20;
 // Buffers are carved from chunks this large (address space only until written: MAP_NORESERVE,
-// and a huge page is committed when its first byte is). A buffer larger than this gets a chunk of
-// its own, rounded up to whole huge pages.
+// and a huge page is committed when its first byte is). A buffer over half of this gets a chunk of
+// its own, rounded up to whole huge pages. Space a released buffer leaves in a chunk is not reused:
+// the chunk goes back only with its last buffer (weights live as long as their model).
 constexpr size_t kChunkBytes = size_t{64} << 20;
 constexpr size_t kAlignment = 64;
 

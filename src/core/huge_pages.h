@@ -1,9 +1,10 @@
 // Memory for large buffers that live as long as a model and are read through on every step (the
 // repacked weights): carved from 2 MiB-aligned chunks advised MADV_HUGEPAGE. A decode step streams
 // every weight once; on 4 KiB pages that is a TLB miss, and a stop of the hardware prefetcher, per
-// 4 KiB, so batch-1 decode of SmolLM2-135M Q4_1 ran ~5% faster once its repacked weights sat on
-// transparent huge pages (bench/results/huge_pages/README.md). Most matrices are smaller than
-// 2 MiB, so each taking its own mapping would never get a huge page: they share chunks.
+// 4 KiB, so batch-1 decode and prefill of SmolLM2-135M Q4_1 ran ~10% faster once its repacked
+// weights sat on transparent huge pages (bench/results/huge_pages/README.md). Most matrices are
+// smaller than 2 MiB, so each taking its own mapping would never get a huge page: they share
+// chunks.
 #pragma once
 
 #include <cstddef>
