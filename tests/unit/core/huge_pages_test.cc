@@ -3,25 +3,15 @@
 #include "core/huge_pages.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <utility>
 #include <vector>
+
+#include "core/host_memory.h"
 
 namespace ember {
 namespace {
-
-int64_t ResidentBytes() {
-  long pages_total = 0, pages_resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return -1;
-  const int read = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
-  std::fclose(f);
-  return read == 2 ? static_cast<int64_t>(pages_resident) * sysconf(_SC_PAGESIZE) : -1;
-}
 
 TEST(HugePages, BuffersAreAlignedDisjointAndKeepTheirBytes) {
   // Small ones carved from a chunk, ones that spill into the next chunk, and ones larger than
@@ -55,7 +45,7 @@ TEST(HugePages, MemoryIsGivenBackWhenItsBuffersAre) {
   // sanitizer's quarantine of freed heap memory).
   constexpr size_t kBuffer = size_t{1} << 20;
   constexpr int kRounds = 12, kPerRound = 64;
-  const int64_t before = ResidentBytes();
+  const int64_t before = ResidentMemoryBytes().total;
   ASSERT_GT(before, 0);
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::shared_ptr<uint8_t>> buffers;
@@ -64,7 +54,7 @@ TEST(HugePages, MemoryIsGivenBackWhenItsBuffersAre) {
       std::memset(buffers.back().get(), round + 1, kBuffer);
     }
   }
-  const int64_t grown = ResidentBytes() - before;
+  const int64_t grown = ResidentMemoryBytes().total - before;
   EXPECT_LT(grown, int64_t{384} << 20) << "resident memory grew by " << (grown >> 20) << " MiB";
 }
 

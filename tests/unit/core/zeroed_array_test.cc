@@ -1,24 +1,15 @@
 // ZeroedArray: zero-valued, writable, movable, and lazily committed (a large one costs no
-// resident memory until written; read from /proc/self/statm).
+// resident memory until written; read from /proc/self/status).
 #include "core/zeroed_array.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <utility>
+
+#include "core/host_memory.h"
 
 namespace ember {
 namespace {
-
-int64_t ResidentBytes() {
-  long pages_total = 0, pages_resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return -1;
-  const int read = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
-  std::fclose(f);
-  return read == 2 ? static_cast<int64_t>(pages_resident) * sysconf(_SC_PAGESIZE) : -1;
-}
 
 TEST(ZeroedArray, StartsZeroAndHoldsWhatIsWritten) {
   ZeroedArray<float> a(100000);
@@ -37,14 +28,14 @@ TEST(ZeroedArray, StartsZeroAndHoldsWhatIsWritten) {
 }
 
 TEST(ZeroedArray, CommitsMemoryOnlyAsItIsWritten) {
-  const int64_t before = ResidentBytes();
+  const int64_t before = ResidentMemoryBytes().total;
   ASSERT_GT(before, 0);
   constexpr size_t kBytes = size_t{1} << 30;  // 1 GiB: zero-filling it would make it resident
   ZeroedArray<uint8_t> pool(kBytes);
-  EXPECT_LT(ResidentBytes() - before, int64_t{64} << 20);
+  EXPECT_LT(ResidentMemoryBytes().total - before, int64_t{64} << 20);
   // Writing one byte every 4 KiB of the first 64 MiB commits (about) those 64 MiB.
   for (size_t i = 0; i < (size_t{64} << 20); i += 4096) pool[i] = 1;
-  const int64_t grown = ResidentBytes() - before;
+  const int64_t grown = ResidentMemoryBytes().total - before;
   EXPECT_GE(grown, int64_t{60} << 20);
   EXPECT_LT(grown, int64_t{256} << 20);
 }
