@@ -31,9 +31,10 @@ using SoftmaxExpFn = void (*)(const float* x, int64_t count, float* out);
 // out[i] = gelu_tanh(gate[i]) * up[i] for i < count (kernels/ops.h GeGluTanh).
 using GeGluTanhFn = void (*)(const float* gate, const float* up, int64_t count, float* out);
 struct KeyValueRows;
-// One query over key/value rows in memory (kernels/row_attention.h RowAttention).
-using RowAttentionFn = void (*)(const float* q, int64_t head_dim, float scale, const KeyValueRows* runs,
-                                int64_t num_runs, float* scores, float* out);
+// Queries over the same key/value rows in memory (kernels/row_attention.h RowAttention).
+using RowAttentionFn = void (*)(const float* q, int64_t q_stride, int64_t num_queries, int64_t head_dim,
+                                float scale, const KeyValueRows* runs, int64_t num_runs, float* scores, float* out,
+                                int64_t out_stride);
 
 struct KernelVariant {
   MatMulBF16Fn matmul_bf16;

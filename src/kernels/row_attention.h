@@ -1,4 +1,4 @@
-// Softmax attention of one query over key/value rows held in plain memory (not a paged cache):
+// Softmax attention of queries over key/value rows held in plain memory (not a paged cache):
 // the DSpark drafter's block attention (spec/dspark/block_attention.h), whose keys are a
 // request's context rows followed by the block's own rows.
 //
@@ -21,9 +21,12 @@ struct KeyValueRows {
   int64_t stride = 0;  // floats from one row to the next
 };
 
-// At least one key in all. `scores`: scratch of RowAttentionScratch(total keys) floats.
-void RowAttention(const float* q, int64_t head_dim, float scale, const KeyValueRows* runs, int64_t num_runs,
-                  float* scores, float* out);
+// `num_queries` queries over the same keys: query i at q + i * q_stride, its output at
+// out + i * out_stride. At least one key in all. `scores`: scratch of
+// num_queries * RowAttentionScratch(total keys) floats. Each query's output has the bits it has
+// when attended alone (num_queries 1): queries in one call only share loads of the values.
+void RowAttention(const float* q, int64_t q_stride, int64_t num_queries, int64_t head_dim, float scale,
+                  const KeyValueRows* runs, int64_t num_runs, float* scores, float* out, int64_t out_stride);
 // Scratch floats for `num_keys` keys: the count rounded up to whole vectors of the widest variant.
 // (Out of line: ISA-flagged variant files include this header, and an inline function's copy
 // compiled there could be the one the linker keeps for the whole program.)

@@ -23,10 +23,10 @@ void MatMulF32(const float* x, int64_t m, int64_t k, const float* w, int64_t n_b
 void PagedAttentionTile(const PagedKvView& kv, const PagedTileTask& task);
 // std::exp, element by element.
 void SoftmaxExp(const float* x, int64_t count, float* out);
-// Sequential f32 dot products, std::exp weights, values accumulated key by key, then times
-// 1 / (sum of weights).
-void RowAttention(const float* q, int64_t head_dim, float scale, const KeyValueRows* runs, int64_t num_runs,
-                  float* scores, float* out);
+// Query by query: sequential f32 dot products, std::exp weights, values accumulated key by key,
+// then times 1 / (sum of weights).
+void RowAttention(const float* q, int64_t q_stride, int64_t num_queries, int64_t head_dim, float scale,
+                  const KeyValueRows* runs, int64_t num_runs, float* scores, float* out, int64_t out_stride);
 
 // out[i] = 0.5 g (1 + tanhf(sqrt(2/pi) (g + 0.044715 g^3))) * up[i], g = gate[i]: PyTorch's
 // formula with libm's tanhf.

@@ -6,8 +6,10 @@
 
 namespace ember::kernels::ref {
 
-void RowAttention(const float* q, int64_t d, float scale, const KeyValueRows* runs, int64_t num_runs, float* scores,
-                  float* out) {
+namespace {
+
+void OneRow(const float* q, int64_t d, float scale, const KeyValueRows* runs, int64_t num_runs, float* scores,
+            float* out) {
   int64_t n = 0;
   float max_score = -INFINITY;
   for (int64_t r = 0; r < num_runs; ++r) {
@@ -34,6 +36,17 @@ void RowAttention(const float* q, int64_t d, float scale, const KeyValueRows* ru
   }
   const float inv = 1.0f / sum;
   for (int64_t i = 0; i < d; ++i) out[i] *= inv;
+}
+
+}  // namespace
+
+void RowAttention(const float* q, int64_t q_stride, int64_t num_queries, int64_t d, float scale,
+                  const KeyValueRows* runs, int64_t num_runs, float* scores, float* out, int64_t out_stride) {
+  int64_t num_keys = 0;
+  for (int64_t r = 0; r < num_runs; ++r) num_keys += runs[r].count;
+  for (int64_t i = 0; i < num_queries; ++i) {
+    OneRow(q + i * q_stride, d, scale, runs, num_runs, scores + i * RowAttentionScratch(num_keys), out + i * out_stride);
+  }
 }
 
 }  // namespace ember::kernels::ref

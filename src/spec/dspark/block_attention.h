@@ -6,9 +6,10 @@
 // Block slot t (0-based; position anchor + t) sees context positions j with
 // ContextBegin(anchor, t) <= j < anchor (the window: (anchor + t) - j < window) that the context
 // holds (one that restarted after a gap starts later: DSparkContext::CanDraftAt), and block slots
-// j <= t on a causal layer, every slot otherwise. Each query is one kernels::RowAttention (the
-// active kernel variant's; f32, softmax with the maximum subtracted) over its context rows then
-// the block's rows.
+// j <= t on a causal layer, every slot otherwise. Each query is attended by kernels::RowAttention
+// (the active kernel variant's; f32, softmax with the maximum subtracted) over its context rows
+// then the block's rows; slots with the same keys go in one call, which gives each the bits it
+// has alone.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,8 @@ struct BlockAttentionShape {
 // The first context position block position `t` at `anchor` may read (sliding window: keys in
 // (query position - window, query position]).
 int64_t ContextBegin(const BlockAttentionShape& shape, int64_t anchor, int64_t t);
-// Floats of AttendBlockHead's `scores` scratch with `context_size` context positions (room for the
-// most keys one query reads, rounded up as kernels::RowAttention wants).
+// Floats of AttendBlockHead's `scores` scratch with `context_size` context positions (room for
+// every slot's scores at the most keys one query reads, rounded up as kernels::RowAttention wants).
 int64_t ScoresScratch(const BlockAttentionShape& shape, int64_t context_size);
 
 // One query head `head` of one block, for its first `num_queries` slots (block_size: all; the

@@ -9,6 +9,7 @@
 #include "core/op_trace.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "kernels/row_attention.h"
 
 namespace ember::spec::dspark {
 
@@ -282,7 +283,8 @@ int64_t DSparkDrafter::WorkspaceBytes(int64_t rows, int64_t blocks, int64_t cont
   // most), gathered positions, q and attn, k and v, scores, gate and up.
   const int64_t layer = 3 * f(r * h) + Workspace::BytesFor<int64_t>(r) + 2 * f(r * c.q_width()) +
                         2 * f(r * c.kv_width()) +
-                        f(ThreadPool::Global().num_threads() * (context_size + c.block_size)) +
+                        f(ThreadPool::Global().num_threads() * c.block_size *
+                          kernels::RowAttentionScratch(context_size + c.block_size)) +
                         2 * f(r * c.intermediate_size);
   // The residual stream, positions and the wanted rows' stream, beside a layer's.
   const int64_t block = 2 * f(r * h) + Workspace::BytesFor<int64_t>(r) + layer;

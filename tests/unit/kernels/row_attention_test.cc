@@ -1,7 +1,8 @@
 // Every variant's RowAttention (kernels/row_attention.h) against a double-precision softmax
 // attention on odd shapes (head_dim not a multiple of any vector width, runs with strides wider
-// than a row, empty runs), and the invariance the DSpark drafter's batch invariance rests on: a
-// query's output does not depend on how its keys are split into runs or what the scratch held.
+// than a row, empty runs), and the invariances the DSpark drafter's batch invariance rests on: a
+// query's output does not depend on how its keys are split into runs, what the scratch held, or
+// which other queries share its call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,8 +77,8 @@ std::vector<double> Expected(const Data& data, int64_t d, float scale) {
 std::vector<float> Attend(Isa isa, const Data& data, int64_t d, float scale, float scratch_fill = 0.0f) {
   std::vector<float> scores(RowAttentionScratch(data.num_keys()), scratch_fill);
   std::vector<float> out(d, -1.0f);
-  kKernelVariants.For(isa).row_attention(data.q.data(), d, scale, data.runs.data(),
-                                         static_cast<int64_t>(data.runs.size()), scores.data(), out.data());
+  kKernelVariants.For(isa).row_attention(data.q.data(), d, /*num_queries=*/1, d, scale, data.runs.data(),
+                                         static_cast<int64_t>(data.runs.size()), scores.data(), out.data(), d);
   return out;
 }
 
@@ -122,6 +123,40 @@ TEST(RowAttentionTest, OutputDoesNotDependOnHowKeysAreSplitOrTheScratch) {
                     {data.keys[0].data() + cut * 192, data.values[0].data() + cut * 192, 263 - cut, 192}};
       const std::vector<float> got = Attend(isa, split, 64, 0.125f, /*scratch_fill=*/12345.0f);
       EXPECT_EQ(std::memcmp(got.data(), reference.data(), 64 * sizeof(float)), 0) << "cut at " << cut;
+    }
+  }
+}
+
+TEST(RowAttentionTest, AQueryInAGroupHasTheBitsItHasAlone) {
+  // Group sizes across every variant's value tile (6, 3 and 2 queries) and its remainders, head
+  // sizes with and without a partial strip, queries and outputs strided as a block's heads are.
+  for (const Isa isa : AvailableIsas()) {
+    for (const Case& c : {Case{64, {256, 7}, 192}, Case{80, {33, 5}, 80}, Case{7, {1}, 9}, Case{24, {100}, 24}}) {
+      const Data data(c, 3, 1.0f);
+      const int64_t num_keys = data.num_keys();
+      const int64_t q_stride = 3 * c.head_dim + 5;
+      for (const int64_t num_queries : {1, 2, 5, 6, 7, 13}) {
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " head_dim " << c.head_dim << " queries " << num_queries);
+        std::mt19937 rng(static_cast<uint32_t>(num_queries));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> q(num_queries * q_stride);
+        for (float& x : q) x = normal(rng);
+        std::vector<float> scores(num_queries * RowAttentionScratch(num_keys), 777.0f);
+        std::vector<float> out(num_queries * q_stride, -1.0f);
+        kKernelVariants.For(isa).row_attention(q.data(), q_stride, num_queries, c.head_dim, 0.2f, data.runs.data(),
+                                               static_cast<int64_t>(data.runs.size()), scores.data(), out.data(),
+                                               q_stride);
+        for (int64_t i = 0; i < num_queries; ++i) {
+          std::vector<float> alone_scores(RowAttentionScratch(num_keys)), alone(c.head_dim);
+          kKernelVariants.For(isa).row_attention(q.data() + i * q_stride, c.head_dim, 1, c.head_dim, 0.2f,
+                                                 data.runs.data(), static_cast<int64_t>(data.runs.size()),
+                                                 alone_scores.data(), alone.data(), c.head_dim);
+          EXPECT_EQ(std::memcmp(out.data() + i * q_stride, alone.data(), c.head_dim * sizeof(float)), 0)
+              << "query " << i;
+          // Columns past head_dim in the strided output are not written.
+          EXPECT_EQ(out[i * q_stride + c.head_dim], -1.0f) << "query " << i;
+        }
+      }
     }
   }
 }
