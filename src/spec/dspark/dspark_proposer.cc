@@ -296,18 +296,22 @@ void DSparkProposer::ProposeBatch(std::span<const ProposalInput> inputs, std::sp
   }
   if (blocks_.empty()) return;
   drafter_->ForwardBlocks(blocks_);
+  if (block_drafts_.size() < blocks_.size()) block_drafts_.resize(blocks_.size());
+  markov_blocks_.clear();
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const ProposalInput& in = inputs[block_input_[b]];
     DraftSampling sampling;
     if (options_.sample_drafts && in.temperature > 0.0f) {
       sampling = {.temperature = in.temperature, .seed = in.seed, .first_index = blocks_[b].anchor_position + 1};
     }
-    markov_.Draft(b, blocks_[b].anchor_token, blocks_[b].num_logits, {}, options_.confidence_threshold,
-                  /*keep_logits=*/false, &block_draft_, sampling);
+    markov_blocks_.push_back({b, blocks_[b].anchor_token, blocks_[b].num_logits, {}, sampling, &block_drafts_[b]});
+  }
+  markov_.DraftBlocks(markov_blocks_, options_.confidence_threshold, /*keep_logits=*/false);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
     Draft& d = drafts[block_input_[b]];
-    d.tokens = block_draft_.tokens;
-    d.confidences = block_draft_.confidences;
-    d.probabilities = block_draft_.probabilities;
+    d.tokens = block_drafts_[b].tokens;
+    d.confidences = block_drafts_[b].confidences;
+    d.probabilities = block_drafts_[b].probabilities;
   }
 }
 

@@ -182,7 +182,8 @@ class DSparkProposer final : public Proposer {
   double catch_up_seconds_ = 0.0;          // last_catch_up_seconds
   std::vector<DSparkDrafter::Block> blocks_;
   std::vector<size_t> block_input_;  // the input each block answers
-  BlockDraft block_draft_;
+  std::vector<MarkovBlock> markov_blocks_;
+  std::vector<BlockDraft> block_drafts_;  // one per block of the last drafting call
   bool noted_prefix_gap_ = false;
 };
 

@@ -46,35 +46,54 @@ struct DraftSampling {
   int64_t first_index = 0;  // the sequence position of token 0
 };
 
+// One block of the drafter's last ForwardBlocks to draft: its first `num_tokens` positions, chosen
+// as `sampling` says (or replaying `forced` tokens when not empty, to score a given path).
+struct MarkovBlock {
+  size_t b = 0;  // the block's index in that ForwardBlocks call
+  int32_t anchor_token = 0;
+  int32_t num_tokens = 0;
+  std::span<const int32_t> forced;
+  DraftSampling sampling;
+  BlockDraft* out = nullptr;
+};
+
 class MarkovStage {
  public:
   explicit MarkovStage(const DSparkDrafter& drafter);
 
-  // The first `num_tokens` positions of block `b` of the drafter's last ForwardBlocks, chosen as
-  // `sampling` says (or replaying `forced` tokens when not empty, to score a given path). Stops
-  // early when a confidence falls below `min_confidence` (that position is not drafted).
-  // `keep_logits` also returns each position's corrected logits (tests).
+  // Every block's draft, the blocks in lockstep: position k of all blocks still drafting, then
+  // k + 1. Each position's low-rank products (W2, and the gate) are one matmul over those blocks,
+  // not one per block, and every row of a matmul has the bits it has alone, so a block's draft
+  // does not depend on the others. A block stops early when a confidence falls below
+  // `min_confidence` (that position is not drafted). `keep_logits` also returns each position's
+  // corrected logits (tests).
+  void DraftBlocks(std::span<const MarkovBlock> blocks, float min_confidence, bool keep_logits);
+  // One block: DraftBlocks of {b, anchor_token, num_tokens, forced, sampling, out}.
   void Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std::span<const int32_t> forced,
              float min_confidence, bool keep_logits, BlockDraft* out, const DraftSampling& sampling = {});
 
  private:
-  // e = W1[prev]; then the corrected logits of position k into logits_.
-  void Correct(std::span<const float> base, std::span<const float> h);
-  float ConfidenceLogit(std::span<const float> h) const;
-  // Draws from q_ = softmax(logits_ / temperature) by inverse CDF in draft-id order; returns the
+  // Rows i < n of embed_ (e = W1[prev], gated in place for a gated head) times W2 into bias_, for
+  // blocks whose position-k hidden states are hidden[i].
+  void LowRankBias(int64_t n, std::span<const std::span<const float>> hidden);
+  float ConfidenceLogit(std::span<const float> h, const float* embed) const;
+  // Draws from q_ = softmax(logits / temperature) by inverse CDF in draft-id order; returns the
   // draft id.
-  int32_t SampleToken(float temperature, double u);
+  int32_t SampleToken(std::span<const float> logits, float temperature, double u);
 
   const DSparkDrafter& drafter_;
   const DSparkConfig& config_;
   const DSparkWeights& weights_;
-  // Scratch reused across calls (the engine thread only).
-  std::vector<float> embed_;    // [r]
-  std::vector<float> gate_in_;  // [H + r]
-  std::vector<float> gated_;    // [r]
-  std::vector<float> bias_;     // [draft V]
-  std::vector<float> logits_;   // [draft V]
+  // Scratch reused across calls (the engine thread only), rows per block drafting a position.
+  std::vector<float> embed_;    // [blocks, r]
+  std::vector<float> gate_in_;  // [blocks, H + r]
+  std::vector<float> gated_;    // [blocks, r]
+  std::vector<float> bias_;     // [blocks, draft V]
+  std::vector<float> logits_;   // [draft V] one block's corrected logits
   std::vector<float> q_;        // [draft V] softmax(logits_ / T) of a sampled position
+  std::vector<size_t> active_;  // blocks drafting the current position
+  std::vector<int32_t> prev_;   // per block, the token before the current position
+  std::vector<std::span<const float>> hidden_;
 };
 
 }  // namespace ember::spec::dspark

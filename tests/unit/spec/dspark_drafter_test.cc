@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "dspark_fixture.h"
@@ -158,6 +159,43 @@ TEST_P(DSparkDrafterTest, WantedRowsHaveTheBitsOfAFullBlock) {
           ASSERT_TRUE(std::equal(l.begin(), l.end(), d.BaseLogits(b, k).begin())) << what;
         }
       }
+    }
+  }
+}
+
+// The Markov stage drafts a batch's blocks in lockstep, one low-rank matmul per position over the
+// blocks still drafting. Each block's draft (its corrected logits, bit for bit) is the one it gets
+// drafted alone, whatever the other blocks want: more or fewer positions, sampled or greedy, a
+// threshold that stops some early.
+TEST_P(DSparkDrafterTest, BlocksDraftedTogetherHaveTheBitsOfEachAlone) {
+  Fixture f(GetParam());
+  DSparkDrafter& d = *f.drafter;
+  const int64_t s = f.num_positions();
+  const int32_t g = d.config().block_size;
+  DSparkContext context = d.NewContext();
+  d.AppendContext(f.feature_row(0), s, context);
+  const int32_t anchors[] = {5, 77, 9, 31};
+  const int32_t wanted[] = {g, 2, g - 1, 0};
+  std::vector<DSparkDrafter::Block> blocks;
+  for (size_t b = 0; b < 4; ++b) blocks.push_back({&context, anchors[b], s, wanted[b]});
+  d.ForwardBlocks(blocks);
+  const DraftSampling sampled{.temperature = 0.8f, .seed = 42, .first_index = s + 1};
+  const DraftSampling samplings[] = {{}, sampled, {}, {}};
+  MarkovStage markov(d);
+  for (const float threshold : {0.0f, 0.3f}) {
+    std::vector<BlockDraft> together(4);
+    std::vector<MarkovBlock> batch;
+    for (size_t b = 0; b < 4; ++b) batch.push_back({b, anchors[b], wanted[b], {}, samplings[b], &together[b]});
+    markov.DraftBlocks(batch, threshold, /*keep_logits=*/true);
+    for (size_t b = 0; b < 4; ++b) {
+      SCOPED_TRACE(::testing::Message() << "threshold " << threshold << " block " << b);
+      BlockDraft alone;
+      markov.Draft(b, anchors[b], wanted[b], {}, threshold, /*keep_logits=*/true, &alone, samplings[b]);
+      EXPECT_EQ(together[b].tokens, alone.tokens);
+      EXPECT_EQ(together[b].confidences, alone.confidences);
+      EXPECT_EQ(together[b].probabilities, alone.probabilities);
+      ASSERT_EQ(together[b].logits.size(), alone.logits.size());
+      EXPECT_EQ(std::memcmp(together[b].logits.data(), alone.logits.data(), alone.logits.size() * sizeof(float)), 0);
     }
   }
 }
