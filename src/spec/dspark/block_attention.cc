@@ -21,8 +21,6 @@ void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& cont
                      int64_t head, const float* q, const float* k, const float* v, float* scores, float* out,
                      int64_t num_queries) {
   EMBER_CHECK(num_queries >= 0 && num_queries <= shape.block_size);
-  EMBER_CHECK(anchor == context.end() && context.begin() < anchor, "DSpark context [{}, {}) for a block at {}",
-              context.begin(), context.end(), anchor);
   const int64_t hd = shape.head_dim;
   const int64_t q_stride = shape.num_heads * hd;
   const int64_t kv_stride = shape.num_kv_heads * hd;
@@ -33,6 +31,8 @@ void AttendBlockHead(const BlockAttentionShape& shape, const DSparkContext& cont
   // t + 1 slots (causal) or all of them.
   auto keys_of = [&](int64_t t, kernels::KeyValueRows runs[2]) {
     const int64_t begin = std::max(context.begin(), ContextBegin(shape, anchor, t));
+    EMBER_CHECK(anchor == context.end() && begin < anchor, "DSpark context [{}, {}) for a block at {}",
+                context.begin(), context.end(), anchor);
     const int64_t num_block = shape.causal ? t + 1 : shape.block_size;
     runs[0] = {context.K(layer, begin) + kv_offset, context.V(layer, begin) + kv_offset, anchor - begin, kv_stride};
     runs[1] = {k + kv_offset, v + kv_offset, num_block, kv_stride};
