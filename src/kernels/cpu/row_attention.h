@@ -65,6 +65,7 @@ void ValueStrip(const KeyValueRows* runs, int64_t num_runs, const float* p, int6
   int64_t key = 0;
   for (int64_t run_index = 0; run_index < num_runs; ++run_index) {
     const KeyValueRows& run = runs[run_index];
+    if (run.count == 0) continue;  // its rows may be null
     const float* v = run.values + c;
     for (int64_t j = 0; j < run.count; ++j, ++key, v += run.stride) {
       Vec values[S::kValueVecs];
