@@ -1,12 +1,12 @@
 #include "core/huge_pages.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <mutex>
 #include <new>
+
+#include "core/zeroed_array.h"
 
 namespace ember {
 namespace {
@@ -23,7 +23,6 @@ constexpr bool kPlainHeap = false;
 constexpr bool kPlainHeap = false;
 #endif
 
-constexpr size_t kHugePage = size_t{2} << 20;
 // Buffers are carved from chunks this large (address space only until written: MAP_NORESERVE,
 // and a huge page is committed when its first byte is). A buffer over half of this gets a chunk of
 // its own, rounded up to whole huge pages. Space a released buffer leaves in a chunk is not reused:
@@ -33,34 +32,10 @@ constexpr size_t kAlignment = 64;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// One mapping of `bytes` (a multiple of kHugePage) starting on a huge-page boundary; base is null
-// when the address space cannot be had.
-struct Chunk {
-  explicit Chunk(size_t size) : bytes(size) {
-    // Over-map by one huge page and trim both ends, so the start is 2 MiB-aligned and every
-    // huge page of the chunk can be backed by one.
-    const size_t mapped = bytes + kHugePage;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return;
-    const auto address = reinterpret_cast<uintptr_t>(p);
-    const uintptr_t aligned = RoundUp(address, kHugePage);
-    if (aligned > address) munmap(p, aligned - address);
-    const size_t tail = mapped - (aligned - address) - bytes;
-    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-    base = reinterpret_cast<uint8_t*>(aligned);
-    // Advice only: where the kernel has no huge page to give (THP off, memory fragmented) the
-    // chunk is ordinary pages and everything still works.
-    madvise(base, bytes, MADV_HUGEPAGE);
-  }
-  ~Chunk() {
-    if (base != nullptr) munmap(base, bytes);
-  }
-  Chunk(const Chunk&) = delete;
-  Chunk& operator=(const Chunk&) = delete;
-
-  uint8_t* base = nullptr;
-  size_t bytes = 0;
-};
+// A chunk is a ZeroedPages of whole huge pages: it starts on a huge-page boundary and is advised
+// MADV_HUGEPAGE, so every huge page of it can be backed by one (advice only: where the kernel has
+// none to give, THP off or memory fragmented, it is ordinary pages and everything still works).
+using Chunk = ZeroedPages;
 
 // The chunk new buffers are carved from. Held weakly: once every buffer carved from it is gone
 // (a model unloaded) it is unmapped, and the next buffer starts a fresh chunk.
@@ -86,20 +61,18 @@ std::shared_ptr<uint8_t> AllocateOnHugePages(size_t bytes) {
   }
   if (size > kChunkBytes / 2) {
     // Large enough to deserve a mapping of its own (carving it would strand most of a chunk).
-    auto own = std::make_shared<Chunk>(RoundUp(size, kHugePage));
-    if (own->base == nullptr) throw std::bad_alloc();
-    return std::shared_ptr<uint8_t>(own, own->base);
+    auto own = std::make_shared<Chunk>(RoundUp(size, kHugePageBytes));
+    return std::shared_ptr<uint8_t>(own, static_cast<uint8_t*>(own->data()));
   }
   Carver& carver = TheCarver();
   std::lock_guard lock(carver.mutex);
   std::shared_ptr<Chunk> chunk = carver.current.lock();
-  if (chunk == nullptr || carver.used + size > chunk->bytes) {
+  if (chunk == nullptr || carver.used + size > chunk->bytes()) {
     chunk = std::make_shared<Chunk>(kChunkBytes);
-    if (chunk->base == nullptr) throw std::bad_alloc();
     carver.current = chunk;
     carver.used = 0;
   }
-  uint8_t* p = chunk->base + carver.used;
+  uint8_t* p = static_cast<uint8_t*>(chunk->data()) + carver.used;
   carver.used += size;
   return std::shared_ptr<uint8_t>(chunk, p);
 }

@@ -12,7 +12,11 @@
 
 namespace ember {
 
-// Owns `bytes` bytes of zeroed, page-aligned, lazily committed memory (mmap, MAP_NORESERVE);
+// The transparent huge page size on x86-64.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Owns `bytes` bytes of zeroed, page-aligned, lazily committed memory (mmap, MAP_NORESERVE),
+// advised MADV_HUGEPAGE and starting on a huge-page boundary when it is at least one huge page;
 // throws std::bad_alloc when the address space cannot be had.
 class ZeroedPages {
  public:

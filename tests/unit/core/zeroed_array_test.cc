@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "core/host_memory.h"
@@ -38,6 +39,18 @@ TEST(ZeroedArray, CommitsMemoryOnlyAsItIsWritten) {
   const int64_t grown = ResidentMemoryBytes().total - before;
   EXPECT_GE(grown, int64_t{60} << 20);
   EXPECT_LT(grown, int64_t{256} << 20);
+}
+
+// A pool of a huge page or more starts on a huge-page boundary, so all of it can be backed by huge
+// pages; a smaller one is page-aligned.
+TEST(ZeroedArray, LargePoolsStartOnAHugePage) {
+  for (const size_t bytes : {kHugePageBytes, kHugePageBytes + 1, size_t{5} << 20, size_t{64} << 20}) {
+    ZeroedPages pages(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(pages.data()) % kHugePageBytes, 0u) << bytes << " bytes";
+    static_cast<uint8_t*>(pages.data())[bytes - 1] = 1;  // the whole size is mapped
+  }
+  ZeroedPages small(4096 * 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 4096, 0u);
 }
 
 }  // namespace
