@@ -90,7 +90,6 @@ void MarkovStage::Draft(size_t b, int32_t anchor_token, int32_t num_tokens, std:
 void MarkovStage::DraftBlocks(std::span<const MarkovBlock> blocks, float min_confidence, bool keep_logits) {
   const int64_t r = config_.markov_rank;
   const bool markov = config_.markov_head_type != MarkovHeadType::kNone;
-  active_.clear();
   prev_.assign(blocks.size(), 0);
   int32_t longest = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
