@@ -13,6 +13,10 @@ the tiny trained Muse Spark of tests/golden/quant/accuracy (--target muse_tiny, 
              prompts an earlier run did not reach. muse_tiny: sequences of the Markov source the
              model learned, continued by it.
   extend     (smollm2) prompt-only sequences for the prompts generation did not reach
+  grow       (smollm2) a shard of more training sequences (.cache/dspark/data.more.pt) from a second
+             text pool (target.MORE_MODULES' docstrings, none in the first pool, held out or
+             benchmarked), continued as `data` does, within --data-minutes, resuming where it
+             stopped; `train` and `vocab` read the data file and its shards
   train      the three terms of DSpark's loss (CE + L1 to the target distribution + confidence BCE to
              c* = 1 - 0.5 ||p_d - p_t||_1, position weights exp(-k/4)); the target's embedding and
              lm_head shared and frozen. Weights: --ce 1.0 (DeepSpec: 0.1 over 10 epochs of a large
@@ -113,11 +117,7 @@ def make_data(a):
         data, done = blob["data"], batches_done(blob, a.gen_batch)
 
     def add(split, m, temp, group):
-        pairs = target.generate_with_ember(tok, group, a.max_new, temp, seed=len(data[split]), ember=a.ember)
-        seqs = [torch.tensor(prompt + cont) for prompt, cont in pairs]
-        for (prompt, _), ids, tap in zip(pairs, seqs, target.taps_batched(m, seqs, TAPS)):
-            data[split].append({"ids": ids, "prompt_len": len(prompt), "taps": tap, "temperature": temp,
-                                "loss_start": loss_start(ids)})
+        data[split] += continued_sequences(tok, m, group, temp, seed=len(data[split]), a=a)
         print(f"data: {split} T={temp}: {len(data[split])} sequences, "
               f"{sum(len(d['ids']) - d['prompt_len'] for d in data[split])} generated tokens, "
               f"{time.time() - t0:.0f}s", flush=True)
@@ -144,6 +144,52 @@ def make_data(a):
             "config": drafter_config(tok)}
     add_targets(blob, a.threads)  # here, so that training need not write the (large) file again
     save_data(blob, a)
+
+
+def continued_sequences(tok, model, prompts: list[str], temperature: float, seed: int, a) -> list[dict]:
+    """The prompts continued by ember (self-distillation), with the target's taps of every position."""
+    pairs = target.generate_with_ember(tok, prompts, a.max_new, temperature, seed=seed, ember=a.ember)
+    seqs = [torch.tensor(prompt + cont) for prompt, cont in pairs]
+    return [{"ids": ids, "prompt_len": len(prompt), "taps": tap, "temperature": temperature,
+             "loss_start": loss_start(ids)}
+            for (prompt, _), ids, tap in zip(pairs, seqs, target.taps_batched(model, seqs, TAPS))]
+
+
+def grow_data(a):
+    """A data shard from the second text pool (target.more_prompts): its prompts in batches of
+    similar length, each continued greedily and every 4th also sampled at T=1, within
+    --data-minutes, resuming where the shard stops. The shard holds training sequences (with their
+    target distributions) only; load_data(a, shards=True) adds them to the base file's."""
+    torch.set_num_threads(a.threads)
+    base = load_data(a)
+    tok, model = target.load_target()
+    fast = copy.deepcopy(model).to(torch.bfloat16)  # as make_data: continuations and taps in bf16
+    del model
+    held, _ = training_prompts()
+    bench = [d.split(": ", 1)[1] for d in target.docstrings(make_bench_prompts.MODULES)]
+    prompts = target.more_prompts(exclude=held + bench)
+    if a.smoke:
+        prompts, a.gen_batch = prompts[:8], 4
+    path = shard_file(a, "more")
+    shard = torch.load(path, weights_only=False, mmap=True) if path.exists() else {"train": [], "batches_done": 0}
+    batches = train_batches(prompts, a.gen_batch)
+    print(f"grow: {len(prompts)} prompts in {len(batches)} batches, {shard['batches_done']} done", flush=True)
+    t0 = time.time()
+    for i, group in enumerate(batches[shard["batches_done"]:], start=shard["batches_done"]):
+        if time.time() - t0 > a.data_minutes * 60:
+            break
+        for temp in (0.0, 1.0) if i % 4 == 3 else (0.0,):
+            shard["train"] += continued_sequences(tok, fast, group, temp, seed=len(shard["train"]), a=a)
+        shard["batches_done"] = i + 1
+        print(f"grow: batch {i + 1}/{len(batches)}, {len(shard['train'])} sequences, "
+              f"{sum(len(d['ids']) - d['prompt_len'] for d in shard['train'])} generated tokens, "
+              f"{time.time() - t0:.0f}s", flush=True)
+    # Targets need the base file's embedding and config; computed here so training never rewrites a file.
+    add_targets({"data": {"train": shard["train"], "held_out": []}, "embed": base["embed"],
+                 "config": base["config"]}, a.threads)
+    tmp = path.with_suffix(".tmp")
+    torch.save(shard, tmp)
+    os.replace(tmp, path)
 
 
 def training_prompts() -> tuple[list[str], list[str]]:
@@ -212,14 +258,28 @@ def data_file(a) -> Path:
     return CACHE / (f"{name}_smoke.pt" if a.smoke else f"{name}.pt")
 
 
-def load_data(a):
-    # Memory-mapped: the taps of all training prompts (~18 GB in bf16) need not fit in memory.
-    return torch.load(data_file(a), weights_only=False, mmap=True)
+def shard_file(a, name: str) -> Path:
+    """A shard of training sequences beside the data file (grow_data writes it)."""
+    return data_file(a).with_suffix(f".{name}.pt")
+
+
+def load_data(a, shards: bool = False):
+    """The data file, memory-mapped (the taps of all training prompts, ~16 GB in bf16, need not fit
+    in memory); with `shards`, the training sequences of its shards added (such a blob is never saved)."""
+    blob = torch.load(data_file(a), weights_only=False, mmap=True)
+    if shards:
+        for path in sorted(data_file(a).parent.glob(data_file(a).stem + ".*.pt")):
+            more = torch.load(path, weights_only=False, mmap=True)["train"]
+            blob["data"]["train"] = blob["data"]["train"] + more
+            blob.setdefault("shards", []).append(f"{path.name} ({len(more)} sequences)")
+    return blob
 
 
 def save_data(blob, a):
     """Writes beside the data file and renames over it: the blob's tensors may be mapped from the
     old file, which truncating it in place would pull out from under them."""
+    if "shards" in blob:
+        raise RuntimeError("save_data: this blob holds its shards' sequences too; save the data file alone")
     path = data_file(a)
     tmp = path.with_suffix(".tmp")
     torch.save(blob, tmp)
@@ -430,6 +490,9 @@ def train(a):
     blob = load_data(a)
     if add_targets(blob, a.threads):
         save_data(blob, a)
+    blob = load_data(a, shards=True)
+    if blob.get("shards"):
+        print(f"train: with the shards {', '.join(blob['shards'])}", flush=True)
     embed = blob["embed"].float()
     config = blob["config"]
     if a.init_from and not a.layers:  # the depth of the run it continues
@@ -637,7 +700,7 @@ def online_eval(a, drafter, embed, test):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["data", "extend", "train", "calibrate", "vocab", "all"])
+    ap.add_argument("stage", choices=["data", "extend", "grow", "train", "calibrate", "vocab", "all"])
     ap.add_argument("--smoke", action="store_true", help="a few prompts and steps")
     ap.add_argument("--resume", action="store_true", help="data: add continuations to the existing data file")
     ap.add_argument("--target", choices=["smollm2", "muse_tiny"], default="smollm2")
@@ -686,12 +749,14 @@ def main():
         make_data(a) if a.target == "smollm2" else make_muse_tiny_data(a)
     if a.stage in ("extend", "all") and a.target == "smollm2":
         extend_data(a)
+    if a.stage == "grow":
+        grow_data(a)
     if a.stage in ("train", "all"):
         train(a)
     if a.stage in ("calibrate", "all"):
         calibrate_and_eval(a)
     if a.stage == "vocab":  # train writes it too; this rewrites it for a drafter already trained
-        write_draft_vocab(load_data(a), Path(a.out))
+        write_draft_vocab(load_data(a, shards=True), Path(a.out))
 
 
 if __name__ == "__main__":

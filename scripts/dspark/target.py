@@ -172,6 +172,58 @@ def extra_texts(exclude: list[str]) -> list[str]:
     return out
 
 
+# A second pool of training text (never held out), added once the first was used up (session 40):
+# more of the virtualenv's packages and the standard library's submodules. Its prompts form their own
+# batches (train_dspark.py's `grow` stage, a data shard of its own), so the first pool's batch order,
+# which `data --resume` depends on, is unchanged.
+MORE_MODULES = [
+    "transformers.generation", "transformers.tokenization_utils_base", "transformers.modeling_utils",
+    "transformers.configuration_utils", "transformers.trainer", "transformers.training_args",
+    "transformers.pipelines", "huggingface_hub", "pydantic", "hypothesis", "hypothesis.strategies",
+    "werkzeug", "werkzeug.utils", "werkzeug.datastructures", "pygments", "pygments.lexer", "jsonschema",
+    "markdown_it", "accelerate", "safetensors.torch", "gguf", "packaging.version", "packaging.specifiers",
+    "sortedcontainers", "anyio", "openai", "rich.table", "rich.text", "rich.progress", "rich.panel",
+    "rich.syntax", "rich.markdown", "rich.pretty", "rich.prompt", "rich.tree", "rich.live", "rich.logging",
+    "sympy.core", "sympy.solvers", "sympy.geometry", "sympy.logic", "sympy.sets", "sympy.stats",
+    "sympy.series", "sympy.integrals", "sympy.simplify", "sympy.ntheory", "sympy.combinatorics",
+    "sympy.tensor", "sympy.printing", "sympy.physics.units", "sympy.physics.mechanics", "sympy.calculus",
+    "sympy.utilities", "torch.distributions", "torch.utils.data", "torch.linalg", "torch.fft",
+    "torch.special", "torch.autograd", "torch.nn.init", "torch.nn.utils", "torch.optim.lr_scheduler",
+    "torch.fx", "torch.testing", "networkx.algorithms.shortest_paths", "networkx.algorithms.flow",
+    "networkx.algorithms.community", "networkx.generators", "networkx.readwrite", "networkx.linalg",
+    "networkx.classes", "numpy.ma", "numpy.lib", "numpy.testing", "mpmath.functions", "yaml.constructor",
+    "click.types", "click.core", "typer.main", "jinja2.environment", "jinja2.ext", "jinja2.filters",
+    "requests.sessions", "requests.models", "urllib3", "urllib3.util", "tqdm.contrib", "fsspec.spec",
+    "tokenizers.pre_tokenizers", "tokenizers.normalizers", "tokenizers.decoders", "_pytest.python",
+    "_pytest.fixtures", "psutil", "filelock", "regex", "idna", "charset_normalizer", "referencing",
+    "pluggy", "attrs", "h11", "markupsafe", "annotated_types", "setuptools", "email.mime.text",
+    "email.utils", "logging.handlers", "collections.abc", "os.path", "importlib.metadata",
+    "importlib.resources", "unittest.mock", "asyncio.streams", "asyncio.tasks", "asyncio.queues",
+    "asyncio.subprocess", "multiprocessing.pool", "multiprocessing.shared_memory",
+    "concurrent.futures.thread", "json.decoder", "xml.sax", "wsgiref.simple_server", "curses", "turtle",
+    "tkinter", "venv", "zipapp", "compileall", "py_compile", "symtable", "keyword", "bdb", "pdb",
+    "faulthandler", "site", "code", "codeop", "quopri", "binascii", "ctypes", "select", "termios",
+    "pty", "fcntl", "resource"]
+
+
+def more_prompts(exclude: list[str], seed: int = 1, per_text: int = 2) -> list[str]:
+    """The second pool's training prompts: MORE_MODULES' function, class and method docstrings
+    whose body is in neither the first pool (base or extra) nor `exclude` (held-out and benchmark
+    texts), each under `per_text` documentation templates, deterministically shuffled."""
+    known = {d.split(": ", 1)[1] for d in docstrings() + extra_texts([])}
+    seen, texts = set(), []
+    for d in docstrings(MORE_MODULES) + method_docstrings(MORE_MODULES):
+        body = d.split(": ", 1)[1]
+        if body in known or body in seen or any(body in t for t in exclude):
+            continue
+        seen.add(body)
+        texts.append(d)
+    rng = random.Random(seed)
+    out = [f.format(t=t) for t in texts for f in rng.sample(TEMPLATES_DOC, per_text)]
+    rng.shuffle(out)
+    return out
+
+
 def prompts(seed: int = 0, held_out: int = 32, per_text: int = 2, extra: bool = False,
             exclude: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(held_out, train) prompts, deterministically shuffled: license clauses and stdlib/numpy
