@@ -45,7 +45,12 @@ Usage (the real runs; `--smoke` shrinks everything to prove the script works):
       0.55 -> 0.61, tokens per cycle at T=0 1.98 -> 2.11), then session 34's `data --resume
       --data-minutes 30` (all 120 batches: 15,734 sequences, 1.46M generated tokens, a 16 GB
       file) and `train --minutes 50 --anchors 24 --lr 5e-4 --init-from <session 33's>` (8,365
-      steps, first-position top-1 0.61 -> 0.65, tokens per cycle at T=0 2.11 -> 2.35))
+      steps, first-position top-1 0.61 -> 0.65, tokens per cycle at T=0 2.11 -> 2.35), then session
+      40's `grow --data-minutes 45` (all 51 batches of the second pool, 6,440 prompts: 7,976
+      sequences, 746k generated tokens, an 8.4 GB shard, 22 + 6 minutes) and `train --minutes 50
+      --anchors 24 --lr 5e-4 --init-from <session 34's>` (8,682 steps, held-out CE 2.19 -> 2.08,
+      first-position top-1 0.65 -> 0.68, tokens per cycle at T=0 2.35 -> 2.47))
+  .venv/bin/python scripts/train_dspark.py grow --data-minutes 45
   .venv/bin/python scripts/train_dspark.py calibrate
   .venv/bin/python scripts/train_dspark.py all --target muse_tiny --minutes 8
   .venv/bin/python scripts/train_dspark.py vocab   (draft_vocab.json alone, from the data file)

@@ -358,7 +358,7 @@ TEST(DSparkSpecDecode, SmolLM2TrainedDrafter) {
 // The same with the drafter's own weights ("quantization": "none", what the torch module computes;
 // the test above runs the default Q8_0 matmuls): both reach torch's rate within the bound, so
 // quantizing costs no measurable acceptance (1.98 tokens per step both ways with session 26's drafter,
-// 2.10 and 2.09 with session 33's, 2.34 and 2.32 with session 34's).
+// 2.10 and 2.09 with session 33's, 2.34 and 2.32 with session 34's, 2.47 and 2.47 with session 40's).
 TEST(DSparkSpecDecode, SmolLM2TrainedDrafterUnquantized) {
   const std::string path = CachedModel("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::ifstream(path)) GTEST_SKIP() << "SmolLM2 not fetched (scripts/fetch_models.py)";
