@@ -615,14 +615,21 @@ def write_draft_vocab(blob, out_dir: Path, ranking: tuple[list[int], list[int]] 
 
 # --- calibration and evaluation -------------------------------------------------------------------
 
+def load_drafter(directory) -> DSparkDrafter:
+    """A trained drafter, drafting from its draft_vocab.json where it has one (the vocabulary the
+    engine drafts from by default)."""
+    model = DSparkDrafter.load(directory).eval()
+    vocab_file = Path(directory) / "draft_vocab.json"
+    if vocab_file.exists():
+        model.set_draft_vocab(json.loads(vocab_file.read_text())["token_ids"])
+    return model
+
+
 def calibrate_and_eval(a):
     torch.set_num_threads(a.threads)
     blob = load_data(a)
     embed = blob["embed"].float()
-    model = DSparkDrafter.load(a.out).eval()
-    vocab_file = Path(a.out) / "draft_vocab.json"
-    if vocab_file.exists():  # draft from the vocabulary the engine drafts from by default
-        model.set_draft_vocab(json.loads(vocab_file.read_text())["token_ids"])
+    model = load_drafter(a.out)
     held = blob["data"]["held_out"]
     calib, test = held[: len(held) // 2], held[len(held) // 2 :]
     t0 = time.time()
@@ -679,28 +686,35 @@ def online_eval(a, drafter, embed, test):
     At T=0 the output must be the target's own greedy continuation (lossless)."""
     tok, tgt = target.load_target()
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    g = drafter.config.block_size
+    prompts = test[: a.online_prompts]
     results = {}
     for temp in (0.0, 1.0):
-        gen = torch.Generator().manual_seed(1)
-        emitted = cycles = same = 0
-        tried, accepted = [0] * g, [0] * g
-        prompts = test[: a.online_prompts]
-        for seq in prompts:
-            prompt = seq["ids"][: seq["prompt_len"]].tolist()
-            out, c, t, acc = online.speculate(drafter, tgt, embed, prompt, a.max_new, temp, eos, gen)
-            emitted, cycles = emitted + len(out) - 1, cycles + c
-            tried = [x + y for x, y in zip(tried, t)]
-            accepted = [x + y for x, y in zip(accepted, acc)]
-            same += int(out == seq["ids"][seq["prompt_len"]:].tolist())
-        results[f"T{temp:g}"] = {
-            "tokens_per_cycle": emitted / max(cycles, 1), "cycles": cycles,
-            "acceptance_per_position": [x / y if y else None for x, y in zip(accepted, tried)],
-        }
+        r = live_decode(drafter, tgt, embed, prompts, temp, seed=1, max_new=a.max_new, eos=eos)
+        same = r.pop("same_as_data")
         if temp == 0:
-            results["T0"]["outputs_equal_to_target_greedy"] = f"{same}/{len(prompts)}"
-        results[f"T{temp:g}"]["prompts"] = len(prompts)
+            r["outputs_equal_to_target_greedy"] = f"{same}/{len(prompts)}"
+        results[f"T{temp:g}"] = r
     return results
+
+
+def live_decode(drafter, tgt, embed, seqs, temperature: float, seed: int, max_new: int, eos: int) -> dict:
+    """online.speculate over the prompts of `seqs` (one generator seeded `seed`): tokens per cycle,
+    cycles, acceptance per position, prompts, and how many outputs equal the sequence's own
+    continuation (same_as_data)."""
+    g = drafter.config.block_size
+    gen = torch.Generator().manual_seed(seed)
+    emitted = cycles = same = 0
+    tried, accepted = [0] * g, [0] * g
+    for seq in seqs:
+        prompt = seq["ids"][: seq["prompt_len"]].tolist()
+        out, c, t, acc = online.speculate(drafter, tgt, embed, prompt, max_new, temperature, eos, gen)
+        emitted, cycles = emitted + len(out) - 1, cycles + c
+        tried = [x + y for x, y in zip(tried, t)]
+        accepted = [x + y for x, y in zip(accepted, acc)]
+        same += int(out == seq["ids"][seq["prompt_len"]:].tolist())
+    return {"tokens_per_cycle": emitted / max(cycles, 1), "cycles": cycles,
+            "acceptance_per_position": [x / y if y else None for x, y in zip(accepted, tried)],
+            "prompts": len(seqs), "same_as_data": same}
 
 
 def main():

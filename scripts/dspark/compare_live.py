@@ -12,7 +12,6 @@ comparison to run before calling a drafter better or worse at T=1.
 """
 
 import argparse
-import json
 import sys
 import types
 from pathlib import Path
@@ -21,16 +20,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import train_dspark  # noqa: E402
-from dspark_model import DSparkDrafter  # noqa: E402
-
-
-def load_drafter(directory: str) -> DSparkDrafter:
-    """The drafter, drafting from its draft_vocab.json as calibrate does."""
-    drafter = DSparkDrafter.load(directory).eval()
-    vocab = Path(directory) / "draft_vocab.json"
-    if vocab.exists():
-        drafter.set_draft_vocab(json.loads(vocab.read_text())["token_ids"])
-    return drafter
 
 
 def main():
@@ -49,18 +38,12 @@ def main():
     held = held[: a.prompts] if a.prompts else held
     tok, tgt = train_dspark.target.load_target()
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    drafters = {d: load_drafter(d) for d in a.drafters}
+    drafters = {d: train_dspark.load_drafter(d) for d in a.drafters}
     for seed in a.seeds:
         for name, drafter in drafters.items():
-            gen = torch.Generator().manual_seed(seed)
-            emitted = cycles = 0
-            for seq in held:
-                prompt = seq["ids"][: seq["prompt_len"]].tolist()
-                out, c, _, _ = train_dspark.online.speculate(drafter, tgt, embed, prompt, a.max_new,
-                                                             a.temperature, eos, gen)
-                emitted, cycles = emitted + len(out) - 1, cycles + c
-            print(f"T={a.temperature:g} seed {seed} {name}: {emitted / max(cycles, 1):.3f} tokens per cycle "
-                  f"({cycles} cycles, {len(held)} prompts)", flush=True)
+            r = train_dspark.live_decode(drafter, tgt, embed, held, a.temperature, seed, a.max_new, eos)
+            print(f"T={a.temperature:g} seed {seed} {name}: {r['tokens_per_cycle']:.3f} tokens per cycle "
+                  f"({r['cycles']} cycles, {r['prompts']} prompts)", flush=True)
 
 
 if __name__ == "__main__":
